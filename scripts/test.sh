@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# The whole test suite, from a fresh clone: installs what it needs, then lints, type-checks
+# and runs every test. `.ci/run` calls exactly this; README names it as the second command.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+PY=${PYTHON:-python3}
+if [ ! -x .venv/bin/python ]; then
+    "$PY" -m venv .venv
+fi
+.venv/bin/python -m pip install -q --disable-pip-version-check -e '.[test]'
+
+.venv/bin/ruff check vtop tests bench tools
+.venv/bin/ruff format --check vtop tests bench tools
+.venv/bin/mypy
+
+rc=0
+.venv/bin/python -m pytest -q "$@" || rc=$?
+# pytest exits 5 when a selection collects no tests; that is not a failure of the suite.
+if [ "$rc" -eq 5 ]; then rc=0; fi
+exit "$rc"

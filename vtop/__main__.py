@@ -1,0 +1,5 @@
+"""`python -m vtop` runs the command line."""
+
+from vtop.cli import main
+
+raise SystemExit(main())

@@ -1,0 +1,19 @@
+"""Command line: arguments -> live TUI | --report | --record | --replay | sim | rules."""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Sequence
+
+from vtop import __version__
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="vtop", description=__doc__)
+    parser.add_argument("--version", action="version", version=f"vtop {__version__}")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    build_parser().parse_args(argv)
+    return 0

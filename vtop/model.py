@@ -1,0 +1,244 @@
+"""Immutable values that flow through vtop: what one poll saw, and what the rules concluded.
+
+Sources (a live scrape, the simulator, a trace being replayed) build these; the store, the
+rules, the report and the UI only read them. Keeping them frozen and free of I/O is what lets
+live, replay and report share one path: a `Frame` recorded today replays tomorrow into the same
+code that drew it the first time.
+
+Missing data is `None`, never 0: a gauge the server did not expose is unknown, not idle.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from enum import IntEnum
+from typing import Literal, NamedTuple
+
+Provenance = Literal["metrics", "process", "flag", "inferred", "default"]
+"""Where a configuration value came from, best first (see `vtop.sources.discovery`)."""
+
+KnobValue = int | float | str | bool | None
+
+
+class SeriesKey(NamedTuple):
+    """One canonical series of one endpoint.
+
+    `signal` is a catalog name (`running`, `ttft`, ...). `model` and `engine` come from vLLM's
+    `model_name` and `engine` labels ("" when the page has none). `label` is the signal's one
+    distinguishing label value, if it has one (`reason="capacity"`, `finished_reason="stop"`).
+    The aggregate over all models and engines uses `ALL` for both.
+    """
+
+    signal: str
+    model: str = ""
+    engine: str = ""
+    label: str = ""
+
+
+ALL = "*"
+"""`model` / `engine` value of the series that aggregates every model and engine."""
+
+
+@dataclass(frozen=True, slots=True)
+class Histogram:
+    """A cumulative Prometheus histogram at one instant.
+
+    `bounds` are the finite upper bounds in increasing order; `buckets[i]` counts observations
+    `<= bounds[i]`; `count` is the `+Inf` bucket (all observations).
+    """
+
+    bounds: tuple[float, ...]
+    buckets: tuple[float, ...]
+    count: float
+    sum: float
+
+
+@dataclass(frozen=True, slots=True)
+class Knob:
+    """A configuration value and where it came from.
+
+    `detail` says precisely where (`vllm:cache_config_info`, `pid 4242 command line`,
+    `vLLM 0.32 default for GPUs under 70 GiB`), so a recommendation can show its inputs.
+    """
+
+    name: str
+    value: KnobValue
+    provenance: Provenance
+    detail: str = ""
+
+    @property
+    def assumed(self) -> bool:
+        """True when the value was not read from the server or its command line."""
+        return self.provenance in ("inferred", "default")
+
+
+@dataclass(frozen=True, slots=True)
+class EndpointInfo:
+    """What the server says about itself, read once on connect and again after a restart."""
+
+    version: str | None = None
+    models: tuple[str, ...] = ()
+    max_model_len: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Scrape:
+    """One poll of one endpoint's /metrics.
+
+    `error` is a one-line message when the poll failed; the other fields then hold whatever was
+    known (latency of the failed attempt, no series). `latency_s` and `size_bytes` are the
+    scrape's own cost: a starved API server answers late, and its gauges then lie.
+    """
+
+    endpoint: str
+    t: float
+    latency_s: float | None = None
+    size_bytes: int | None = None
+    error: str | None = None
+    scalars: Mapping[SeriesKey, float] = field(default_factory=dict)
+    histograms: Mapping[SeriesKey, Histogram] = field(default_factory=dict)
+    info: Mapping[str, str] = field(default_factory=dict)
+    has_vllm_series: bool = True
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None
+
+
+@dataclass(frozen=True, slots=True)
+class GpuReading:
+    """One GPU at one instant, as NVML reports it. `None` is a field the card does not support."""
+
+    index: int
+    name: str
+    uuid: str | None = None
+    util_pct: float | None = None
+    mem_used_bytes: int | None = None
+    mem_total_bytes: int | None = None
+    power_w: float | None = None
+    power_limit_w: float | None = None
+    temp_c: float | None = None
+    sm_clock_mhz: float | None = None
+    process_mem_bytes: int | None = None
+    error: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class GpuStatus:
+    """All GPUs of this host, or why none can be read (`unavailable`)."""
+
+    gpus: tuple[GpuReading, ...] = ()
+    unavailable: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class HostReading:
+    """The host vtop runs on, and vtop's own cost on it."""
+
+    cpu_pct: float | None = None
+    mem_used_bytes: int | None = None
+    mem_total_bytes: int | None = None
+    self_cpu_pct: float | None = None
+    self_rss_bytes: int | None = None
+
+
+EventKind = Literal["restart", "disconnect", "reconnect", "config", "note"]
+
+
+@dataclass(frozen=True, slots=True)
+class Event:
+    """Something that happened at an instant and belongs on the charts and in traces."""
+
+    t: float
+    kind: EventKind
+    endpoint: str
+    message: str
+
+
+@dataclass(frozen=True, slots=True)
+class Frame:
+    """Everything one poll produced: a scrape per endpoint, the GPUs, the host, and events."""
+
+    t: float
+    scrapes: tuple[Scrape, ...]
+    gpu: GpuStatus = GpuStatus(unavailable="not read")
+    host: HostReading | None = None
+    events: tuple[Event, ...] = ()
+
+
+class Severity(IntEnum):
+    """A finding's level, ordered; `exit_code` is the monitoring-plugin convention."""
+
+    OK = 0
+    INFO = 1
+    WARNING = 2
+    CRITICAL = 3
+
+    @property
+    def exit_code(self) -> int:
+        """0 OK (info included), 1 WARNING, 2 CRITICAL; 3 UNKNOWN is the report's own."""
+        return {Severity.WARNING: 1, Severity.CRITICAL: 2}.get(self, 0)
+
+
+@dataclass(frozen=True, slots=True)
+class Recommendation:
+    """A concrete knob change: `--max-num-seqs 128`, never "raise max_num_seqs"."""
+
+    knob: str
+    current: Knob | None
+    new_value: KnobValue
+    direction: Literal["raise", "lower", "set", "enable", "disable"]
+    formula: str
+    inputs: Mapping[str, Knob | float | None]
+    tradeoff: str = ""
+    confidence: Literal["high", "medium", "low"] = "high"
+
+    @property
+    def flag(self) -> str:
+        """The `vllm serve` flag: `--max-num-seqs 128` (booleans: `--enable-prefix-caching`)."""
+        name = "--" + self.knob.replace("_", "-")
+        if isinstance(self.new_value, bool):
+            return name if self.new_value else "--no-" + name[2:]
+        return f"{name} {format_value(self.new_value)}"
+
+    @property
+    def engine_arg(self) -> str:
+        """The engine argument: `max_num_seqs=128`."""
+        return f"{self.knob}={format_value(self.new_value)!s}"
+
+
+def format_value(value: KnobValue) -> str:
+    """Render a knob value the way vLLM's command line takes it."""
+    if isinstance(value, float):
+        if math.isfinite(value) and value == int(value) and abs(value) >= 1:
+            return str(int(value))
+        return f"{value:g}"
+    return str(value)
+
+
+FindingState = Literal["pending", "firing", "suppressed"]
+
+
+@dataclass(frozen=True, slots=True)
+class Finding:
+    """What one rule concluded about one endpoint at one evaluation.
+
+    `pending` findings hold their condition but not yet for the rule's `for` duration
+    (`held_s` of `for_s`); `suppressed` ones fire but are explained away by a root cause
+    (`suppressed_by`), and say so instead of giving advice.
+    """
+
+    rule: str
+    title: str
+    endpoint: str
+    severity: Severity
+    state: FindingState
+    summary: str
+    evidence: tuple[tuple[str, str], ...] = ()
+    recommendations: tuple[Recommendation, ...] = ()
+    since: float | None = None
+    held_s: float = 0.0
+    for_s: float = 0.0
+    suppressed_by: str | None = None

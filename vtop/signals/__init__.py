@@ -1,0 +1,1 @@
+"""Canonical vLLM signals: the catalog of names across versions, the parser, the store."""

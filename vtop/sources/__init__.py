@@ -1,0 +1,1 @@
+"""Where frames come from: the vLLM scraper, NVML, the host, configuration discovery."""
