@@ -101,6 +101,10 @@ class Scrape:
     histograms: Mapping[SeriesKey, Histogram] = field(default_factory=dict)
     info: Mapping[str, str] = field(default_factory=dict)
     has_vllm_series: bool = True
+    knobs: Mapping[str, Knob] | None = None
+    """The configuration, set on the scrape where it was (re)discovered, else None."""
+    server: EndpointInfo | None = None
+    """What the server said of itself, set on the scrape where it was (re)read, else None."""
 
     @property
     def ok(self) -> bool:

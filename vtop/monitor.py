@@ -1,0 +1,67 @@
+"""The one consumer of frames: history per endpoint, its configuration, and (later) verdicts.
+
+The TUI, `--report`, `--once` and replay all feed `Frame`s into a `Monitor` and read from it;
+none of them keeps history of its own. This is the "one data path": whatever a source is, the
+numbers on the screen, in the report and in a replayed trace come from the same code.
+
+GPU readings are attributed only to endpoints on this host: NVML sees the local GPUs, and
+charging them to a remote server would be a lie.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from vtop.model import EndpointInfo, Event, Frame, GpuStatus, HostReading, Knob, Scrape
+from vtop.signals.store import Store
+from vtop.sources.live import is_local
+
+
+@dataclass(slots=True)
+class EndpointView:
+    """Everything known about one endpoint."""
+
+    store: Store
+    local: bool
+    knobs: dict[str, Knob] = field(default_factory=dict)
+    server: EndpointInfo = field(default_factory=EndpointInfo)
+    last: Scrape | None = None
+
+
+class Monitor:
+    """Ingests frames; owns the history of every endpoint."""
+
+    def __init__(self, *, capacity: int = 3600) -> None:
+        self.capacity = capacity
+        self.endpoints: dict[str, EndpointView] = {}
+        self.gpu = GpuStatus(unavailable="not read yet")
+        self.host: HostReading | None = None
+        self.frames = 0
+        self.t: float | None = None
+
+    def view(self, endpoint: str) -> EndpointView:
+        view = self.endpoints.get(endpoint)
+        if view is None:
+            view = EndpointView(Store(endpoint, capacity=self.capacity), is_local(endpoint))
+            self.endpoints[endpoint] = view
+        return view
+
+    def feed(self, frame: Frame) -> list[Event]:
+        """Ingest one frame; returns the events it carried or revealed."""
+        self.frames += 1
+        self.t = frame.t
+        self.gpu = frame.gpu
+        self.host = frame.host
+        events = list(frame.events)
+        for ev in frame.events:
+            if ev.endpoint in self.endpoints:
+                self.endpoints[ev.endpoint].store.note(ev)
+        for scrape in frame.scrapes:
+            view = self.view(scrape.endpoint)
+            if scrape.knobs is not None:
+                view.knobs = dict(scrape.knobs)
+            if scrape.server is not None:
+                view.server = scrape.server
+            view.last = scrape
+            events.extend(view.store.ingest(scrape, frame.gpu if view.local else None))
+        return events

@@ -1,0 +1,200 @@
+"""A /metrics page -> the canonical series of one `Scrape`.
+
+`PageReader` is kept per endpoint for the life of the connection: the first page teaches it
+where every line goes (`_LineRoute`, cached by the line's head), and every later page costs a
+string split, a dict lookup and a `float()` per line. Lines of metrics vtop does not know
+(python_gc_*, http_*, ...) are routed to nowhere once and skipped after that.
+
+Series are keyed by `(signal, model, engine, label)`. Labels beyond those (the `pid` label of
+multiprocess mode, labels a proxy adds) do not split a series: the samples they separate are
+combined, adding counts and histogram buckets and taking the largest gauge. A line repeated
+verbatim counts once (the last one wins). NaN and ±Inf samples are not measurements and are
+dropped. Label values are made inert here, before anything can print them: control characters
+(ANSI escapes included) are removed and long values cut.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+from vtop.model import Histogram, Scrape, SeriesKey
+from vtop.signals.catalog import WIRE, Kind, Signal
+from vtop.signals.parser import ParseError, parse_head, parse_value, sample_lines, split_sample
+
+MAX_LABEL = 200
+"""Longest label value kept; a longer one is cut and marked with an ellipsis."""
+
+_CONTROL = dict.fromkeys([*range(0x20), 0x7F, *range(0x80, 0xA0)])
+
+
+def clean_label(value: str) -> str:
+    """A label value that is safe to print: no control characters, at most MAX_LABEL long."""
+    if not value.isprintable():
+        value = value.translate(_CONTROL)
+    if len(value) > MAX_LABEL:
+        value = value[: MAX_LABEL - 1] + "…"
+    return value
+
+
+@dataclass(frozen=True, slots=True)
+class _LineRoute:
+    signal: Signal
+    part: str
+    rank: int
+    key: SeriesKey
+    le: float | None
+    merged: bool
+    """True when labels beyond model/engine/label were folded away (pid, proxy labels)."""
+    info: tuple[tuple[str, str], ...] = ()
+
+
+@dataclass(slots=True)
+class _HistParts:
+    rank: int
+    buckets: dict[float, float] = field(default_factory=dict)
+    sum: float | None = None
+    count: float | None = None
+
+
+_IGNORED = None
+
+
+def _route(head: str, lineno: int) -> _LineRoute | None:
+    name, labels = parse_head(head, lineno)
+    wire = WIRE.get(name)
+    if wire is None:
+        return _IGNORED
+    sig = wire.signal
+    model = engine = label = ""
+    le: float | None = None
+    extra = False
+    for k, v in labels:
+        if k == "model_name":
+            model = clean_label(v)
+        elif k == "engine":
+            engine = clean_label(v)
+        elif sig.label is not None and k == sig.label:
+            label = clean_label(v)
+        elif k == "le" and wire.part == "bucket":
+            le = parse_value(v, lineno)
+        elif sig.kind is not Kind.INFO:
+            extra = True
+    if wire.part == "bucket" and le is None:
+        raise ParseError(f"histogram bucket {name} has no 'le' label", lineno)
+    info = tuple((k, clean_label(v)) for k, v in labels) if sig.kind is Kind.INFO else ()
+    return _LineRoute(sig, wire.part, wire.rank, SeriesKey(sig.name, model, engine, label), le,
+                      extra, info)  # fmt: skip
+
+
+class PageReader:
+    """Reads the pages of one endpoint; remembers where each line goes."""
+
+    def __init__(self) -> None:
+        self._routes: dict[str, _LineRoute | None] = {}
+
+    def read(
+        self,
+        text: str,
+        *,
+        endpoint: str,
+        t: float,
+        latency_s: float | None = None,
+        size_bytes: int | None = None,
+    ) -> Scrape:
+        """Parse a page into a `Scrape`. Raises `ParseError` on a page that is not metrics."""
+        routes = self._routes
+        if len(routes) > 50_000:  # a page that invents new series forever must not grow us
+            routes.clear()
+        best: dict[SeriesKey, tuple[int, float]] = {}
+        merged: dict[str, tuple[_LineRoute, float]] = {}
+        hists: dict[SeriesKey, _HistParts] = {}
+        info: dict[str, str] = {}
+        vllm_lines = 0
+        for lineno, line in sample_lines(text):
+            head, value_text = split_sample(line, lineno)
+            route = routes.get(head, _MISSING)
+            if route is _MISSING:
+                route = _route(head, lineno)
+                routes[head] = route
+            if route is None:
+                continue
+            assert isinstance(route, _LineRoute)
+            value = parse_value(value_text, lineno)
+            if route.signal.vllm:
+                vllm_lines += 1
+            if route.merged:
+                merged[head] = (route, value)
+                continue
+            _take(route, value, best, hists, info)
+        for route, value in merged.values():
+            _take(route, value, best, hists, info, merge=True)
+        return Scrape(
+            endpoint=endpoint,
+            t=t,
+            latency_s=latency_s,
+            size_bytes=len(text) if size_bytes is None else size_bytes,
+            scalars={k: v for k, (_, v) in best.items()},
+            histograms=_histograms(hists),
+            info=info,
+            has_vllm_series=vllm_lines > 0,
+        )
+
+
+_MISSING = object()
+
+
+def _take(
+    route: _LineRoute,
+    value: float,
+    best: dict[SeriesKey, tuple[int, float]],
+    hists: dict[SeriesKey, _HistParts],
+    info: dict[str, str],
+    merge: bool = False,
+) -> None:
+    if not math.isfinite(value):
+        return
+    sig = route.signal
+    key = route.key
+    if sig.kind is Kind.INFO:
+        if not info:
+            info.update(route.info)
+        return
+    if sig.kind is Kind.HISTOGRAM:
+        parts = hists.get(key)
+        if parts is None or route.rank < parts.rank:
+            parts = hists[key] = _HistParts(route.rank)
+        elif route.rank > parts.rank:
+            return
+        if route.part == "bucket":
+            assert route.le is not None
+            parts.buckets[route.le] = parts.buckets.get(route.le, 0.0) + value if merge else value
+        elif route.part == "sum":
+            parts.sum = (parts.sum or 0.0) + value if merge else value
+        else:
+            parts.count = (parts.count or 0.0) + value if merge else value
+        return
+    value *= sig.scale
+    old = best.get(key)
+    if old is not None and old[0] < route.rank:
+        return
+    if merge and old is not None and old[0] == route.rank:
+        value = old[1] + value if sig.kind is Kind.COUNTER else max(old[1], value)
+    best[key] = (route.rank, value)
+
+
+def _histograms(hists: dict[SeriesKey, _HistParts]) -> dict[SeriesKey, Histogram]:
+    out: dict[SeriesKey, Histogram] = {}
+    for key, parts in hists.items():
+        inf = parts.buckets.pop(math.inf, None)
+        count = inf if inf is not None else parts.count
+        if count is None:
+            continue  # neither a +Inf bucket nor a count: nothing to compute from
+        bounds = tuple(sorted(b for b in parts.buckets if math.isfinite(b)))
+        out[key] = Histogram(
+            bounds=bounds,
+            buckets=tuple(parts.buckets[b] for b in bounds),
+            count=count,
+            sum=parts.sum if parts.sum is not None else math.nan,
+        )
+    return out

@@ -1,0 +1,412 @@
+"""The bounded history of one endpoint, and the windowed questions rules and charts ask of it.
+
+Layout: one array of poll times and, aligned with it, one array of values per series (NaN where
+a poll did not see the series). Aligned columns make "the value of every signal at poll i"
+free, which is what rules that combine signals (the share of time running sat at its cap while
+requests waited) need, and they keep memory flat: a float per series per poll.
+
+Counters are stored reset-adjusted (a drop is taken as a restart from zero, as Prometheus
+does), so `rate()` and `increase()` never go negative and need only the window's first and last
+samples. Histograms are kept as reset-adjusted cumulative snapshots; a window's percentiles come
+from the difference of its last and first snapshot. Every series also rolls up into an
+aggregate over models and engines (`SeriesKey(signal, ALL, ALL, label)`, and with
+`label=ALL` across label values too) with the signal's own rule: sum for counts, max for KV
+usage, bucket sums for histograms.
+
+Unknown is `None`: a series never seen, a poll that failed, a window with too few samples.
+"""
+
+from __future__ import annotations
+
+import math
+from array import array
+from bisect import bisect_right
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from vtop.model import ALL, Event, GpuStatus, Histogram, Scrape, SeriesKey
+from vtop.signals import histogram as hist
+from vtop.signals.catalog import BY_NAME, Kind, Signal
+
+NAN = math.nan
+
+_GPU_FIELDS = (
+    ("gpu_util", "util_pct"),
+    ("gpu_mem_used", "mem_used_bytes"),
+    ("gpu_mem_total", "mem_total_bytes"),
+    ("gpu_power", "power_w"),
+    ("gpu_power_limit", "power_limit_w"),
+    ("gpu_temp", "temp_c"),
+    ("gpu_sm_clock", "sm_clock_mhz"),
+)
+
+_RESTART_COUNTERS = frozenset({"generation_tokens", "prompt_tokens", "requests_finished",
+                               "preemptions", "api_cpu_seconds"})  # fmt: skip
+
+
+def key(signal: str, label: str = "") -> SeriesKey:
+    """The aggregate series of `signal` (over every model and engine)."""
+    return SeriesKey(signal, ALL, ALL, label)
+
+
+@dataclass(slots=True)
+class _Track:
+    signal: Signal
+    values: array[float]
+    last_raw: float = NAN
+    offset: float = 0.0
+    last: float = NAN
+    """Last known (adjusted) value, carried across polls that miss the series (counters)."""
+
+
+@dataclass(slots=True)
+class _HistTrack:
+    values: list[Histogram | None]
+    last_raw: Histogram | None = None
+    offset: Histogram | None = None
+    last: Histogram | None = None
+
+
+class Store:
+    """History of one endpoint, at most `capacity` polls (older ones are dropped)."""
+
+    def __init__(self, endpoint: str, *, capacity: int = 3600) -> None:
+        if capacity < 2:
+            raise ValueError("a store needs room for at least two polls")
+        self.endpoint = endpoint
+        self.capacity = capacity
+        self._t: array[float] = array("d")
+        self._tracks: dict[SeriesKey, _Track] = {}
+        self._hists: dict[SeriesKey, _HistTrack] = {}
+        self._groups: dict[SeriesKey, list[SeriesKey]] = {}
+        self._hist_groups: dict[SeriesKey, list[SeriesKey]] = {}
+        self.events: list[Event] = []
+        self.info: dict[str, str] = {}
+        self.polls = 0
+        self.failed_polls = 0
+
+    # -- ingest --------------------------------------------------------------------------------
+
+    def ingest(self, scrape: Scrape, gpu: GpuStatus | None = None) -> list[Event]:
+        """Add one poll. Returns the events it revealed (a server restart)."""
+        t = scrape.t
+        if self._t and t <= self._t[-1]:
+            return []
+        events: list[Event] = []
+        if scrape.ok and self._restarted(scrape):
+            events.append(Event(t, "restart", self.endpoint, "server restarted (counters reset)"))
+        self._t.append(t)
+        self.polls += 1
+        n = len(self._t)
+        values: dict[SeriesKey, float] = dict(scrape.scalars) if scrape.ok else {}
+        if not scrape.ok:
+            self.failed_polls += 1
+        values[key("up")] = 1.0 if scrape.ok else 0.0
+        if scrape.latency_s is not None:
+            values[key("scrape_latency")] = scrape.latency_s
+        if scrape.ok and scrape.size_bytes is not None:
+            values[key("scrape_bytes")] = float(scrape.size_bytes)
+        if gpu is not None:
+            for reading in gpu.gpus:
+                for signal, attr in _GPU_FIELDS:
+                    v = getattr(reading, attr)
+                    if v is not None:
+                        values[SeriesKey(signal, ALL, ALL, str(reading.index))] = float(v)
+        if scrape.info:
+            self.info = dict(scrape.info)
+        self._ingest_scalars(values, n)
+        self._ingest_hists(scrape.histograms if scrape.ok else {}, n)
+        if n >= 2 * self.capacity:
+            self._trim(n - self.capacity)
+        self.events.extend(events)
+        del self.events[:-256]
+        return events
+
+    def note(self, event: Event) -> None:
+        """Record an event that the source saw (a disconnect, a reconnect)."""
+        self.events.append(event)
+
+    def _restarted(self, scrape: Scrape) -> bool:
+        for k, v in scrape.scalars.items():
+            if k.signal in _RESTART_COUNTERS:
+                track = self._tracks.get(k)
+                if track is not None and v < track.last_raw:
+                    return True
+            elif k.signal == "api_start_time":
+                track = self._tracks.get(k)
+                if track is not None and not math.isnan(track.last_raw) and v != track.last_raw:
+                    return True
+        return False
+
+    def _track(self, k: SeriesKey, n: int) -> _Track:
+        track = self._tracks.get(k)
+        if track is None:
+            sig = BY_NAME.get(k.signal) or BY_NAME["up"]
+            track = _Track(sig, array("d", [NAN]) * (n - 1))
+            self._tracks[k] = track
+            if k.model != ALL:
+                for agg in _aggregates(k):
+                    self._groups.setdefault(agg, []).append(k)
+        return track
+
+    def _ingest_scalars(self, values: dict[SeriesKey, float], n: int) -> None:
+        for k, v in values.items():
+            track = self._track(k, n)
+            if track.signal.kind is Kind.COUNTER:
+                if v < track.last_raw:
+                    track.offset += track.last_raw
+                track.last_raw = v
+                v += track.offset
+            else:
+                track.last_raw = v
+            track.last = v
+            track.values.append(v)
+        for agg, members in self._groups.items():
+            track = self._track(agg, n)
+            counter = track.signal.kind is Kind.COUNTER
+            combined = NAN
+            if any(m in values for m in members):
+                present = [self._tracks[m].last if counter else values.get(m, NAN)
+                           for m in members]  # fmt: skip
+                known = [v for v in present if not math.isnan(v)]
+                if known:
+                    combined = max(known) if track.signal.combine == "max" else sum(known)
+            track.last = track.last_raw = combined
+            track.values.append(combined)
+            values[agg] = combined
+        for track in self._tracks.values():
+            if len(track.values) < n:
+                track.values.append(NAN)
+
+    def _ingest_hists(self, hists: Mapping[SeriesKey, Histogram], n: int) -> None:
+        for k, h in hists.items():
+            track = self._hists.get(k)
+            if track is None:
+                track = self._hists[k] = _HistTrack([None] * (n - 1))
+                for agg in _aggregates(k):
+                    self._hist_groups.setdefault(agg, []).append(k)
+            raw = track.last_raw
+            if raw is not None and (h.bounds != raw.bounds or h.count < raw.count):
+                if h.bounds != raw.bounds:
+                    track.offset = None
+                    track.values = [None] * (len(track.values))
+                else:
+                    track.offset = raw if track.offset is None else hist.add(track.offset, raw)
+            track.last_raw = h
+            adjusted = h if track.offset is None else hist.add(track.offset, h)
+            track.last = adjusted
+            track.values.append(adjusted)
+        for agg, members in self._hist_groups.items():
+            agg_track = self._hists.get(agg)
+            if agg_track is None:
+                agg_track = self._hists[agg] = _HistTrack([None] * (n - 1))
+            total: Histogram | None = None
+            if any(m in hists for m in members):
+                for m in members:
+                    last = self._hists[m].last
+                    if last is not None:
+                        total = last if total is None else hist.add(total, last)
+            agg_track.last = total
+            agg_track.values.append(total)
+        for track in self._hists.values():
+            if len(track.values) < n:
+                track.values.append(None)
+
+    def _trim(self, drop: int) -> None:
+        del self._t[:drop]
+        for track in self._tracks.values():
+            del track.values[:drop]
+        for htrack in self._hists.values():
+            del htrack.values[:drop]
+
+    # -- what is there -------------------------------------------------------------------------
+
+    @property
+    def now(self) -> float | None:
+        """Time of the latest poll."""
+        return self._t[-1] if self._t else None
+
+    def __len__(self) -> int:
+        return len(self._t)
+
+    def series(self, signal: str) -> list[SeriesKey]:
+        """Per-model/engine keys of `signal`, sorted (the aggregate excluded)."""
+        keys = [k for k in (*self._tracks, *self._hists) if k.signal == signal and k.model != ALL]
+        return sorted(keys)
+
+    def labels(self, signal: str) -> list[str]:
+        """Label values seen for `signal` on the aggregate (GPU indices, finish reasons, ...)."""
+        found = {k.label for k in (*self._tracks, *self._hists) if k.signal == signal}
+        return sorted(found - {ALL})
+
+    def engines(self) -> list[tuple[str, str]]:
+        """(model, engine) pairs seen on this endpoint."""
+        found = {(k.model, k.engine) for k in self._tracks if k.model != ALL}
+        return sorted(found)
+
+    def restarts(self) -> list[float]:
+        return [e.t for e in self.events if e.kind == "restart"]
+
+    # -- windows -------------------------------------------------------------------------------
+
+    def _start(self, window_s: float | None) -> int:
+        if window_s is None or not self._t:
+            return 0
+        return bisect_right(self._t, self._t[-1] - window_s)
+
+    def times(self, window_s: float | None = None) -> Sequence[float]:
+        return self._t[self._start(window_s) :]
+
+    def values(self, k: SeriesKey | str, window_s: float | None = None) -> list[float | None]:
+        """The series over the window, aligned with `times(window_s)`; None where unknown."""
+        k = _k(k)
+        track = self._tracks.get(k)
+        start = self._start(window_s)
+        if track is None:
+            return [None] * (len(self._t) - start)
+        return [None if math.isnan(v) else v for v in track.values[start:]]
+
+    def _window(self, k: SeriesKey | str, window_s: float | None) -> list[float]:
+        track = self._tracks.get(_k(k))
+        if track is None:
+            return []
+        return [v for v in track.values[self._start(window_s) :] if not math.isnan(v)]
+
+    def last(self, k: SeriesKey | str) -> float | None:
+        """The latest poll's value (None if the latest poll did not see it)."""
+        track = self._tracks.get(_k(k))
+        if track is None or not track.values:
+            return None
+        v = track.values[-1]
+        if math.isnan(v):
+            return None
+        if track.signal.kind is Kind.COUNTER:
+            return track.last_raw if not math.isnan(track.last_raw) else None
+        return v
+
+    def avg(self, k: SeriesKey | str, window_s: float | None = None) -> float | None:
+        vs = self._window(k, window_s)
+        return sum(vs) / len(vs) if vs else None
+
+    def min(self, k: SeriesKey | str, window_s: float | None = None) -> float | None:
+        vs = self._window(k, window_s)
+        return min(vs) if vs else None
+
+    def max(self, k: SeriesKey | str, window_s: float | None = None) -> float | None:
+        vs = self._window(k, window_s)
+        return max(vs) if vs else None
+
+    def quantile(self, q: float, k: SeriesKey | str, window_s: float | None = None) -> float | None:
+        """`quantile_over_time`: linear interpolation between the samples' order statistics."""
+        vs = sorted(self._window(k, window_s))
+        if not vs:
+            return None
+        pos = max(0.0, min(1.0, q)) * (len(vs) - 1)
+        lo = math.floor(pos)
+        hi = min(lo + 1, len(vs) - 1)
+        return vs[lo] + (vs[hi] - vs[lo]) * (pos - lo)
+
+    def count(self, k: SeriesKey | str, window_s: float | None = None) -> int:
+        """Number of polls in the window that saw the series."""
+        return len(self._window(k, window_s))
+
+    def per_second(self, k: SeriesKey | str, window_s: float | None = None) -> float | None:
+        """Increase per second between the window's first and last samples (no extrapolation).
+
+        What a screen means by "tokens/s over the last 5 s"; `rate()` is the PromQL one.
+        """
+        track = self._tracks.get(_k(k))
+        if track is None:
+            return None
+        vals = track.values
+        first, end = self._start(window_s), len(vals) - 1
+        while first < end and math.isnan(vals[first]):
+            first += 1
+        while end > first and math.isnan(vals[end]):
+            end -= 1
+        if end <= first or math.isnan(vals[first]):
+            return None
+        return (vals[end] - vals[first]) / (self._t[end] - self._t[first])
+
+    def increase(self, k: SeriesKey | str, window_s: float) -> float | None:
+        """`increase(x[w])` with Prometheus's extrapolation to the window's edges."""
+        return self._extrapolated(_k(k), window_s, rate=False)
+
+    def rate(self, k: SeriesKey | str, window_s: float) -> float | None:
+        """`rate(x[w])`: per-second increase; resets never make it negative."""
+        return self._extrapolated(_k(k), window_s, rate=True)
+
+    def _extrapolated(self, k: SeriesKey, window_s: float, *, rate: bool) -> float | None:
+        track = self._tracks.get(k)
+        if track is None or not self._t:
+            return None
+        start = self._start(window_s)
+        vals = track.values
+        first = start
+        end = len(vals) - 1
+        while first <= end and math.isnan(vals[first]):
+            first += 1
+        while end > first and math.isnan(vals[end]):
+            end -= 1
+        if end <= first:
+            return None
+        samples = sum(1 for v in vals[first : end + 1] if not math.isnan(v))
+        t_first, t_last = self._t[first], self._t[end]
+        result = vals[end] - vals[first]
+        sampled = t_last - t_first
+        range_end = self._t[-1]
+        range_start = range_end - window_s
+        to_start = t_first - range_start
+        to_end = range_end - t_last
+        avg_gap = sampled / (samples - 1)
+        if track.signal.kind is Kind.COUNTER and result > 0 and vals[first] >= 0:
+            to_zero = sampled * (vals[first] / result)
+            to_start = min(to_start, to_zero)
+        threshold = avg_gap * 1.1
+        interval = sampled
+        interval += to_start if to_start < threshold else avg_gap / 2
+        interval += to_end if to_end < threshold else avg_gap / 2
+        result *= interval / sampled
+        return result / window_s if rate else result
+
+    def hist_delta(self, k: SeriesKey | str, window_s: float | None = None) -> Histogram | None:
+        """Observations that arrived within the window (bucket increases)."""
+        track = self._hists.get(_k(k))
+        if track is None:
+            return None
+        vals = track.values
+        first, end = self._start(window_s), len(vals) - 1
+        while first < end and vals[first] is None:
+            first += 1
+        while end > first and vals[end] is None:
+            end -= 1
+        old, new = vals[first], vals[end]
+        if end <= first or old is None or new is None:
+            return None
+        return hist.delta(new, old)
+
+    def hist_quantile(
+        self, q: float, k: SeriesKey | str, window_s: float | None = None
+    ) -> float | None:
+        """`histogram_quantile(q, rate(x_bucket[w]))`."""
+        return hist.quantile(q, self.hist_delta(k, window_s))
+
+    def hist_mean(self, k: SeriesKey | str, window_s: float | None = None) -> float | None:
+        """Mean observation within the window (Δsum / Δcount)."""
+        return hist.mean(self.hist_delta(k, window_s))
+
+    def hist_last(self, k: SeriesKey | str) -> Histogram | None:
+        """The latest cumulative (reset-adjusted) histogram."""
+        track = self._hists.get(_k(k))
+        return track.values[-1] if track is not None and track.values else None
+
+
+def _k(k: SeriesKey | str) -> SeriesKey:
+    return key(k) if isinstance(k, str) else k
+
+
+def _aggregates(k: SeriesKey) -> list[SeriesKey]:
+    aggs = [SeriesKey(k.signal, ALL, ALL, k.label)]
+    if k.label:
+        aggs.append(SeriesKey(k.signal, ALL, ALL, ALL))
+    return aggs

@@ -1,0 +1,199 @@
+"""Live polling of one or more vLLM endpoints, producing one `Frame` per poll.
+
+The live source is the only place that knows about wall time, sockets and back-off; the
+`Frame`s it returns are the same values a recorded trace or the simulator yields, so what
+follows (store, rules, screens, report, recorder) never knows which it is reading.
+
+An endpoint that fails is retried with capped exponential back-off (1, 2, 4 … 30 s) instead of
+being hammered every poll; meanwhile its scrape carries the reason and when the next attempt
+is due, and the history collected so far stays. When an endpoint (re)connects or restarts, vtop
+re-reads what the server says about itself and its configuration: a restart is usually the user
+applying a recommendation, and the new values must be the ones the next advice starts from.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import ipaddress
+import socket
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from urllib.parse import urlsplit
+
+from vtop.model import (
+    EndpointInfo,
+    Event,
+    Frame,
+    GpuStatus,
+    HostReading,
+    Knob,
+    Scrape,
+    SeriesKey,
+)
+from vtop.sources import discovery
+from vtop.sources.vllm import ScrapeOptions, VllmScraper
+
+BACKOFF_S = (1.0, 2.0, 4.0, 8.0, 16.0, 30.0)
+
+ProcessProbe = Callable[[int], Mapping[str, Knob] | None]
+"""Given a local port, the knobs of the vLLM process serving it (None if none is found)."""
+
+
+def is_local(url: str) -> bool:
+    """True when the URL names this host, so its GPUs and processes are the server's."""
+    host = urlsplit(url if "://" in url else "http://" + url).hostname or ""
+    if host in ("localhost", socket.gethostname()):
+        return True
+    try:
+        addr = ipaddress.ip_address(host)
+    except ValueError:
+        return False
+    return addr.is_loopback or addr.is_unspecified
+
+
+def url_port(url: str) -> int:
+    parts = urlsplit(url if "://" in url else "http://" + url)
+    return parts.port or (443 if parts.scheme == "https" else 80)
+
+
+@dataclass(slots=True)
+class EndpointState:
+    """What the live source knows about one endpoint's connection."""
+
+    scraper: VllmScraper
+    local: bool
+    connected: bool = False
+    attempt: int = 0
+    next_try: float = 0.0
+    last_error: str | None = None
+    knobs: dict[str, Knob] = field(default_factory=dict)
+    server: EndpointInfo = field(default_factory=EndpointInfo)
+    cache_info: dict[str, str] = field(default_factory=dict)
+    last_counters: dict[SeriesKey, float] = field(default_factory=dict)
+
+    def status(self, now: float) -> str:
+        """One line for the header: connected, or reconnecting with the attempt and delay."""
+        if self.connected:
+            return "connected"
+        if self.attempt == 0:
+            return "connecting"
+        wait = max(0.0, self.next_try - now)
+        return f"reconnecting (attempt {self.attempt}, next in {wait:.0f} s)"
+
+
+class LiveSource:
+    """Polls endpoints; `await poll()` once per interval returns the next `Frame`."""
+
+    def __init__(
+        self,
+        urls: Sequence[str],
+        options: ScrapeOptions | None = None,
+        *,
+        flags: Mapping[str, Knob] | None = None,
+        gpu: Callable[[], GpuStatus] | None = None,
+        host: Callable[[], HostReading] | None = None,
+        process_probe: ProcessProbe | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        if not urls:
+            raise ValueError("no endpoint to poll")
+        self.options = options or ScrapeOptions()
+        self.endpoints: dict[str, EndpointState] = {}
+        for url in urls:
+            scraper = VllmScraper(url, self.options)
+            self.endpoints[scraper.url] = EndpointState(scraper, is_local(scraper.base))
+        self._flags = dict(flags or {})
+        self._gpu = gpu
+        self._host = host
+        self._probe = process_probe
+        self._clock = clock
+        self._last_gpu = GpuStatus(unavailable="no GPU reader")
+
+    async def aclose(self) -> None:
+        for state in self.endpoints.values():
+            await state.scraper.aclose()
+
+    async def __aenter__(self) -> LiveSource:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+    async def poll(self) -> Frame:
+        """Poll every endpoint that is due (concurrently), the GPUs and the host."""
+        gpu_task = asyncio.create_task(asyncio.to_thread(self._gpu)) if self._gpu else None
+        results = await asyncio.gather(*(self._poll_one(s) for s in self.endpoints.values()))
+        scrapes = tuple(scrape for scrape, _ in results)
+        events = tuple(e for _, evs in results for e in evs)
+        if gpu_task is not None:
+            self._last_gpu = await gpu_task
+        host = self._host() if self._host else None
+        t = max((s.t for s in scrapes), default=time.time())
+        return Frame(t=t, scrapes=scrapes, gpu=self._last_gpu, host=host, events=events)
+
+    async def _poll_one(self, state: EndpointState) -> tuple[Scrape, list[Event]]:
+        now = self._clock()
+        url = state.scraper.url
+        if not state.connected and now < state.next_try:
+            return Scrape(url, time.time(), error=state.last_error or "not connected"), []
+        scrape = await state.scraper.scrape()
+        events: list[Event] = []
+        if not scrape.ok:
+            if state.connected:
+                events.append(Event(scrape.t, "disconnect", url, scrape.error or "lost"))
+            state.connected = False
+            delay = BACKOFF_S[min(state.attempt, len(BACKOFF_S) - 1)]
+            state.attempt += 1
+            state.next_try = self._clock() + delay
+            state.last_error = scrape.error
+            return scrape, events
+        rediscover = not state.connected or _counters_reset(state.last_counters, scrape.scalars)
+        if not state.connected and state.attempt > 0:
+            events.append(Event(scrape.t, "reconnect", url, "connection restored"))
+        state.connected, state.attempt, state.last_error = True, 0, None
+        state.last_counters = {k: v for k, v in scrape.scalars.items()
+                               if k.signal in _WATCHED}  # fmt: skip
+        if scrape.info and scrape.info != state.cache_info:
+            state.cache_info = dict(scrape.info)
+            rediscover = True
+        if rediscover:
+            state.server = await state.scraper.info()
+            state.knobs = self._discover(state)
+            scrape = replace(scrape, knobs=dict(state.knobs), server=state.server)
+        return scrape, events
+
+    def _discover(self, state: EndpointState) -> dict[str, Knob]:
+        process = None
+        if state.local and self._probe is not None:
+            process = self._probe(url_port(state.scraper.base))
+        gpu_mem = None
+        if state.local and self._last_gpu.gpus:
+            gpu_mem = self._last_gpu.gpus[0].mem_total_bytes
+        return discovery.merge(
+            cache_info=state.cache_info,
+            endpoint=state.server,
+            process=process,
+            flags=self._flags,
+            gpu_mem_bytes=gpu_mem,
+        )
+
+    def status(self, endpoint: str) -> str:
+        return self.endpoints[endpoint].status(self._clock())
+
+
+_WATCHED = frozenset({"generation_tokens", "prompt_tokens", "api_start_time"})
+
+
+def _counters_reset(old: Mapping[SeriesKey, float], new: Mapping[SeriesKey, float]) -> bool:
+    """A restart: a watched counter went down, or the API server's start time changed."""
+    for k, v in old.items():
+        nv = new.get(k)
+        if nv is None:
+            continue
+        if k.signal == "api_start_time":
+            if nv != v:
+                return True
+        elif nv < v:
+            return True
+    return False

@@ -1,0 +1,251 @@
+"""Scraping one vLLM server: /metrics every poll, /v1/models and /version on connect.
+
+One request is in flight per endpoint at a time (a poll that finds the previous one still
+running is skipped, not stacked), and each request times out before the next poll is due, so a
+slow server can never build a backlog. Bodies are streamed and cut at a size cap, which also
+bounds what a gzip bomb can expand to. Every failure becomes one line that says what happened
+and where, with a hint when the cause is usually the user's (401: a token; 404: a path).
+
+Secrets stay out of everything vtop prints: the bearer token from `VTOP_API_KEY` and the values
+of `--header` go only into request headers, and URLs are shown without credentials or query
+values.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import ssl
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from urllib.parse import urlsplit, urlunsplit
+
+import httpx
+
+from vtop.model import EndpointInfo, Scrape
+from vtop.signals.extract import PageReader
+from vtop.signals.parser import ParseError
+
+DEFAULT_MAX_BYTES = 16 * 1024 * 1024
+API_KEY_ENV = "VTOP_API_KEY"
+
+
+class HeaderError(ValueError):
+    """A `--header` argument that is not `Name: value`."""
+
+
+def parse_header(text: str) -> tuple[str, str]:
+    """`'Name: value'` -> ('Name', 'value'); the error never repeats the value."""
+    name, sep, value = text.partition(":")
+    name = name.strip()
+    if not sep or not name or any(c in name for c in " \t\r\n"):
+        raise HeaderError(f"--header must look like 'Name: value' (got a header named {name!r})")
+    return name, value.strip()
+
+
+def redact_url(url: str) -> str:
+    """The URL without user:password and with query values hidden."""
+    parts = urlsplit(url)
+    netloc = parts.hostname or ""
+    if ":" in netloc:
+        netloc = f"[{netloc}]"
+    if parts.port is not None:
+        netloc += f":{parts.port}"
+    query = "&".join(f"{q.partition('=')[0]}=…" for q in parts.query.split("&") if q)
+    return urlunsplit((parts.scheme, netloc, parts.path, query, ""))
+
+
+def base_url(url: str) -> str:
+    """Normalise what the user typed to the server's base URL (no trailing /metrics)."""
+    if "://" not in url:
+        url = "http://" + url
+    url = url.rstrip("/")
+    if url.endswith("/metrics"):
+        url = url[: -len("/metrics")]
+    return url
+
+
+@dataclass(frozen=True, slots=True)
+class ScrapeOptions:
+    """How to reach the endpoints; shared by all of them."""
+
+    timeout_s: float = 0.8
+    max_bytes: int = DEFAULT_MAX_BYTES
+    verify_tls: bool = True
+    headers: tuple[tuple[str, str], ...] = field(default=(), repr=False)
+    api_key: str | None = field(default=None, repr=False)
+
+    @classmethod
+    def from_env(
+        cls,
+        *,
+        interval_s: float = 1.0,
+        headers: Sequence[str] = (),
+        insecure: bool = False,
+        environ: Mapping[str, str] = os.environ,
+    ) -> ScrapeOptions:
+        """Options for a poll interval: the timeout stays below it, the token comes from env."""
+        return cls(
+            timeout_s=max(0.2, min(10.0, interval_s * 0.8)),
+            verify_tls=not insecure,
+            headers=tuple(parse_header(h) for h in headers),
+            api_key=environ.get(API_KEY_ENV) or None,
+        )
+
+    def request_headers(self) -> dict[str, str]:
+        out = {"Accept": "text/plain;version=0.0.4;q=0.9,*/*;q=0.1", "Accept-Encoding": "gzip"}
+        if self.api_key:
+            out["Authorization"] = f"Bearer {self.api_key}"
+        out.update(self.headers)
+        return out
+
+
+class ScrapeError(Exception):
+    """One line that says what went wrong with which URL."""
+
+
+_HINTS = {
+    401: "the server wants credentials: set VTOP_API_KEY or pass --header 'Authorization: …'",
+    403: "the credentials were refused: check VTOP_API_KEY or the --header values",
+    404: "no /metrics there: is this a vLLM server, and is the URL its base (http://host:8000)?",
+}
+
+
+class VllmScraper:
+    """Polls one endpoint. Use as an async context manager, or call `aclose()`."""
+
+    def __init__(
+        self,
+        url: str,
+        options: ScrapeOptions | None = None,
+        *,
+        client: httpx.AsyncClient | None = None,
+    ) -> None:
+        self.base = base_url(url)
+        self.url = redact_url(self.base)
+        self.metrics_url = self.base + "/metrics"
+        self.options = options or ScrapeOptions()
+        self._own_client = client is None
+        self._client = client or httpx.AsyncClient(
+            verify=ssl.create_default_context() if self.options.verify_tls else False,
+            timeout=self.options.timeout_s,
+            follow_redirects=True,
+            trust_env=False,
+        )
+        self._reader = PageReader()
+        self._lock = asyncio.Lock()
+
+    async def __aenter__(self) -> VllmScraper:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        if self._own_client:
+            await self._client.aclose()
+
+    @property
+    def busy(self) -> bool:
+        """True while a request to this endpoint is in flight."""
+        return self._lock.locked()
+
+    async def _get(self, url: str, timeout: float) -> tuple[bytes, float]:
+        start = time.perf_counter()
+        where = redact_url(url)
+        try:
+            async with (
+                asyncio.timeout(timeout),
+                self._client.stream(
+                    "GET", url, headers=self.options.request_headers(), timeout=timeout
+                ) as resp,
+            ):
+                if resp.status_code >= 400:
+                    hint = _HINTS.get(resp.status_code, "")
+                    reason = resp.reason_phrase or "error"
+                    msg = f"HTTP {resp.status_code} {reason} from {where}"
+                    raise ScrapeError(f"{msg}: {hint}" if hint else msg)
+                chunks: list[bytes] = []
+                size = 0
+                async for chunk in resp.aiter_bytes():
+                    size += len(chunk)
+                    if size > self.options.max_bytes:
+                        mib = self.options.max_bytes / 1048576
+                        raise ScrapeError(f"response from {where} is larger than {mib:g} MiB")
+                    chunks.append(chunk)
+        except ScrapeError:
+            raise
+        except (httpx.TimeoutException, TimeoutError):
+            raise ScrapeError(f"no answer from {where} within {timeout:g} s") from None
+        except httpx.ConnectError as exc:
+            raise ScrapeError(f"cannot connect to {where}: {_reason(exc)}") from None
+        except httpx.DecodingError:
+            raise ScrapeError(f"{where} sent a body that does not decode (bad gzip?)") from None
+        except httpx.HTTPError as exc:
+            raise ScrapeError(f"request to {where} failed: {_reason(exc)}") from None
+        return b"".join(chunks), time.perf_counter() - start
+
+    async def scrape(self) -> Scrape:
+        """One poll of /metrics. Never raises: failures come back as `Scrape.error`."""
+        if self._lock.locked():
+            return Scrape(self.url, time.time(), error="previous poll still in flight; skipped")
+        async with self._lock:
+            started = time.perf_counter()
+            try:
+                body, latency = await self._get(self.metrics_url, self.options.timeout_s)
+            except ScrapeError as exc:
+                return Scrape(self.url, time.time(), latency_s=time.perf_counter() - started,
+                              error=str(exc))  # fmt: skip
+            now = time.time()
+            text = body.decode("utf-8", errors="replace")
+            try:
+                scrape = self._reader.read(
+                    text, endpoint=self.url, t=now, latency_s=latency, size_bytes=len(body)
+                )
+            except ParseError as exc:
+                return Scrape(self.url, now, latency_s=latency, size_bytes=len(body),
+                              error=f"{self.url}/metrics is not a metrics page: {exc}")  # fmt: skip
+            if not scrape.has_vllm_series:
+                return Scrape(
+                    self.url, now, latency_s=latency, size_bytes=len(body),
+                    error=f"{self.url}/metrics has no vllm: series "
+                    "(is the server started with --disable-log-stats, or not vLLM?)",
+                    scalars=scrape.scalars, has_vllm_series=False,
+                )  # fmt: skip
+            return scrape
+
+    async def info(self) -> EndpointInfo:
+        """/version and /v1/models; what cannot be read stays unknown (None)."""
+        timeout = max(self.options.timeout_s, 2.0)
+        version: str | None = None
+        models: tuple[str, ...] = ()
+        max_len: int | None = None
+        try:
+            body, _ = await self._get(self.base + "/version", timeout)
+            value = json.loads(body).get("version")
+            version = str(value)[:40] if value is not None else None
+        except (ScrapeError, ValueError, AttributeError):
+            pass
+        try:
+            body, _ = await self._get(self.base + "/v1/models", timeout)
+            data = json.loads(body).get("data", [])
+            models = tuple(str(m.get("id"))[:200] for m in data if isinstance(m, dict))
+            lens = [m.get("max_model_len") for m in data if isinstance(m, dict)]
+            max_len = next((int(x) for x in lens if isinstance(x, int)), None)
+        except (ScrapeError, ValueError, AttributeError, TypeError):
+            pass
+        return EndpointInfo(version=version, models=models, max_model_len=max_len)
+
+
+def _reason(exc: BaseException) -> str:
+    """The innermost cause's message, on one line, without the URL repeated."""
+    while exc.__cause__ is not None or exc.__context__ is not None:
+        exc = exc.__cause__ or exc.__context__  # type: ignore[assignment]
+    text = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+    if "Errno 111" in text or "Connection refused" in text:
+        return "connection refused"
+    if "Name or service not known" in text or "Errno -2" in text or "Errno -3" in text:
+        return "unknown host"
+    return text[:200]

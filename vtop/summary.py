@@ -1,0 +1,128 @@
+"""What the history says now, as plain data: the shared body of `--once`, JSON reports and tests.
+
+Gauges report their last value and window statistics; counters their total and per-second
+increase; histograms the rate of observations and percentiles of the observations that arrived
+within the window (bucket deltas). Unknown is `None` (JSON `null`), never 0.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from vtop.model import ALL, GpuStatus, Knob, SeriesKey
+from vtop.monitor import EndpointView
+from vtop.signals.catalog import SIGNALS, Kind, Signal
+from vtop.signals.store import Store
+
+Json = dict[str, Any]
+
+
+def _round(v: float | None, digits: int = 6) -> float | None:
+    return None if v is None else round(v, digits)
+
+
+def signal_summary(store: Store, sig: Signal, k: SeriesKey, window_s: float | None) -> Json | None:
+    """One series' numbers over the window, or None when the store never saw it."""
+    if sig.kind is Kind.HISTOGRAM:
+        if store.hist_last(k) is None:
+            return None
+        delta = store.hist_delta(k, window_s)
+        span = store.times(window_s)
+        seconds = span[-1] - span[0] if len(span) >= 2 else None
+        return {
+            "observations": _round(delta.count if delta else None),
+            "per_s": _round(delta.count / seconds if delta and seconds else None),
+            "mean": _round(store.hist_mean(k, window_s)),
+            "p50": _round(store.hist_quantile(0.5, k, window_s)),
+            "p90": _round(store.hist_quantile(0.9, k, window_s)),
+            "p99": _round(store.hist_quantile(0.99, k, window_s)),
+        }
+    if store.count(k, None) == 0:
+        return None
+    if sig.kind is Kind.COUNTER:
+        return {"total": _round(store.last(k)), "per_s": _round(store.per_second(k, window_s))}
+    return {
+        "last": _round(store.last(k)),
+        "avg": _round(store.avg(k, window_s)),
+        "min": _round(store.min(k, window_s)),
+        "max": _round(store.max(k, window_s)),
+    }
+
+
+def signals(store: Store, window_s: float | None = None, *, model: str = ALL,
+            engine: str = ALL) -> Json:  # fmt: skip
+    """Every signal the store holds, for one model/engine or the aggregate."""
+    out: Json = {}
+    for sig in SIGNALS:
+        if sig.kind is Kind.INFO or sig.label == "gpu":
+            continue
+        if sig.label is None:
+            value = signal_summary(store, sig, SeriesKey(sig.name, model, engine, ""), window_s)
+            if value is not None:
+                out[sig.name] = value
+            continue
+        by_label = {}
+        for label in store.labels(sig.name):
+            value = signal_summary(store, sig, SeriesKey(sig.name, model, engine, label), window_s)
+            if value is not None:
+                by_label[label] = value
+        if by_label:
+            out[sig.name] = by_label
+    return out
+
+
+def knobs(values: dict[str, Knob]) -> Json:
+    return {
+        name: {"value": k.value, "provenance": k.provenance, "detail": k.detail}
+        for name, k in sorted(values.items())
+    }
+
+
+def gpus(status: GpuStatus) -> Json:
+    return {
+        "unavailable": status.unavailable,
+        "gpus": [
+            {
+                "index": g.index,
+                "name": g.name,
+                "util_pct": g.util_pct,
+                "mem_used_bytes": g.mem_used_bytes,
+                "mem_total_bytes": g.mem_total_bytes,
+                "power_w": g.power_w,
+                "power_limit_w": g.power_limit_w,
+                "temp_c": g.temp_c,
+                "sm_clock_mhz": g.sm_clock_mhz,
+                "process_mem_bytes": g.process_mem_bytes,
+                "error": g.error,
+            }
+            for g in status.gpus
+        ],
+    }
+
+
+def endpoint(view: EndpointView, window_s: float | None = None) -> Json:
+    """One endpoint: status, what the server says, its configuration, its signals."""
+    store = view.store
+    last = view.last
+    engines = store.engines()
+    return {
+        "url": store.endpoint,
+        "status": "ok" if last is not None and last.ok else "error",
+        "error": last.error if last is not None else "never polled",
+        "server": {
+            "version": view.server.version,
+            "models": list(view.server.models),
+            "max_model_len": view.server.max_model_len,
+        },
+        "config": knobs(view.knobs),
+        "polls": store.polls,
+        "failed_polls": store.failed_polls,
+        "restarts": len(store.restarts()),
+        "signals": signals(store, window_s),
+        "engines": [
+            {"model": m, "engine": e, "signals": signals(store, window_s, model=m, engine=e)}
+            for m, e in engines
+        ]
+        if len(engines) > 1
+        else [],
+    }
