@@ -333,3 +333,12 @@ def test_a_driver_without_any_temperature_function(reader: NvmlReader) -> None:
         assert only(reader.read()).temp_c is None
     assert reading.temp_c is None
     assert reading.util_pct == 87.0
+
+
+def test_a_driver_that_cannot_count_gpus_is_unavailable_and_shut_down(
+    reader: NvmlReader,
+) -> None:
+    with FakeNvml([FakeGpu()], missing_functions=["nvmlDeviceGetCount_v2"]) as lib:
+        status = reader.read()
+        assert lib.initialized == 0
+    assert status == GpuStatus(unavailable="NVML cannot count GPUs: Function Not Found")

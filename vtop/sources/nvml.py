@@ -90,7 +90,9 @@ class NvmlReader:
         self._clock = clock
         self._lock = threading.Lock()
         self._nv: _Nv = None
+        self._initialized = False
         self._gpus: list[_Gpu] | None = None
+        """Open devices; None until NVML is up (and again after a failed open or close)."""
         self._unavailable = "not read yet"
         self._retry_at: float | None = None
         self._closed = False
@@ -124,7 +126,8 @@ class NvmlReader:
             self._unavailable = "NVML closed"
 
     def _shutdown(self) -> None:
-        if self._gpus is not None:
+        if self._initialized:
+            self._initialized = False
             try:
                 self._nv.nvmlShutdown()
             except self._nv.NVMLError as exc:
@@ -158,16 +161,15 @@ class NvmlReader:
         except nv.NVMLError as exc:
             self._unavailable = f"NVML failed to initialise: {exc}"
             return False
+        self._initialized = True
         try:
             count = int(nv.nvmlDeviceGetCount())
         except nv.NVMLError as exc:
             self._unavailable = f"NVML cannot count GPUs: {exc}"
-            self._gpus = []
             self._shutdown()
             return False
         if count == 0:
             self._unavailable = "no NVIDIA GPU found"
-            self._gpus = []
             self._shutdown()
             return False
         self._gpus = [self._open_gpu(i) for i in range(count)]
