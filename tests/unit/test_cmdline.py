@@ -214,7 +214,7 @@ def test_an_unreadable_config_is_ignored(tmp_path: Path, content: str) -> None:
     ("argv", "is_server"),
     [
         (["vllm", "serve", "m"], True),
-        (["/home/u/.venv/bin/python3", "/home/u/.venv/bin/vllm", "serve", "m"], True),
+        (["/opt/venv/bin/python3", "/opt/venv/bin/vllm", "serve", "m"], True),
         (["python3", "-m", "vllm.entrypoints.openai.api_server", "--model", "m"], True),
         (["python3", "-m", "vllm.entrypoints.cli.main", "serve", "m"], True),
         (["python3", "-m", "vllm.entrypoints.cli.main", "bench", "serve"], False),
