@@ -144,3 +144,17 @@ def test_rates_are_never_negative(values: list[float]) -> None:
         assert r is None or (r >= 0 and math.isfinite(r))
     p = s.per_second("preemptions")
     assert p is None or p >= 0
+
+
+def test_hist_values_are_aligned_with_times() -> None:
+    s = Store(EP)
+    k = SeriesKey("ttft", "m", "0", "")
+    for i in range(5):
+        h = Histogram((0.1, 1.0), (float(i), float(2 * i)), float(2 * i), float(i))
+        s.ingest(scrape(float(i), hists={k: h}) if i != 2 else scrape(float(i), ok=False))
+    got = s.hist_values("ttft", 2.5)
+    assert len(got) == len(s.times(2.5)) == 3
+    assert got[0] is None  # the poll at t=2 failed: unknown, not an empty histogram
+    assert got[1] is not None and got[1].count == 6.0
+    assert got[-1] is not None and got[-1].count == 8.0
+    assert s.hist_values("itl") == [None] * 5

@@ -395,6 +395,19 @@ class Store:
         """Mean observation within the window (Δsum / Δcount)."""
         return hist.mean(self.hist_delta(k, window_s))
 
+    def hist_values(
+        self, k: SeriesKey | str, window_s: float | None = None
+    ) -> list[Histogram | None]:
+        """The cumulative (reset-adjusted) histograms over the window, aligned with `times()`.
+
+        Charts that draw a percentile per time bucket take the difference of two of these.
+        """
+        track = self._hists.get(_k(k))
+        start = self._start(window_s)
+        if track is None:
+            return [None] * (len(self._t) - start)
+        return track.values[start:]
+
     def hist_last(self, k: SeriesKey | str) -> Histogram | None:
         """The latest cumulative (reset-adjusted) histogram."""
         track = self._hists.get(_k(k))
