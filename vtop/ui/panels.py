@@ -1,0 +1,226 @@
+"""What each scheduler panel shows, computed from the store as plain values (no Textual here).
+
+A panel is a `PanelSpec` (which signal, how to read it, how to print it) and, per poll, a
+`Reading`: the current value with its level, the window statistics and a note (the batch cap,
+the KV tokens, the TTFT queue/prefill split). Its chart is a `Trend` over fixed time buckets.
+The widgets only print these, so the numbers can be tested without a terminal and the same
+code gives the per-engine breakdown (a `SeriesKey` with a model and an engine instead of the
+aggregate).
+
+"Current" means: a gauge's last poll; a counter's rate over the last few polls; a histogram's
+percentiles over the last minute. Window statistics are over the chosen window (`w`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Literal
+
+from vtop.model import ALL, Knob, SeriesKey, Severity
+from vtop.signals.store import Store
+from vtop.ui import chart as draw
+from vtop.ui import fmt, trend
+from vtop.ui.thresholds import level
+
+PanelKind = Literal["gauge", "rate", "latency"]
+
+
+@dataclass(frozen=True, slots=True)
+class PanelSpec:
+    """One panel: `signal` is the catalog name; `label` the series label (ALL: every value)."""
+
+    id: str
+    title: str
+    short: str
+    signal: str
+    kind: PanelKind
+    unit: str
+    label: str = ""
+    ratio: bool = False
+    """Values are 0..1 shown as percent; the chart's scale is fixed at 1."""
+    related: tuple[str, ...] = ()
+    """Other catalog signals the explain screen describes with this one."""
+
+
+PANELS: tuple[PanelSpec, ...] = (
+    PanelSpec("running", "Running", "running", "running", "gauge", "req"),
+    PanelSpec("waiting", "Waiting", "waiting", "waiting", "gauge", "req",
+              related=("waiting_by_reason",)),
+    PanelSpec("kv", "KV cache", "KV cache", "kv_usage", "gauge", "", ratio=True),
+    PanelSpec("preemptions", "Preemptions", "preempt", "preemptions", "rate", "/s"),
+    PanelSpec("prompt", "Prompt tokens", "prompt", "prompt_tokens", "rate", "tok/s",
+              related=("prefix_cache_hits", "prefix_cache_queries")),
+    PanelSpec("generation", "Generation tokens", "gen", "generation_tokens", "rate", "tok/s"),
+    PanelSpec("ttft", "Time to first token", "TTFT", "ttft", "latency", "",
+              related=("queue_time", "prefill_time")),
+    PanelSpec("itl", "Inter-token latency", "ITL", "itl", "latency", ""),
+    PanelSpec("finished", "Finished requests", "done", "requests_finished", "rate", "req/s",
+              label=ALL),
+)  # fmt: skip
+
+BY_ID = {p.id: p for p in PANELS}
+
+RECENT_S = 60.0
+"""The span of "current" latency percentiles."""
+
+
+@dataclass(frozen=True, slots=True)
+class View:
+    """What a panel is computed from: one endpoint's store, its knobs, the window, the scope."""
+
+    store: Store
+    knobs: Mapping[str, Knob]
+    window_s: float
+    interval_s: float
+    model: str = ALL
+    engine: str = ALL
+
+    def key(self, signal: str, label: str = "") -> SeriesKey:
+        return SeriesKey(signal, self.model, self.engine, label)
+
+    @property
+    def recent_s(self) -> float:
+        """The span of a counter's "current" rate: a few polls, at least 5 s."""
+        return max(5.0, 3.0 * self.interval_s)
+
+
+@dataclass(frozen=True, slots=True)
+class Reading:
+    """A panel's text for one poll. Empty strings are parts with nothing to say."""
+
+    value: str
+    level: Severity
+    stats: str
+    note: str = ""
+
+
+def _cap(knobs: Mapping[str, Knob], name: str) -> tuple[float | None, str]:
+    knob = knobs.get(name)
+    if knob is None or not isinstance(knob.value, int | float) or isinstance(knob.value, bool):
+        return None, ""
+    text = fmt.num(float(knob.value))
+    return float(knob.value), (f"{text}?" if knob.assumed else text)
+
+
+def read(spec: PanelSpec, v: View) -> Reading:
+    """The reading of one panel now."""
+    if spec.kind == "gauge":
+        return _gauge(spec, v)
+    if spec.kind == "rate":
+        return _rate(spec, v)
+    return _latency(spec, v)
+
+
+def _gauge(spec: PanelSpec, v: View) -> Reading:
+    s, k, w = v.store, v.key(spec.signal, spec.label), v.window_s
+    last = s.last(k)
+    show = fmt.pct if spec.ratio else fmt.num
+    stats = (f"{fmt.window(w)} avg {show(s.avg(k, w))}  min {show(s.min(k, w))}  "
+             f"max {show(s.max(k, w))}")  # fmt: skip
+    value = show(last)
+    note = ""
+    lvl = level(spec.signal, last)
+    if spec.id == "running":
+        cap, cap_text = _cap(v.knobs, "max_num_seqs")
+        if cap is not None:
+            value = f"{value} / {cap_text}"
+            note = "cap max_num_seqs" + (" (assumed)" if cap_text.endswith("?") else "")
+            if last is not None:
+                lvl = max(lvl, level("running_of_cap", last / cap))
+    elif spec.id == "kv" and last is not None:
+        cap, _ = _cap(v.knobs, "kv_capacity_tokens")
+        if cap is not None:
+            note = f"≈{fmt.num(last * cap)} of {fmt.num(cap)} tokens"
+        if not 0.0 <= last <= 1.0:
+            note = "out of range: engine bug?"
+    elif spec.id == "waiting":
+        cap_reason = s.last(v.key("waiting_by_reason", "capacity"))
+        if cap_reason is not None:
+            note = f"capacity {fmt.num(cap_reason)}"
+    return Reading(value, lvl, stats, note)
+
+
+def _rate(spec: PanelSpec, v: View) -> Reading:
+    s, k, w = v.store, v.key(spec.signal, spec.label), v.window_s
+    now = s.per_second(k, v.recent_s)
+    avg = s.per_second(k, w)
+    total = s.last(k)
+    stats = f"{fmt.window(w)} avg {fmt.num(avg)}  total {fmt.num(total)}"
+    note = ""
+    if spec.id == "prompt":
+        hits = s.per_second(v.key("prefix_cache_hits"), w)
+        queries = s.per_second(v.key("prefix_cache_queries"), w)
+        if hits is not None and queries:
+            note = f"prefix cache hit {fmt.pct(hits / queries)}"
+    elif spec.id == "finished" and avg:
+        parts = []
+        for reason in s.labels(spec.signal):
+            r = s.per_second(v.key(spec.signal, reason), w)
+            if r:
+                parts.append((r, reason))
+        parts.sort(reverse=True)
+        note = "  ".join(f"{reason} {fmt.pct(r / avg)}" for r, reason in parts[:3])
+    return Reading(fmt.num(now), level(spec.signal, now), stats, note)
+
+
+def _latency(spec: PanelSpec, v: View) -> Reading:
+    s, k, w = v.store, v.key(spec.signal), v.window_s
+    recent = min(RECENT_S, w)
+    p50 = s.hist_quantile(0.5, k, recent)
+    p99 = s.hist_quantile(0.99, k, recent)
+    value = f"p50 {fmt.seconds(p50)} p99 {fmt.seconds(p99)}"
+    stats = (f"{fmt.window(w)} p50 {fmt.seconds(s.hist_quantile(0.5, k, w))}  "
+             f"p99 {fmt.seconds(s.hist_quantile(0.99, k, w))}")  # fmt: skip
+    note = ""
+    if spec.id == "ttft":
+        queue = s.hist_mean(v.key("queue_time"), w)
+        prefill = s.hist_mean(v.key("prefill_time"), w)
+        if queue is not None and prefill is not None and queue + prefill > 0:
+            share = queue / (queue + prefill)
+            note = (f"queue {fmt.seconds(queue)} ({share * 100:.0f}%)  "
+                    f"prefill {fmt.seconds(prefill)}")  # fmt: skip
+    elif spec.id == "itl":
+        tpot = s.hist_mean(v.key("tpot"), w)
+        if tpot is not None:
+            note = f"mean per request {fmt.seconds(tpot)}"
+    return Reading(value, level(spec.signal, p99), stats, note)
+
+
+@dataclass(frozen=True, slots=True)
+class Trend:
+    """A panel's chart: bucket values oldest first, its scale, and restart cells."""
+
+    values: tuple[float | None, ...]
+    top: float
+    restarts: tuple[int, ...]
+    buckets: trend.Buckets
+
+
+def trend_of(spec: PanelSpec, v: View, cells: int) -> Trend | None:
+    """The panel's chart over `cells` buckets ending at the last completed bucket."""
+    s = v.store
+    now = s.now
+    if now is None or cells <= 0:
+        return None
+    bucket_s = trend.bucket_seconds(v.window_s, cells, v.interval_s)
+    b = trend.Buckets.at(now, bucket_s, cells)
+    span = now - b.edges[0] + bucket_s
+    times = s.times(span)
+    k = v.key(spec.signal, spec.label)
+    values: list[float | None]
+    if spec.kind == "gauge":
+        values = trend.gauge(times, s.values(k, span), b)
+    elif spec.kind == "rate":
+        values = trend.rate(times, s.values(k, span), b)
+    else:
+        values = trend.quantile(times, s.hist_values(k, span), b, 0.99)
+    floor: float | None = 1.0 if spec.ratio else None
+    if spec.id == "running":
+        cap, _ = _cap(v.knobs, "max_num_seqs")
+        known = [x for x in values if x is not None]
+        if cap is not None and known and max(known) >= 0.5 * cap:
+            floor = cap  # draw against the cap once the batch comes near it
+    top = 1.0 if spec.ratio else draw.scale_max(values, floor)
+    marks = tuple(c for c in (b.cell_of(t) for t in s.restarts()) if c is not None)
+    return Trend(tuple(values), top, marks, b)

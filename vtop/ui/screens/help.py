@@ -1,0 +1,40 @@
+"""`?`: every key, in one modal; Escape, `q` or `?` closes it."""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from textual.app import ComposeResult
+from textual.binding import Binding, BindingType
+from textual.containers import Vertical
+from textual.screen import ModalScreen
+from textual.widgets import Static
+
+KEYS: tuple[tuple[str, str], ...] = (
+    ("?", "this help"),
+    ("q", "quit"),
+    ("p", "pause / resume the screen (polling and triage go on)"),
+    ("+ / -", "poll more / less often"),
+    ("w", "chart and statistics window: 1m, 5m, 15m, 1h"),
+    ("e", "explain the focused panel: what the signal means and what moves it"),
+    ("enter", "details of the finding under the cursor (evidence, formula, inputs)"),
+    ("c", "copy the recommended flags to the clipboard (OSC 52)"),
+    ("b", "per-engine breakdown (data parallelism)"),
+    ("1-9", "choose an endpoint (several --url)"),
+    ("tab", "move focus between panels"),
+    ("r", "start / stop recording"),
+    ("ctrl+p", "command palette"),
+)
+
+
+class HelpScreen(ModalScreen[None]):
+    """The key reference."""
+
+    BINDINGS: ClassVar[list[BindingType]] = [Binding("escape,q,question_mark", "dismiss", "Close")]
+
+    def compose(self) -> ComposeResult:
+        with Vertical(id="help", classes="dialog") as box:
+            box.border_title = "vtop keys"
+            width = max(len(k) for k, _ in KEYS)
+            yield Static("\n".join(f"[b]{k:<{width}}[/b]  {what}" for k, what in KEYS), markup=True)
+            yield Static("[dim]Escape closes[/dim]", classes="dialog-hint")
