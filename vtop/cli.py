@@ -12,12 +12,14 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import math
 import sys
 from collections.abc import Sequence
 
 from vtop import __version__
 from vtop.monitor import Monitor
 from vtop.sources import discovery
+from vtop.sources.base import FrameSource
 from vtop.sources.live import LiveSource
 from vtop.sources.local import LocalHost
 from vtop.sources.vllm import HeaderError, ScrapeOptions
@@ -54,6 +56,9 @@ def build_parser() -> argparse.ArgumentParser:
     knobs.add_argument("--max-num-seqs", type=int, metavar="N")
     knobs.add_argument("--max-num-batched-tokens", type=int, metavar="N")
     out = parser.add_argument_group("output")
+    out.add_argument(
+        "--theme", default="dark", metavar="NAME", help="dark (default), light, or a Textual theme"
+    )
     out.add_argument(
         "--once",
         action="store_true",
@@ -114,7 +119,20 @@ def run_monitor(args: argparse.Namespace) -> int:
         endpoints = doc["endpoints"]
         assert isinstance(endpoints, list)
         return 0 if any(e["status"] == "ok" for e in endpoints) else EXIT_UNKNOWN
-    return _fail("the live TUI is not built yet; use --once")
+    return run_tui(source, args)
+
+
+def run_tui(source: FrameSource, args: argparse.Namespace) -> int:
+    """The live dashboard; Textual is imported only here."""
+    from vtop.ui.app import VtopApp
+
+    capacity = max(3600, math.ceil(3600 / args.interval))  # an hour at the poll interval
+    try:
+        app = VtopApp(source, Monitor(capacity=capacity), interval=args.interval, theme=args.theme)
+    except ValueError as exc:
+        return _fail(str(exc))
+    app.run()
+    return 0
 
 
 def main(argv: Sequence[str] | None = None) -> int:

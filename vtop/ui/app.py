@@ -133,7 +133,11 @@ class VtopApp(App[None]):
         self._timer: Timer | None = None
         self._poll_started: float | None = None
         self._poll_failures = 0
-        self.theme = THEMES.get(theme, theme)
+        name = THEMES.get(theme, theme)
+        if name not in self.available_themes:
+            known = ", ".join(["dark", "light", *sorted(self.available_themes)])
+            raise ValueError(f"unknown theme {theme!r}; choose one of: {known}")
+        self.theme = name
         self.header = HeaderBar()
         self.endpoint_list = EndpointList()
         self.triage = TriagePanel()
@@ -172,7 +176,8 @@ class VtopApp(App[None]):
         """One one-shot timer for the next poll; re-armed only when a poll has finished."""
         if self._timer is not None:
             self._timer.stop()
-        self._timer = self.set_timer(max(0.0, delay), self._poll, name="poll")
+        # Textual's timers divide by their delay: a due poll waits a millisecond, not zero.
+        self._timer = self.set_timer(max(0.001, delay), self._poll, name="poll")
 
     @work(exclusive=True, group="poll", exit_on_error=False)
     async def _poll(self) -> None:

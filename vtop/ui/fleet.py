@@ -27,7 +27,7 @@ class Row:
     severity: Severity
 
 
-def row(view: EndpointView, findings: Sequence[Finding], status: str) -> Row:
+def row(view: EndpointView, findings: Sequence[Finding] | None, status: str) -> Row:
     s = view.store
     cap = view.knobs.get("max_num_seqs")
     running = fmt.num(s.last("running"))
@@ -36,7 +36,7 @@ def row(view: EndpointView, findings: Sequence[Finding], status: str) -> Row:
     figures = (f"run {running:>8}  wait {fmt.num(s.last('waiting')):>5}  "
                f"KV {fmt.pct(s.last('kv_usage')):>6}  "
                f"gen {fmt.num(s.per_second('generation_tokens', 5.0)):>6} tok/s")  # fmt: skip
-    firing = [f for f in order(findings) if f.state == "firing"]
+    firing = [f for f in order(findings or ()) if f.state == "firing"]
     up = status == "connected"
     if not up:
         verdict, sev = status, Severity.CRITICAL

@@ -95,12 +95,11 @@ class Reading:
     note: str = ""
 
 
-def _cap(knobs: Mapping[str, Knob], name: str) -> tuple[float | None, str]:
+def _cap(knobs: Mapping[str, Knob], name: str) -> tuple[float | None, Knob | None]:
     knob = knobs.get(name)
     if knob is None or not isinstance(knob.value, int | float) or isinstance(knob.value, bool):
-        return None, ""
-    text = fmt.num(float(knob.value))
-    return float(knob.value), (f"{text}?" if knob.assumed else text)
+        return None, None
+    return float(knob.value), knob
 
 
 def read(spec: PanelSpec, v: View) -> Reading:
@@ -122,10 +121,10 @@ def _gauge(spec: PanelSpec, v: View) -> Reading:
     note = ""
     lvl = level(spec.signal, last)
     if spec.id == "running":
-        cap, cap_text = _cap(v.knobs, "max_num_seqs")
-        if cap is not None:
-            value = f"{value} / {cap_text}"
-            note = "cap max_num_seqs" + (" (assumed)" if cap_text.endswith("?") else "")
+        cap, knob = _cap(v.knobs, "max_num_seqs")
+        if cap is not None and knob is not None:
+            value = f"{value} / {fmt.num(cap)}"
+            note = "cap: max_num_seqs" + (f" ({knob.provenance}, assumed)" if knob.assumed else "")
             if last is not None:
                 lvl = max(lvl, level("running_of_cap", last / cap))
     elif spec.id == "kv" and last is not None:

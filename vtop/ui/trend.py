@@ -84,24 +84,40 @@ def gauge(times: Sequence[float], values: Sequence[float | None], b: Buckets,
     return out
 
 
-def _edge_samples(times: Sequence[float], edges: Sequence[float]) -> list[int]:
-    """Per edge, the index of the last sample strictly before it (-1: none)."""
-    return [bisect_left(times, e) - 1 for e in edges]
+def _pairs(
+    times: Sequence[float], known: Sequence[bool], b: Buckets
+) -> list[tuple[int, int] | None]:
+    """Per bucket, the sample indices to difference: the last known sample before its start
+    and the last known sample before its end. None when the bucket holds no known sample, or
+    when the start sample lies more than a bucket before the bucket (after an outage the
+    whole increase would be smeared into one cell)."""
+    edges = b.edges
+    last: list[int] = []
+    for e in edges:
+        i = bisect_left(times, e) - 1
+        while i >= 0 and not known[i]:
+            i -= 1
+        last.append(i)
+    out: list[tuple[int, int] | None] = []
+    for k in range(b.cells):
+        i, j = last[k], last[k + 1]
+        if i < 0 or j <= i or times[j] < edges[k] or times[i] < edges[k] - 2 * b.bucket_s:
+            out.append(None)
+        else:
+            out.append((i, j))
+    return out
 
 
 def rate(times: Sequence[float], values: Sequence[float | None], b: Buckets) -> list[float | None]:
     """Per-second increase of a (reset-adjusted) counter within each bucket."""
-    idx = _edge_samples(times, b.edges)
     out: list[float | None] = []
-    for k in range(b.cells):
-        i, j = idx[k], idx[k + 1]
-        if i < 0 or j <= i:
+    for pair in _pairs(times, [v is not None for v in values], b):
+        if pair is None:
             out.append(None)
             continue
+        i, j = pair
         vi, vj = values[i], values[j]
-        if vi is None or vj is None or times[j] <= times[i]:
-            out.append(None)
-            continue
+        assert vi is not None and vj is not None
         out.append(max(0.0, vj - vi) / (times[j] - times[i]))
     return out
 
@@ -109,13 +125,11 @@ def rate(times: Sequence[float], values: Sequence[float | None], b: Buckets) -> 
 def quantile(times: Sequence[float], hists: Sequence[Histogram | None], b: Buckets,
              q: float) -> list[float | None]:  # fmt: skip
     """The q-quantile of the observations that arrived within each bucket."""
-    idx = _edge_samples(times, b.edges)
     out: list[float | None] = []
-    for k in range(b.cells):
-        i, j = idx[k], idx[k + 1]
-        if i < 0 or j <= i:
+    for pair in _pairs(times, [h is not None for h in hists], b):
+        if pair is None:
             out.append(None)
             continue
-        old, new = hists[i], hists[j]
+        old, new = hists[pair[0]], hists[pair[1]]
         out.append(hist.quantile(q, hist.delta(new, old)) if old and new else None)
     return out

@@ -23,7 +23,10 @@ COLUMNS = ("running", "waiting", "kv", "preemptions", "generation", "ttft", "itl
 def engine_rows(view: View) -> list[tuple[str, ...]]:
     """One row per (model, engine): the panels' current values."""
     rows: list[tuple[str, ...]] = []
-    for model, engine in view.store.engines():
+    pairs = view.store.engines()
+    if len(pairs) > 1:  # unlabelled series (process_*) are not an engine of their own
+        pairs = [p for p in pairs if p != ("", "")]
+    for model, engine in pairs:
         scoped = View(view.store, view.knobs, view.window_s, view.interval_s, model, engine)
         cells = [model or "–", engine or "–"]
         for pid in COLUMNS:

@@ -57,7 +57,7 @@ class SignalPanel(Vertical, can_focus=True):
         reading = panels.read(self.spec, view)
         unit = self.spec.unit
         value = reading.value
-        if unit and value != "–":
+        if unit and not value.startswith("–"):
             value = f"{value} {unit}"
         self.value.show(value)
         self.value.set_level(reading.level)
