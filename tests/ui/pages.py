@@ -21,7 +21,37 @@ MODEL = "Qwen/Qwen2.5-7B-Instruct"
 T0 = 1_796_000_000.0
 TTFT_LE = (0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0,
            7.5, 10.0, 20.0, 40.0, 80.0)  # fmt: skip
-ITL_LE = (0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0, 2.5, 5.0)
+ITL_LE = (0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5,
+          10.0, 20.0, 40.0, 80.0)  # fmt: skip
+REQ_LE = (0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 5.0, 10.0, 15.0, 20.0, 30.0, 40.0, 50.0, 60.0,
+          120.0, 240.0, 480.0, 960.0, 1920.0, 7680.0)  # fmt: skip
+TOK_LE = (1.0, 2.0, 5.0, 10.0, 20.0, 50.0, 100.0, 200.0, 500.0, 1000.0, 2000.0, 5000.0,
+          10000.0, 20000.0)  # fmt: skip
+ITER_LE = (1.0, 8.0, 16.0, 32.0, 64.0, 128.0, 256.0, 512.0, 1024.0, 2048.0, 4096.0, 8192.0,
+           16384.0)  # fmt: skip
+EXTRA_HISTS = {
+    # The rest of a vLLM 0.32 page: series vtop reads only in reports, or not at all, kept so
+    # that pages have the real size (~50 KB) and the parser does the real amount of work.
+    "e2e_request_latency_seconds": (REQ_LE, 4.0),
+    "request_decode_time_seconds": (REQ_LE, 3.5),
+    "request_inference_time_seconds": (REQ_LE, 3.6),
+    "request_time_per_output_token_seconds": (ITL_LE, 0.05),
+    "request_prompt_tokens": (TOK_LE, 600.0),
+    "request_generation_tokens": (TOK_LE, 250.0),
+    "request_params_max_tokens": (TOK_LE, 1024.0),
+    "request_max_num_generation_tokens": (TOK_LE, 1024.0),
+    "request_prefill_kv_computed_tokens": (TOK_LE, 380.0),
+    "iteration_tokens_total": (ITER_LE, 180.0),
+    "request_params_n": ((1.0, 2.0, 5.0, 10.0, 20.0), 1.0),
+}
+NOISE = (
+    "".join(
+        f'python_gc_objects_collected_total{{generation="{g}"}} {1000 * (g + 1)}.0\n'
+        f'python_gc_collections_total{{generation="{g}"}} {100 * (g + 1)}.0\n'
+        for g in range(3)
+    )
+    + "process_virtual_memory_bytes 1.2e+10\nprocess_resident_memory_bytes 2.1e+09\n"
+)
 CACHE_INFO = ('vllm:cache_config_info{block_size="16",cache_dtype="auto",'
               'enable_prefix_caching="True",gpu_memory_utilization="0.9",'
               'kv_cache_size_tokens="53248",num_gpu_blocks="3328"} 1.0')  # fmt: skip
@@ -66,10 +96,12 @@ class _Engine:
         self.counters.clear()
         self.hists = {
             "time_to_first_token_seconds": _Hist(TTFT_LE),
-            "request_queue_time_seconds": _Hist(TTFT_LE),
-            "request_prefill_time_seconds": _Hist(TTFT_LE),
+            "request_queue_time_seconds": _Hist(REQ_LE),
+            "request_prefill_time_seconds": _Hist(REQ_LE),
             "inter_token_latency_seconds": _Hist(ITL_LE),
         }
+        for name, (bounds, _) in EXTRA_HISTS.items():
+            self.hists[name] = _Hist(bounds)
 
 
 class PageMaker:
@@ -94,7 +126,7 @@ class PageMaker:
         self.i += 1
         wave = 0.5 + 0.5 * math.sin(i / 23.0) * math.cos(i / 61.0)
         load = min(1.0, self.pressure * (0.55 + 0.45 * wave))
-        lines = [CACHE_INFO, f"process_start_time_seconds {self.start}"]
+        lines = [NOISE + CACHE_INFO, f"process_start_time_seconds {self.start}"]
         for n, e in enumerate(self.engines):
             lab = f'engine="{n}",model_name="{MODEL}"'
             skew = 1.0 - 0.15 * n
@@ -118,6 +150,8 @@ class PageMaker:
             e.hists["time_to_first_token_seconds"].add(3 * (queue + prefill), reqs * 0.1)
             e.hists["inter_token_latency_seconds"].add(0.03 + 0.05 * load, 1900 * load)
             e.hists["inter_token_latency_seconds"].add(0.2, 20 * load)
+            for name, (_, typical) in EXTRA_HISTS.items():
+                e.hists[name].add(typical * (0.5 + load), reqs)
             lines += [
                 f"vllm:num_requests_running{{{lab}}} {running}.0",
                 f"vllm:num_requests_waiting{{{lab}}} {waiting}.0",
@@ -133,6 +167,7 @@ class PageMaker:
             ]
             for name, h in e.hists.items():
                 lines += h.lines("vllm:" + name, lab)
+                lines.append(f"vllm:{name}_created{{{lab}}} {self.start}")
         return "\n".join(lines) + "\n"
 
 

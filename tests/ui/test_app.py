@@ -15,21 +15,21 @@ from textual.command import CommandPalette
 
 from tests.ui import pages
 from tests.ui.scripted import EP, FINDINGS, FIRING, ScriptedSource, build_app
-from vtop.model import Frame
+from vtop.model import Frame, Severity
 from vtop.monitor import Monitor
 from vtop.ui.app import VtopApp
 from vtop.ui.screens.engines import EnginesScreen
 from vtop.ui.screens.explain import ExplainScreen
 from vtop.ui.screens.finding import FindingScreen
 from vtop.ui.screens.help import HelpScreen
+from vtop.ui.widgets.fields import FieldsWidget
 from vtop.ui.widgets.signal_panel import SignalPanel
-from vtop.ui.widgets.text_cell import TextCell
 
 SIZE = (120, 40)
 
 
 def cell(app: VtopApp, name: str) -> str:
-    return app.header.cells[name].text
+    return app.header.text(name)
 
 
 def panel(app: VtopApp, pid: str) -> SignalPanel:
@@ -47,17 +47,17 @@ async def test_connected_shows_header_panels_triage_and_gpu() -> None:
         assert cell(app, "latency").startswith("poll ") and cell(app, "latency").endswith("ms")
         assert cell(app, "cost") == "vtop 0.4%"
         assert cell(app, "uptime").startswith("up 3h")
-        running = panel(app, "running").value.text
+        running = panel(app, "running").text("value")
         assert running.endswith("/ 64 req"), running
-        assert panel(app, "kv").value.text.endswith("%")
-        assert panel(app, "ttft").value.text.startswith("p50 ")
-        assert "queue" in panel(app, "ttft").note.text
+        assert panel(app, "kv").text("value").endswith("%")
+        assert panel(app, "ttft").text("value").startswith("p50 ")
+        assert "queue" in panel(app, "ttft").text("note")
         lines = [line.text for line in app.triage.lines]
         assert lines[0].startswith("Memory ceiling")
         assert lines[1] == "→ --kv-cache-dtype fp8  --gpu-memory-utilization 0.95"
         assert lines[2].startswith("budget-too-small: 40 of 60 s")
         assert "explained by memory-ceiling" in lines[3]
-        assert "RTX 4090" in app.gpus.rows[0].text
+        assert "RTX 4090" in app.gpus.lines[0] and "util 91%" in app.gpus.lines[0]
         assert not app.endpoint_list.display
 
 
@@ -92,11 +92,11 @@ async def test_reconnecting_keeps_history_and_says_why() -> None:
     async with app.run_test(size=SIZE) as pilot:
         await pilot.pause()
         assert cell(app, "status") == "↻ " + status
-        assert app.header.cells["status"].has_class("-critical")
+        assert app.header.levels["status"] is Severity.CRITICAL
         first = app.triage.lines[0]
         assert first.kind == "error" and "connection refused" in first.text
-        assert panel(app, "running").value.text == "– / 64"  # unknown, not 0
-        trend = panel(app, "running").spark.trend
+        assert panel(app, "running").text("value") == "– / 64"  # unknown, not 0
+        trend = panel(app, "running").trend
         assert trend is not None
         known = [v for v in trend.values if v is not None]
         assert known, "history collected before the outage stays on the chart"
@@ -108,7 +108,7 @@ async def test_restart_is_marked_on_the_charts() -> None:
     app, _ = build_app(endpoints=[ep])
     async with app.run_test(size=SIZE) as pilot:
         await pilot.pause()
-        trend = panel(app, "generation").spark.trend
+        trend = panel(app, "generation").trend
         assert trend is not None and len(trend.restarts) == 1
         assert all(v is None or v >= 0 for v in trend.values), "a reset never draws negative"
 
@@ -117,18 +117,18 @@ async def test_pause_freezes_the_screen_but_not_the_monitor() -> None:
     app, source = build_app()
     async with app.run_test(size=SIZE) as pilot:
         await pilot.pause()
-        before = panel(app, "generation").value.text
+        before = panel(app, "generation").text("value")
         await pilot.press("p")
         assert app.paused and cell(app, "cadence").startswith("⏸ paused")
         for _ in range(8):
             app.ingest(await source.poll())
         await pilot.pause()
         assert app.monitor.frames == 408
-        assert panel(app, "generation").value.text == before
+        assert panel(app, "generation").text("value") == before
         await pilot.press("p")
         await pilot.pause()
         assert not app.paused and not cell(app, "cadence").startswith("⏸")
-        assert panel(app, "generation").value.text != before
+        assert panel(app, "generation").text("value") != before
 
 
 async def test_interval_keys_step_through_the_ladder() -> None:
@@ -150,7 +150,7 @@ async def test_window_key_cycles_and_redraws_stats() -> None:
         for _ in range(4):
             await pilot.press("w")
             await pilot.pause()
-            seen.append((app.window_s, panel(app, "running").stats.text.split()[0]))
+            seen.append((app.window_s, panel(app, "running").text("stats").split()[0]))
         assert seen == [(900.0, "15m"), (3600.0, "1h"), (60.0, "1m"), (300.0, "5m")]
         assert app.query_one("#panels").border_title == "Scheduler · 5m"
 
@@ -265,10 +265,10 @@ async def test_several_endpoints_get_rows_and_drill_down() -> None:
         rows = app.endpoint_list.rows
         assert [r.name for r in rows] == ["localhost:8000", "10.0.0.7:8000"]
         assert rows[0].verdict.startswith("CRIT Memory ceiling") and rows[1].verdict == "OK"
-        first = panel(app, "running").value.text
+        first = panel(app, "running").text("value")
         await pilot.press("2")
         assert cell(app, "endpoint") == "10.0.0.7:8000 (2/2)"
-        assert panel(app, "running").value.text != first
+        assert panel(app, "running").text("value") != first
         app.endpoint_list.focus()
         await pilot.press("up")
         assert app.selected == 0
@@ -278,8 +278,7 @@ async def test_no_gpu_says_why_in_one_line() -> None:
     app, _ = build_app(gpu=pages.NO_GPU)
     async with app.run_test(size=SIZE) as pilot:
         await pilot.pause()
-        shown = [r.text for r in app.gpus.rows if r.display]
-        assert shown == ["no GPU readable: " + (pages.NO_GPU.unavailable or "")]
+        assert app.gpus.lines == ["no GPU readable: " + (pages.NO_GPU.unavailable or "")]
 
 
 async def test_triage_absent_is_not_all_clear() -> None:
@@ -334,7 +333,7 @@ async def test_compact_layout_at_80x24_keeps_the_verdict_and_every_signal() -> N
         assert app.triage.region.height >= 3 and app.triage.region.y < 24
         for p in app.panels:
             assert p.region.height == 1 and p.region.bottom <= 23, p.spec.id
-            assert p.spark.region.width >= 15
+            assert p.trend is not None and len(p.trend.values) >= 15
         assert app.gpus.region.bottom <= 23
 
 
@@ -344,7 +343,7 @@ async def test_wider_terminals_show_more_buckets_not_wider_cells() -> None:
         app, _ = build_app()
         async with app.run_test(size=size) as pilot:
             await pilot.pause()
-            trend = panel(app, "running").spark.trend
+            trend = panel(app, "running").trend
             assert trend is not None
             widths[size] = (trend.buckets.cells, trend.buckets.bucket_s)
     (c1, b1), (c2, b2) = widths[(120, 40)], widths[(200, 60)]
@@ -357,15 +356,15 @@ async def test_repaints_only_what_changed() -> None:
     async with app.run_test(size=SIZE) as pilot:
         await pilot.pause()
         shown: list[str] = []
-        original = TextCell.show
+        original = FieldsWidget.put
 
-        def spy(self: TextCell, text: object) -> bool:
-            changed = original(self, text)  # type: ignore[arg-type]
+        def spy(self: FieldsWidget, name: str, text: object) -> bool:
+            changed = original(self, name, text)  # type: ignore[arg-type]
             if changed:
-                shown.append(self.id or ",".join(self.classes))
+                shown.append(f"{self.id}.{name}")
             return changed
 
-        TextCell.show = spy  # type: ignore[method-assign]
+        FieldsWidget.put = spy  # type: ignore[method-assign]
         try:
             frame = await source.poll()
             app.ingest(frame)
@@ -375,9 +374,12 @@ async def test_repaints_only_what_changed() -> None:
             again = Frame(frame.t + 1.0, frame.scrapes, frame.gpu, frame.host)
             app.ingest(again)
         finally:
-            TextCell.show = original  # type: ignore[method-assign]
+            FieldsWidget.put = original  # type: ignore[method-assign]
         assert first, "new data repaints something"
-        assert "hdr-model" not in shown and "hdr-version" not in shown
+        assert "header.model" not in shown and "header.version" not in shown
+        assert not [s for s in shown if ".chart" in s or ".stats" in s], (
+            "within a bucket, charts and statistics stay as they are"
+        )
         assert len(shown) < len(first)
 
 

@@ -103,11 +103,13 @@ def test_running_reads_against_its_cap_with_provenance() -> None:
     r = panels.read(panels.BY_ID["running"], v)
     last = v.store.last("running")
     assert last is not None and r.value == f"{fmt.num(last)} / 64"
-    assert r.note == "cap: max_num_seqs"
+    assert panels.summarize(panels.BY_ID["running"], v).note == "cap: max_num_seqs"
     assumed = dict(v.knobs)
     assumed["max_num_seqs"] = Knob("max_num_seqs", 256, "default", "vLLM 0.32 default")
-    r2 = panels.read(panels.BY_ID["running"], panels.View(v.store, assumed, 300.0, 1.0))
-    assert r2.note == "cap: max_num_seqs (default, assumed)"
+    v2 = panels.View(v.store, assumed, 300.0, 1.0)
+    assert panels.summarize(panels.BY_ID["running"], v2).note == (
+        "cap: max_num_seqs (default, assumed)"
+    )
 
 
 def test_running_at_cap_is_a_warning() -> None:
@@ -122,17 +124,27 @@ def test_kv_reading_level_uses_the_threshold_table() -> None:
     v = view_of(fed_monitor(maker=pages.PageMaker(pressure=1.5)))
     r = panels.read(panels.BY_ID["kv"], v)
     assert r.value == "100%" and r.level is Severity.CRITICAL
-    assert r.note == "≈53.2k of 53.2k tokens"
+    assert panels.summarize(panels.BY_ID["kv"], v).note == "pool of 53.2k tokens"
+
+
+def test_waiting_note_says_how_often_requests_queued() -> None:
+    v = view_of(fed_monitor())
+    note = panels.summarize(panels.BY_ID["waiting"], v).note
+    values = [x for x in v.store.values("waiting", 300.0) if x is not None]
+    share = round(100 * sum(1 for x in values if x > 0) / len(values))
+    assert note == f"queue non-empty {share}% of 5m" and 0 < share < 100
 
 
 def test_rate_and_latency_readings() -> None:
     v = view_of(fed_monitor())
     gen = panels.read(panels.BY_ID["generation"], v)
-    assert gen.value != fmt.DASH and gen.stats.startswith("5m avg ")
+    assert gen.value != fmt.DASH
+    assert panels.summarize(panels.BY_ID["generation"], v).stats.startswith("5m avg ")
     ttft = panels.read(panels.BY_ID["ttft"], v)
     assert ttft.value.startswith("p50 ") and " p99 " in ttft.value
-    assert ttft.note.startswith("queue ") and "prefill" in ttft.note
-    done = panels.read(panels.BY_ID["finished"], v)
+    note = panels.summarize(panels.BY_ID["ttft"], v).note
+    assert note.startswith("queue ") and "prefill" in note
+    done = panels.summarize(panels.BY_ID["finished"], v)
     assert done.note.startswith("stop ") and "length" in done.note
 
 

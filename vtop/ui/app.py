@@ -7,8 +7,9 @@ being replayed all arrive through `FrameSource.poll()`, and all numbers come fro
 Cost is designed in, because the screen is meant to stay open all day over SSH:
 - one one-shot timer, re-armed after each poll completes, so polls never overlap and nothing
   ticks between them (no per-frame timers, no animations, no clock in the header);
-- the screen is redrawn only when a frame arrives (or a key changes what is shown), and each
-  widget repaints only when its text changes (`TextCell`, `Spark`);
+- the screen is redrawn only when a frame arrives (or a key changes what is shown), and only
+  the fields whose text changed are repainted (`FieldsWidget`): a new token rate repaints a
+  dozen cells, not its panel;
 - charts are drawn over fixed time buckets and recomputed only when a bucket completes;
 - time on screen comes from the frames, never from the wall clock.
 
@@ -18,6 +19,7 @@ and send messages up.
 
 from __future__ import annotations
 
+import asyncio
 import os
 import time
 from collections.abc import Callable, Iterable
@@ -30,7 +32,6 @@ from textual.binding import Binding, BindingType
 from textual.containers import Container
 from textual.content import Content
 from textual.screen import Screen
-from textual.timer import Timer
 from textual.widgets import Footer, Input
 
 from vtop.model import Frame
@@ -130,7 +131,7 @@ class VtopApp(App[None]):
         self._findings = findings or monitor_findings
         self._self_cpu = self_cpu or ProcessCpu()
         self._autopoll = autopoll
-        self._timer: Timer | None = None
+        self._timer: asyncio.TimerHandle | None = None
         self._poll_started: float | None = None
         self._poll_failures = 0
         name = THEMES.get(theme, theme)
@@ -163,7 +164,7 @@ class VtopApp(App[None]):
 
     async def on_unmount(self) -> None:
         if self._timer is not None:
-            self._timer.stop()
+            self._timer.cancel()
         await self.source.aclose()
 
     def on_descendant_focus(self, event: events.DescendantFocus) -> None:
@@ -173,11 +174,14 @@ class VtopApp(App[None]):
     # -- polling ---------------------------------------------------------------------------------
 
     def _arm(self, delay: float) -> None:
-        """One one-shot timer for the next poll; re-armed only when a poll has finished."""
+        """One one-shot timer for the next poll; re-armed only when a poll has finished.
+
+        A plain event-loop timer, not a Textual `Timer`: creating one of those formats the
+        app's repr (milliseconds of CPU on every poll) and a zero delay divides by zero.
+        """
         if self._timer is not None:
-            self._timer.stop()
-        # Textual's timers divide by their delay: a due poll waits a millisecond, not zero.
-        self._timer = self.set_timer(max(0.001, delay), self._poll, name="poll")
+            self._timer.cancel()
+        self._timer = asyncio.get_running_loop().call_later(max(0.0, delay), self._poll)
 
     @work(exclusive=True, group="poll", exit_on_error=False)
     async def _poll(self) -> None:
@@ -253,7 +257,8 @@ class VtopApp(App[None]):
             rows = [fleet.row(self.monitor.endpoints[e], self._findings(self.monitor, e),
                               self._status(e)) for e in eps]  # fmt: skip
             self.endpoint_list.show(rows, self.selected)
-        self.endpoint_list.display = len(eps) > 1
+        if self.endpoint_list.display != (len(eps) > 1):
+            self.endpoint_list.display = len(eps) > 1
         view = self.current_view()
         if ep is not None and view is not None:
             ev: EndpointView = self.monitor.endpoints[ep]
@@ -266,7 +271,10 @@ class VtopApp(App[None]):
                 self.screen.show(view)
         else:
             self.triage.show([verdict.Line("info", "connecting…", label="…")])
-        self.query_one("#panels").border_title = f"Scheduler · {fmt.window(self.window_s)}"
+        title = f"Scheduler · {fmt.window(self.window_s)}"
+        box = self.query_one("#panels")
+        if box.border_title != title:
+            box.border_title = title  # setting a title repaints the whole box: only on change
         local = [e.local for e in self.monitor.endpoints.values()]
         self.gpus.show(self.monitor.gpu, remote_only=bool(local) and not any(local))
 

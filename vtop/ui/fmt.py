@@ -49,16 +49,16 @@ def pct(ratio: float | None) -> str:
     return f"{p:.1f}%"
 
 
-def seconds(v: float | None) -> str:
+def seconds(v: float | None, *, digits: int = 3) -> str:
     """A latency: `850µs`, `12ms`, `1.23s`, `2m05s`."""
     if v is None or not math.isfinite(v):
         return DASH
     if v < 0.001:
         return f"{v * 1e6:.0f}µs"
     if v < 1:
-        return f"{_sig(v * 1000, 3)}ms"
+        return f"{_sig(v * 1000, digits)}ms"
     if v < 60:
-        return f"{_sig(v, 3)}s"
+        return f"{_sig(v, digits)}s"
     m, s = divmod(round(v), 60)
     return f"{m}m{s:02d}s"
 

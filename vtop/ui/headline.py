@@ -70,7 +70,8 @@ def headline(view: EndpointView, status: str) -> Headline:
         uptime=f"up {uptime}",
         status=f"{mark} {status}",
         status_level=lvl,
-        latency=f"poll {fmt.seconds(latency)}" if last is not None and last.ok else "",
+        # Two digits: the poll's own latency jitters, and each new digit is a repaint.
+        latency=f"poll {fmt.seconds(latency, digits=2)}" if last is not None and last.ok else "",
         latency_level=level("scrape_latency", latency) if last is not None and last.ok
         else Severity.OK,
     )  # fmt: skip

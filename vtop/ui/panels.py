@@ -1,13 +1,16 @@
 """What each scheduler panel shows, computed from the store as plain values (no Textual here).
 
-A panel is a `PanelSpec` (which signal, how to read it, how to print it) and, per poll, a
-`Reading`: the current value with its level, the window statistics and a note (the batch cap,
-the KV tokens, the TTFT queue/prefill split). Its chart is a `Trend` over fixed time buckets.
+A panel is a `PanelSpec` (which signal, how to read it, how to print it), a `Reading` per
+poll (the current value and its level), a `Summary` per completed chart bucket (the window's
+statistics and a note: the batch cap, the KV pool, how often the queue was non-empty, the TTFT
+queue/prefill split) and a `Trend` (the chart over fixed time buckets). Only the value moves at
+the poll rate; everything else changes when a bucket completes, which keeps both the CPU spent
+on window scans and the bytes sent to the terminal low.
 The widgets only print these, so the numbers can be tested without a terminal and the same
 code gives the per-engine breakdown (a `SeriesKey` with a model and an engine instead of the
 aggregate).
 
-"Current" means: a gauge's last poll; a counter's rate over the last few polls; a histogram's
+"Current" means: a gauge's last poll; a counter's rate over the last 10 s; a histogram's
 percentiles over the last minute. Window statistics are over the chosen window (`w`).
 """
 
@@ -81,16 +84,26 @@ class View:
 
     @property
     def recent_s(self) -> float:
-        """The span of a counter's "current" rate: a few polls, at least 5 s."""
-        return max(5.0, 3.0 * self.interval_s)
+        """The span of a counter's "current" rate: 10 s (vLLM's own log line averages over
+        the same span), or three polls when polls are slower. Shorter spans only add jitter,
+        and every jitter is a repaint."""
+        return max(10.0, 3.0 * self.interval_s)
 
 
 @dataclass(frozen=True, slots=True)
 class Reading:
-    """A panel's text for one poll. Empty strings are parts with nothing to say."""
+    """A panel's current value, computed every poll: cheap, and the only text that moves at
+    the poll rate."""
 
     value: str
     level: Severity
+
+
+@dataclass(frozen=True, slots=True)
+class Summary:
+    """A panel's window text (statistics and a note), computed when a chart bucket completes,
+    so it repaints with the chart rather than on every poll. Empty: nothing to say."""
+
     stats: str
     note: str = ""
 
@@ -103,49 +116,67 @@ def _cap(knobs: Mapping[str, Knob], name: str) -> tuple[float | None, Knob | Non
 
 
 def read(spec: PanelSpec, v: View) -> Reading:
-    """The reading of one panel now."""
+    """The panel's value now."""
+    s, k = v.store, v.key(spec.signal, spec.label)
     if spec.kind == "gauge":
-        return _gauge(spec, v)
+        last = s.last(k)
+        value = (fmt.pct if spec.ratio else fmt.num)(last)
+        lvl = level(spec.signal, last)
+        if spec.id == "running":
+            cap, _ = _cap(v.knobs, "max_num_seqs")
+            if cap is not None:
+                value = f"{value} / {fmt.num(cap)}"
+                if last is not None:
+                    lvl = max(lvl, level("running_of_cap", last / cap))
+        return Reading(value, lvl)
     if spec.kind == "rate":
-        return _rate(spec, v)
-    return _latency(spec, v)
+        now = s.per_second(k, v.recent_s)
+        return Reading(fmt.num(now), level(spec.signal, now))
+    recent = min(RECENT_S, v.window_s)
+    p50 = s.hist_quantile(0.5, k, recent)
+    p99 = s.hist_quantile(0.99, k, recent)
+    return Reading(f"p50 {fmt.seconds(p50)} p99 {fmt.seconds(p99)}", level(spec.signal, p99))
 
 
-def _gauge(spec: PanelSpec, v: View) -> Reading:
+def summarize(spec: PanelSpec, v: View) -> Summary:
+    """The panel's window statistics and note."""
+    if spec.kind == "gauge":
+        return _gauge_summary(spec, v)
+    if spec.kind == "rate":
+        return _rate_summary(spec, v)
+    return _latency_summary(spec, v)
+
+
+def _gauge_summary(spec: PanelSpec, v: View) -> Summary:
     s, k, w = v.store, v.key(spec.signal, spec.label), v.window_s
-    last = s.last(k)
     show = fmt.pct if spec.ratio else fmt.num
     stats = (f"{fmt.window(w)} avg {show(s.avg(k, w))}  min {show(s.min(k, w))}  "
              f"max {show(s.max(k, w))}")  # fmt: skip
-    value = show(last)
     note = ""
-    lvl = level(spec.signal, last)
     if spec.id == "running":
-        cap, knob = _cap(v.knobs, "max_num_seqs")
-        if cap is not None and knob is not None:
-            value = f"{value} / {fmt.num(cap)}"
+        _, knob = _cap(v.knobs, "max_num_seqs")
+        if knob is not None:
             note = "cap: max_num_seqs" + (f" ({knob.provenance}, assumed)" if knob.assumed else "")
-            if last is not None:
-                lvl = max(lvl, level("running_of_cap", last / cap))
-    elif spec.id == "kv" and last is not None:
+    elif spec.id == "kv":
         cap, _ = _cap(v.knobs, "kv_capacity_tokens")
         if cap is not None:
-            note = f"≈{fmt.num(last * cap)} of {fmt.num(cap)} tokens"
-        if not 0.0 <= last <= 1.0:
-            note = "out of range: engine bug?"
+            note = f"pool of {fmt.num(cap)} tokens"
+        top = s.max(k, w)
+        low = s.min(k, w)
+        if (top is not None and top > 1.0) or (low is not None and low < 0.0):
+            note = "values out of 0..1: engine bug?"
     elif spec.id == "waiting":
-        cap_reason = s.last(v.key("waiting_by_reason", "capacity"))
-        if cap_reason is not None:
-            note = f"capacity {fmt.num(cap_reason)}"
-    return Reading(value, lvl, stats, note)
+        queued = [x for x in s.values(k, w) if x is not None]
+        if queued:
+            share = sum(1 for x in queued if x > 0) / len(queued)
+            note = f"queue non-empty {share * 100:.0f}% of {fmt.window(w)}"
+    return Summary(stats, note)
 
 
-def _rate(spec: PanelSpec, v: View) -> Reading:
+def _rate_summary(spec: PanelSpec, v: View) -> Summary:
     s, k, w = v.store, v.key(spec.signal, spec.label), v.window_s
-    now = s.per_second(k, v.recent_s)
     avg = s.per_second(k, w)
-    total = s.last(k)
-    stats = f"{fmt.window(w)} avg {fmt.num(avg)}  total {fmt.num(total)}"
+    stats = f"{fmt.window(w)} avg {fmt.num(avg)}  total {fmt.num(s.last(k))}"
     note = ""
     if spec.id == "prompt":
         hits = s.per_second(v.key("prefix_cache_hits"), w)
@@ -160,15 +191,11 @@ def _rate(spec: PanelSpec, v: View) -> Reading:
                 parts.append((r, reason))
         parts.sort(reverse=True)
         note = "  ".join(f"{reason} {fmt.pct(r / avg)}" for r, reason in parts[:3])
-    return Reading(fmt.num(now), level(spec.signal, now), stats, note)
+    return Summary(stats, note)
 
 
-def _latency(spec: PanelSpec, v: View) -> Reading:
+def _latency_summary(spec: PanelSpec, v: View) -> Summary:
     s, k, w = v.store, v.key(spec.signal), v.window_s
-    recent = min(RECENT_S, w)
-    p50 = s.hist_quantile(0.5, k, recent)
-    p99 = s.hist_quantile(0.99, k, recent)
-    value = f"p50 {fmt.seconds(p50)} p99 {fmt.seconds(p99)}"
     stats = (f"{fmt.window(w)} p50 {fmt.seconds(s.hist_quantile(0.5, k, w))}  "
              f"p99 {fmt.seconds(s.hist_quantile(0.99, k, w))}")  # fmt: skip
     note = ""
@@ -183,7 +210,7 @@ def _latency(spec: PanelSpec, v: View) -> Reading:
         tpot = s.hist_mean(v.key("tpot"), w)
         if tpot is not None:
             note = f"mean per request {fmt.seconds(tpot)}"
-    return Reading(value, level(spec.signal, p99), stats, note)
+    return Summary(stats, note)
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,76 +1,110 @@
 """The GPUs of this host, a line each, or one line saying why none can be read.
 
 NVML sees the GPUs of the machine vtop runs on. When every endpoint is remote the panel says
-so instead of letting the local cards pass for the server's. One `TextCell` per GPU, so a
-changing power reading repaints one line.
+so instead of letting the local cards pass for the server's. Each reading is its own field, so
+a changing power draw repaints a dozen cells, not the line.
 """
 
 from __future__ import annotations
 
-from textual.app import ComposeResult
-from textual.containers import Vertical
 from textual.content import Content
+from textual.geometry import Size
 
 from vtop.model import GpuReading, GpuStatus, Severity
 from vtop.ui import fmt
 from vtop.ui.thresholds import level
-from vtop.ui.widgets.text_cell import TextCell
+from vtop.ui.widgets.fields import Field, FieldsWidget
 
 MAX_GPUS = 8
+TEMP_STYLE = {Severity.OK: "", Severity.WARNING: "bold $warning",
+              Severity.CRITICAL: "bold reverse $error"}  # fmt: skip
+COLUMNS = (("head", 30), ("util", 9), ("mem", 18), ("power", 16), ("temp", 6), ("clock", 13),
+           ("proc", 14))  # fmt: skip
 
 
-def gpu_line(g: GpuReading) -> tuple[Content, Severity]:
-    """`GPU0 RTX 4090  util 92%  mem 21.3/24.0 GiB  power 310/450 W  72°C  SM 2.52k MHz`."""
+def gpu_fields(g: GpuReading) -> dict[str, Content]:
+    """`GPU0 RTX 4090 | util 92% | mem 21.3/24.0 GiB | power 310/450 W | 72°C | SM … | vLLM …`."""
+    head = Content.assemble((f"GPU{g.index} ", "bold"), (g.name, "$text-muted"))
     if g.error:
-        return Content.assemble((f"GPU{g.index} ", "bold"), (g.error, "$error")), Severity.WARNING
+        return {"head": head, "util": Content.styled(g.error, "$error")}
 
     def val(v: float | None, unit: str) -> str:
         return f"{fmt.num(v)}{unit}" if v is not None else fmt.DASH
 
-    mem = f"{fmt.gib(g.mem_used_bytes)}/{fmt.gib(g.mem_total_bytes)} GiB"
-    power = f"{fmt.num(g.power_w)}/{fmt.num(g.power_limit_w)} W"
-    temp_level = level("gpu_temp", g.temp_c)
-    parts: list[str | tuple[str, str]] = [
-        (f"GPU{g.index} ", "bold"),
-        (f"{g.name[:24]}  ", "$text-muted"),
-        ("util ", "$text-muted"), (val(g.util_pct, "%"), "bold"),
-        ("  mem ", "$text-muted"), mem,
-        ("  power ", "$text-muted"), power,
-        ("  ", ""),
-        (val(g.temp_c, "°C"), {Severity.OK: "", Severity.WARNING: "bold $warning"}.get(
-            temp_level, "bold reverse $error")),
-        ("  SM ", "$text-muted"), val(g.sm_clock_mhz, " MHz"),
-    ]  # fmt: skip
+    out = {
+        "head": head,
+        "util": Content.assemble(("util ", "$text-muted"), (val(g.util_pct, "%"), "bold")),
+        "mem": Content.assemble(("mem ", "$text-muted"),
+                                f"{fmt.gib(g.mem_used_bytes)}/{fmt.gib(g.mem_total_bytes)} GiB"),
+        "power": Content.assemble(("power ", "$text-muted"),
+                                  f"{fmt.num(g.power_w)}/{fmt.num(g.power_limit_w)} W"),
+        "temp": Content.styled(val(g.temp_c, "°C"), TEMP_STYLE[level("gpu_temp", g.temp_c)]),
+        "clock": Content.assemble(("SM ", "$text-muted"), val(g.sm_clock_mhz, " MHz")),
+    }  # fmt: skip
     if g.process_mem_bytes is not None:
-        parts += [("  vLLM ", "$text-muted"), f"{fmt.gib(g.process_mem_bytes)} GiB"]
-    return Content.assemble(*parts), temp_level
+        out["proc"] = Content.assemble(("vLLM ", "$text-muted"),
+                                       f"{fmt.gib(g.process_mem_bytes)} GiB")  # fmt: skip
+    return out
 
 
-class GpuPanel(Vertical):
+class GpuPanel(FieldsWidget, can_focus=True):
     """One line per GPU (up to `MAX_GPUS`)."""
+
+    DEFAULT_CSS = """
+    GpuPanel { height: auto; }
+    """
 
     def __init__(self) -> None:
         super().__init__(id="gpus")
         self.border_title = "GPU"
-        self.rows = [TextCell("", classes="gpu-row") for _ in range(MAX_GPUS)]
+        self._rows: list[dict[str, Content]] = []
 
-    def compose(self) -> ComposeResult:
-        yield from self.rows
+    @property
+    def lines(self) -> list[str]:
+        """The plain text of each line, as shown."""
+        return [self.line(y).plain.rstrip() for y in range(len(self._rows))]
+
+    def get_content_height(self, container: Size, viewport: Size, width: int) -> int:
+        return max(1, len(self._rows))
 
     def show(self, status: GpuStatus, *, remote_only: bool) -> None:
-        lines: list[Content] = []
+        rows: list[dict[str, Content]] = []
         if status.unavailable or not status.gpus:
             why = status.unavailable or "NVML found no GPU"
-            lines.append(Content.assemble(("no GPU readable: ", "bold"), (why, "$text-muted")))
+            rows.append({"head": Content.assemble(("no GPU readable: ", "bold"),
+                                                  (why, "$text-muted"))})  # fmt: skip
         else:
-            lines.extend(gpu_line(g)[0] for g in status.gpus[:MAX_GPUS])
+            rows.extend(gpu_fields(g) for g in status.gpus[:MAX_GPUS])
             if remote_only:
-                lines.append(Content.styled("these are this host's GPUs; the server is remote",
-                                            "$text-muted"))  # fmt: skip
-        lines = lines[:MAX_GPUS]
-        for i, row in enumerate(self.rows):
-            if i < len(lines):
-                row.show(lines[i])
-                row.display = True
-            else:
-                row.display = False
+                note = "these are this host's GPUs; the server is remote"
+                rows.append({"head": Content.styled(note, "$text-muted")})
+        if len(rows) != len(self._rows) or any(
+            set(a) != set(b) for a, b in zip(rows, self._rows, strict=False)
+        ):
+            self._rows = rows
+            self.refresh(layout=True)
+            self._place()
+        self._rows = rows
+        for y, row in enumerate(rows):
+            for name, content in row.items():
+                self.put(f"{y}.{name}", content)
+
+    def on_resize(self) -> None:
+        self._place()
+
+    def _place(self) -> None:
+        width = self.size.width
+        layout: dict[str, Field] = {}
+        for y, row in enumerate(self._rows):
+            if set(row) == {"head"}:
+                layout[f"{y}.head"] = Field(y, 0, width)
+                continue
+            x = 0
+            for name, w in COLUMNS:
+                if name not in row or x >= width:
+                    continue
+                if name == "head":
+                    w = min(w, row["head"].cell_length)
+                layout[f"{y}.{name}"] = Field(y, x, min(w, width - x))
+                x += w + 2
+        self.place(layout)

@@ -1,0 +1,58 @@
+"""SVG snapshots of the dashboard at 80×24, 120×40 and 200×60, and of its other states.
+
+Every snapshot is built from scripted frames through the real parser, the same way at every
+run: time on screen comes from the frames, vtop's own CPU is fixed, no timer runs (the app
+is built with `autopoll=False`). A change in layout or wording fails here until the
+snapshots are reviewed and updated (`pytest tests/ui --snapshot-update`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import pytest
+from textual.pilot import Pilot
+
+from tests.ui import pages
+from tests.ui.scripted import EP, build_app
+
+Compare = Callable[..., bool]
+
+
+@pytest.mark.parametrize("size", [(80, 24), (120, 40), (200, 60)], ids=lambda s: f"{s[0]}x{s[1]}")
+def test_main_screen(snap_compare: Compare, size: tuple[int, int]) -> None:
+    app, _ = build_app()
+    assert snap_compare(app, terminal_size=size)
+
+
+def test_light_theme(snap_compare: Compare) -> None:
+    app, _ = build_app(theme="light")
+    assert snap_compare(app, terminal_size=(120, 40))
+
+
+def test_reconnecting_compact(snap_compare: Compare) -> None:
+    ep = pages.Endpoint(EP, down=set(range(400, 440)))
+    app, _ = build_app(history=440, endpoints=[ep],
+                       status=lambda e: "reconnecting (attempt 4, next in 8 s)")  # fmt: skip
+    assert snap_compare(app, terminal_size=(80, 24))
+
+
+def test_finding_detail(snap_compare: Compare) -> None:
+    app, _ = build_app()
+    assert snap_compare(app, press=["enter"], terminal_size=(120, 40))
+
+
+def test_help(snap_compare: Compare) -> None:
+    app, _ = build_app()
+    assert snap_compare(app, press=["question_mark"], terminal_size=(80, 24))
+
+
+def test_several_endpoints(snap_compare: Compare) -> None:
+    a = pages.Endpoint(EP)
+    b = pages.Endpoint("http://10.0.0.7:8000", maker=pages.PageMaker(pressure=0.3))
+    app, _ = build_app(endpoints=[a, b])
+
+    async def second(pilot: Pilot[None]) -> None:
+        await pilot.press("2")
+
+    assert snap_compare(app, terminal_size=(120, 40), run_before=second)
