@@ -192,10 +192,13 @@ class Frontend:
         inbound = self.inbound
         outputs = self.outputs
         scrapes = self.scrapes
+        deliveries = self.deliveries
         while inbound or outputs or scrapes:
             start = max(self.busy_until, self._earliest_pending())
             if start > t:
                 return
+            if deliveries and deliveries[0].t <= start:
+                return  # the engine must take that hand-over first (it may bring new work)
             cost = 0.0
             reqs: list[Request] = []
             while inbound and inbound[0].arrival_ts <= start:

@@ -63,15 +63,20 @@ class ModelSpec:
     vocab_size: int
     num_params: float
     max_position: int
+    tied_embeddings: bool = False
+
+    @property
+    def vocab_matrix_params(self) -> float:
+        return float(self.vocab_size * self.hidden_size)
 
     @property
     def embedding_params(self) -> float:
-        """Input embedding plus an untied LM head (Qwen2.5-7B does not tie them)."""
-        return 2.0 * self.vocab_size * self.hidden_size
+        """Input embedding plus LM head (one matrix when tied, as in Qwen2.5-0.5B)."""
+        return self.vocab_matrix_params * (1 if self.tied_embeddings else 2)
 
     @property
     def linear_params(self) -> float:
-        """Parameters that a quantiser packs (every Linear except embeddings and LM head)."""
+        """Parameters of the transformer blocks' Linears (what a quantiser packs)."""
         return self.num_params - self.embedding_params
 
     def kv_bytes_per_token(self, dtype_bytes: int) -> int:
@@ -114,10 +119,10 @@ class Preset:
     dtype: str = "bfloat16"
     kv_cache_dtype: str = "auto"
     kv_dtype_bytes: int = 2
-    compute_efficiency: float = 0.6
+    compute_efficiency: float = 0.7
     memory_efficiency: float = 0.8
-    overhead_base_s: float = 0.004
-    overhead_per_seq_s: float = 0.000012
+    overhead_base_s: float = 0.006
+    overhead_per_seq_s: float = 0.000008
     activation_bytes_per_batched_token: int = 96 * 1024
     non_torch_bytes: int = int(0.6 * GIB)
     cuda_graph_bytes: int = int(0.4 * GIB)
@@ -129,6 +134,14 @@ class Preset:
     @property
     def kv_bytes_per_token(self) -> int:
         return self.model.kv_bytes_per_token(self.kv_dtype_bytes)
+
+    @property
+    def weight_bytes_read_per_step(self) -> float:
+        """Every weight is read once per step except the input embedding, of which a step
+        only gathers the rows of its tokens (fp16/bf16 even in AWQ checkpoints)."""
+        if self.model.tied_embeddings:
+            return float(self.weight_bytes)
+        return self.weight_bytes - self.model.vocab_matrix_params * 2
 
     def with_kv_cache_dtype(self, kv_cache_dtype: str) -> Preset:
         """`--kv-cache-dtype fp8`: one byte per element, about twice the KV capacity."""
@@ -195,11 +208,12 @@ class StepCost:
         model = preset.model
         tp = preset.tensor_parallel_size
         self._fit = preset.fitted
-        self._weight_bytes = preset.weight_bytes / tp
+        self._weight_bytes = preset.weight_bytes_read_per_step / tp
         self._kv_bytes = preset.kv_bytes_per_token / tp
-        # 2 FLOPs per multiply-add, every Linear except the LM head (counted per sample).
-        self._flops_per_token = 2.0 * (model.linear_params + model.embedding_params / 2) / tp
-        self._lm_head_flops = 2.0 * model.hidden_size * model.vocab_size / tp
+        # 2 FLOPs per multiply-add in every block Linear; the LM head only for sampled tokens
+        # (vLLM computes logits for the last position of each request only).
+        self._flops_per_token = 2.0 * model.linear_params / tp
+        self._lm_head_flops = 2.0 * model.vocab_matrix_params / tp
         # QK^T and AV: 2 matmuls x 2 FLOPs x heads x head_dim per (query, key) pair per layer.
         self._attn_flops_per_pair = 4.0 * model.num_layers * model.num_heads * model.head_dim / tp
         gpu = preset.gpu
@@ -304,7 +318,6 @@ QWEN_4090_AWQ = Preset(
     gpu=RTX_4090,
     quantization="awq_marlin",
     dtype="float16",
-    compute_efficiency=0.45,
 )
 
 QWEN_H100_BF16 = Preset(
@@ -314,9 +327,34 @@ QWEN_H100_BF16 = Preset(
     served_model_name="Qwen/Qwen2.5-7B-Instruct",
     weight_bytes=int(QWEN25_7B.num_params * 2),
     gpu=H100_SXM,
-    overhead_base_s=0.003,
+    overhead_base_s=0.004,
+    overhead_per_seq_s=0.00001,
     default_max_num_seqs=1024,
     default_max_num_batched_tokens=8192,
+)
+
+QWEN25_05B = ModelSpec(
+    name="Qwen/Qwen2.5-0.5B-Instruct",
+    num_layers=24,
+    hidden_size=896,
+    num_heads=14,
+    num_kv_heads=2,
+    head_dim=64,
+    intermediate_size=4864,
+    vocab_size=151936,
+    num_params=0.494e9,
+    max_position=32768,
+    tied_embeddings=True,
+)
+
+QWEN05_4090_BF16 = Preset(
+    name="4090-qwen0.5b-bf16",
+    description="RTX 4090 24 GB, Qwen2.5-0.5B-Instruct in bf16 (an engine faster than its API)",
+    model=QWEN25_05B,
+    served_model_name="Qwen/Qwen2.5-0.5B-Instruct",
+    weight_bytes=int(QWEN25_05B.num_params * 2),
+    gpu=RTX_4090,
+    activation_bytes_per_batched_token=24 * 1024,
 )
 
 UNIT_MODEL = ModelSpec(
@@ -344,5 +382,5 @@ UNIT_STEP = Preset(
 """The seeds count steps, not seconds: a kernel of 1 s and no host cost makes them equal."""
 
 PRESETS: dict[str, Preset] = {
-    p.name: p for p in (QWEN_4090_BF16, QWEN_4090_AWQ, QWEN_H100_BF16, UNIT_STEP)
+    p.name: p for p in (QWEN_4090_BF16, QWEN_4090_AWQ, QWEN_H100_BF16, QWEN05_4090_BF16, UNIT_STEP)
 }
