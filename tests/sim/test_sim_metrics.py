@@ -130,6 +130,25 @@ def test_v1_032_names_labels_and_buckets() -> None:
     assert states == {"awake": 1.0, "weights_offloaded": 0.0, "discard_all": 0.0}
 
 
+def test_032_extras() -> None:
+    rej = samples("0.32")["vllm:admission_rejections"]
+    assert {s.labels["reason"] for s in rej} == {"max_num_queued_reqs", "max_num_queued_tokens"}
+    assert all("engine" not in s.labels and s.labels["model_name"] == MODEL for s in rej)
+    assert buckets("0.32", "vllm:request_num_preemptions") == [1, 2, 3, 4, 5, 10, 20]
+    # The roofline's FLOPs and bytes feed vLLM's MFU counters (GPU presets only).
+    st = busy_twin().engine.stats
+    assert value("0.32", "vllm:estimated_flops_per_gpu_total") == st.perf_flops > 1e15
+    assert value("0.32", "vllm:estimated_read_bytes_per_gpu_total") > 1e12
+    device = value("0.32", "vllm:prompt_tokens_cached_by_source_total", source="device")
+    assert device == st.prefix_hits
+    http = samples("0.32")["http_requests"]
+    assert [s.labels for s in http if s.name == "http_requests_total"] == [
+        {"handler": "/v1/completions", "method": "POST", "status": "2xx"}
+    ]
+    assert value("0.32", "http_requests_total") == sum(st.request_success.values())
+    assert value("0.32", "http_request_duration_highr_seconds_count") == st.hist("e2e").count
+
+
 def test_values_agree_with_the_twin() -> None:
     st = busy_twin().engine.stats
     lab = {"model_name": MODEL, "engine": "0"}

@@ -52,6 +52,9 @@ def test_serves_metrics_models_version_health() -> None:
         assert (status, body) == (200, b"")
         status, _, _ = get(srv.url + "/nope")
         assert status == 404
+        _, page, _ = get(srv.url + "/metrics")
+        assert b'http_requests_total{handler="/v1/models",method="GET",status="2xx"} 1.0' in page
+        assert b'handler="/metrics"' not in page  # the instrumentator skips /metrics
     with pytest.raises(OSError):
         get(srv.url + "/health", timeout=1.0)
 

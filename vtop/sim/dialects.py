@@ -14,11 +14,16 @@ Read from vLLM's own exporters (kept as data here so a new release is a table ed
   `gpu_cache_usage_perc` (documented DEPRECATED) beside `kv_cache_usage_perc`;
   `gpu_prefix_cache_queries/hits` (deprecated) beside `prefix_cache_queries/hits`, all in
   tokens; `time_per_output_token_seconds`; `request_success` for stop/length/abort.
-- "0.32": current V1: `inter_token_latency_seconds` and
-  `request_time_per_output_token_seconds` replace `time_per_output_token_seconds`;
-  `num_requests_waiting_by_reason{reason}`, `engine_sleep_state{sleep_state}`,
-  `prompt_tokens_by_source{source}`, `prompt_tokens_cached`,
-  `request_prefill_kv_computed_tokens`; the deprecated `gpu_*` names are gone.
+- "0.32": current V1, checked family by family (names, types, help, label keys, buckets)
+  against pages captured from a real vLLM 0.32 server (tests/fixtures/metrics/vllm-0.32):
+  `inter_token_latency_seconds` and `request_time_per_output_token_seconds` replace
+  `time_per_output_token_seconds`; `num_requests_waiting_by_reason{reason}`,
+  `engine_sleep_state{sleep_state}`, `prompt_tokens_by_source{source}`,
+  `prompt_tokens_cached`, `prompt_tokens_cached_by_source{source}`,
+  `admission_rejections{reason}` (no `engine` label), `request_num_preemptions`,
+  `request_prefill_kv_computed_tokens`, the `estimated_*_per_gpu` perf counters; the
+  deprecated `gpu_*` names are gone.
+- V1 pages also carry prometheus-fastapi-instrumentator's `http_*` series.
 
 Bucket bounds are vLLM's: request-latency buckets 0.3..7680 s, TTFT 0.001..2560 s, per-token
 0.01..80 s, `iteration_tokens_total` 1..16384, token-count histograms `build_1_2_5_buckets
@@ -32,7 +37,8 @@ from typing import Literal
 
 from vtop.sim.stats import build_1_2_5_buckets
 
-Kind = Literal["counter", "gauge", "histogram"]
+Kind = Literal["counter", "gauge", "histogram", "summary"]
+Scope = Literal["engine", "model", "none"]
 
 DIALECTS: tuple[str, ...] = ("0.6", "0.10", "0.32")
 DEFAULT_DIALECT = "0.32"
@@ -72,6 +78,12 @@ REQUEST_LATENCY_V1 = (
 )  # fmt: skip
 E2E_V0 = (1.0, 2.5, 5.0, 10.0, 15.0, 20.0, 30.0, 40.0, 50.0, 60.0)
 ITERATION_TOKENS = (1, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384)
+NUM_PREEMPTIONS = (1, 2, 3, 4, 5, 10, 20)
+HTTP_HIGHR = (
+    0.01, 0.025, 0.05, 0.075, 0.1, 0.25, 0.5, 0.75, 1.0, 1.5, 2.0, 2.5, 3.0, 3.5, 4.0, 4.5,
+    5.0, 7.5, 10.0, 30.0, 60.0,
+)  # fmt: skip
+HTTP_FEW = (0.1, 0.5, 1.0)
 PARAMS_N = (1, 2, 5, 10, 20)
 
 TOKENS_125 = "1-2-5"
@@ -87,6 +99,9 @@ class Family:
     help: str
     source: str
     buckets: tuple[float, ...] | str | None = None
+    scope: Scope = "engine"
+    """Labels: "engine" (`model_name` + `engine`, `model_name` only before V1), "model"
+    (`model_name` only, as `admission_rejections`), "none" (the HTTP instrumentator's)."""
 
 
 def _h(name: str, help_: str, source: str, buckets: tuple[float, ...] | str) -> Family:
@@ -180,6 +195,53 @@ _TTFT_V1 = _h(
 )
 _CACHE_INFO = _g("vllm:cache_config_info", "Information of the LLMEngine CacheConfig", "cache_info")
 _SUCCESS = _c("vllm:request_success", "Count of successfully processed requests.", "success")
+
+_PERF_HELP = " per GPU (for Model Flops Utilization calculations)."
+
+_HTTP = (
+    Family(
+        "http_requests",
+        "counter",
+        "Total number of requests by method, status and handler.",
+        "http_requests",
+        scope="none",
+    ),
+    Family(
+        "http_request_size_bytes",
+        "summary",
+        "Content length of incoming requests by handler. Only value of header is respected. "
+        "Otherwise ignored. No percentile calculated. ",
+        "http_request_size",
+        scope="none",
+    ),
+    Family(
+        "http_response_size_bytes",
+        "summary",
+        "Content length of outgoing responses by handler. Only value of header is respected. "
+        "Otherwise ignored. No percentile calculated. ",
+        "http_response_size",
+        scope="none",
+    ),
+    Family(
+        "http_request_duration_highr_seconds",
+        "histogram",
+        "Latency with many buckets but no API specific labels. Made for more accurate "
+        "percentile calculations. ",
+        "http_highr",
+        HTTP_HIGHR,
+        scope="none",
+    ),
+    Family(
+        "http_request_duration_seconds",
+        "histogram",
+        "Latency with only few buckets by handler. Made to be only used if aggregation by "
+        "handler is important. ",
+        "http_duration",
+        HTTP_FEW,
+        scope="none",
+    ),
+)
+"""prometheus-fastapi-instrumentator's series on vLLM's OpenAI server (/metrics excluded)."""
 
 V0_6: tuple[Family, ...] = (
     _CACHE_INFO,
@@ -297,9 +359,25 @@ V0_10: tuple[Family, ...] = (
     ),
     *_V1_LATENCY,
     _CACHE_INFO,
+    *_HTTP,
 )
 
 V0_32: tuple[Family, ...] = (
+    _c(
+        "vllm:estimated_flops_per_gpu",
+        "Estimated number of floating point operations" + _PERF_HELP,
+        "perf_flops",
+    ),
+    _c(
+        "vllm:estimated_read_bytes_per_gpu",
+        "Estimated number of bytes read from memory" + _PERF_HELP,
+        "perf_read",
+    ),
+    _c(
+        "vllm:estimated_write_bytes_per_gpu",
+        "Estimated number of bytes written to memory" + _PERF_HELP,
+        "perf_write",
+    ),
     _RUNNING,
     _WAITING,
     _g(
@@ -356,8 +434,23 @@ V0_32: tuple[Family, ...] = (
         "Number of cached prompt tokens (local + external).",
         "prompt_tokens_cached",
     ),
+    _c(
+        "vllm:prompt_tokens_cached_by_source",
+        "Prefix-cache hit tokens by the cache tier that supplied them: device (local HBM), "
+        "host (offloaded to DRAM), disk, p2p (transferred from another vLLM instance) or "
+        "external_unspecified. Counted at admission; sums to vllm:prefix_cache_hits + "
+        "vllm:external_prefix_cache_hits.",
+        "cached_by_source",
+    ),
     _c("vllm:generation_tokens", "Number of generation tokens processed.", "generation_tokens"),
     _SUCCESS,
+    Family(
+        "vllm:admission_rejections",
+        "counter",
+        "Number of admission attempts rejected by a queue limit, by reason.",
+        "admission",
+        scope="model",
+    ),
     *_V1_SHAPE,
     _TTFT_V1,
     _h(
@@ -374,12 +467,19 @@ V0_32: tuple[Family, ...] = (
     ),
     *_V1_LATENCY,
     _h(
+        "vllm:request_num_preemptions",
+        "Histogram of the number of times a request was preempted.",
+        "num_preemptions",
+        NUM_PREEMPTIONS,
+    ),
+    _h(
         "vllm:request_prefill_kv_computed_tokens",
         "Histogram of new KV tokens computed during prefill (excluding cached tokens).",
         "prefill_kv_computed",
         TOKENS_125,
     ),
     _CACHE_INFO,
+    *_HTTP,
 )
 
 TABLES: dict[str, tuple[Family, ...]] = {"0.6": V0_6, "0.10": V0_10, "0.32": V0_32}

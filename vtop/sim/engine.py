@@ -31,6 +31,13 @@ MAX_RUN = 64
 RUN_GRID_S = 0.25
 """Decode runs never cross a multiple of this many virtual seconds."""
 
+COMPLETIONS = "/v1/completions"
+"""The handler the twin's clients call."""
+
+HTTP_REQUEST_BYTES = 180
+HTTP_RESPONSE_BYTES = 320
+"""JSON overhead of a completion request / response; text adds ~4 bytes per token."""
+
 RATE_WINDOW_S = 5.0
 """V0's local logging interval, over which its avg throughput gauges are computed."""
 
@@ -178,8 +185,12 @@ class Engine:
             and self._decode_run(t1)
         ):
             return True
+        cost = self.cost
         res = sched.complete(t1, self.prev_end)
         rec = StepRecord(t1)
+        rec.flops = cost.last_flops
+        rec.read_bytes = cost.last_read_bytes
+        rec.write_bytes = cost.last_write_bytes
         rec.prompt_done = res.prompt_tokens_done
         rec.generated = res.generated
         if res.generated:
@@ -236,6 +247,7 @@ class Engine:
         pairs = plan.attn_pairs
         ends = [t1]
         kernel_starts = [t1]
+        work = [cost.last_flops, cost.last_read_bytes, cost.last_write_bytes]
         t = t1
         for j in range(1, k_max):
             kernel, host = cost.step(n, ctx + j * n, pairs + j * n, n, n)
@@ -244,6 +256,9 @@ class Engine:
                 break
             kernel_starts.append(t + host)
             ends.append(t_next)
+            work[0] += cost.last_flops
+            work[1] += cost.last_read_bytes
+            work[2] += cost.last_write_bytes
             t = t_next
         k = len(ends)
         if k < 2:
@@ -281,6 +296,7 @@ class Engine:
             itl.append((t_next - prev, n))
             prev = t_next
         rec = StepRecord(ends[-1])
+        rec.flops, rec.read_bytes, rec.write_bytes = work
         rec.steps = k
         rec.generated = n * k
         rec.iter_value = float(n)
@@ -327,6 +343,9 @@ class Engine:
             st.prefix_queries += rec.prefix_queries
             st.prefix_hits += rec.prefix_hits
             st.prefix_requests += rec.prefix_requests
+            st.perf_flops += rec.flops
+            st.perf_read_bytes += rec.read_bytes
+            st.perf_write_bytes += rec.write_bytes
             if rec.iter_count:
                 hists["iter_tokens"].observe(rec.iter_value, rec.iter_count)
             if rec.itl:
@@ -372,6 +391,14 @@ class Engine:
             h["n"].observe(1)
             h["max_tokens"].observe(r.max_tokens)
             h["prefill_kv_computed"].observe(r.prompt_len - max(0, r.num_cached_tokens))
+            h["num_preemptions"].observe(r.num_preemptions)
+            st.http_request(
+                COMPLETIONS,
+                "POST",
+                HTTP_REQUEST_BYTES + 4 * r.prompt_len,
+                HTTP_RESPONSE_BYTES + 4 * r.num_output,
+                e2e,
+            )
             st.request_success[r.finish_reason] = st.request_success.get(r.finish_reason, 0) + 1
             self.fe.in_flight -= 1
             self.clients.on_done(r, td)

@@ -26,7 +26,7 @@ from prometheus_client.utils import floatToGoString
 from vtop.model import GpuStatus
 from vtop.sim.dialects import Dialect, Family, bucket_bounds
 from vtop.sim.serve_args import Resolved
-from vtop.sim.stats import Stats
+from vtop.sim.stats import Hist, Stats
 
 _go_float = cast(Callable[[float], str], floatToGoString)
 """prometheus-client's own `le` formatting (1 -> "1.0", 0.001 -> "0.001")."""
@@ -56,50 +56,70 @@ class PageState:
 
 
 def cache_config_labels(dialect: Dialect, resolved: Resolved) -> dict[str, str]:
-    """`CacheConfig.metrics_info()`: every field as `str(value)`; the set differs by release."""
+    """`CacheConfig.metrics_info()`: every field as `str(value)`; the set differs by release.
+
+    The "0.32" set is the one a real vLLM 0.32 server writes (captured fixture); "0.10" and
+    "0.6" are those releases' `CacheConfig` fields as read from their source.
+    """
     a = resolved.args
     p = resolved.preset
-    blocks = str(resolved.num_gpu_blocks)
+    override = str(a.num_gpu_blocks_override)
     common = {
         "block_size": str(a.block_size),
         "gpu_memory_utilization": str(a.gpu_memory_utilization),
         "cache_dtype": p.kv_cache_dtype,
         "is_attention_free": "False",
-        "num_gpu_blocks_override": str(a.num_gpu_blocks_override),
+        "num_gpu_blocks_override": override,
         "sliding_window": "None",
         "enable_prefix_caching": str(a.enable_prefix_caching),
-        "cpu_offload_gb": "0",
-        "num_gpu_blocks": blocks,
+        "num_gpu_blocks": str(resolved.num_gpu_blocks),
         "num_cpu_blocks": "None",
     }
     if dialect.name == "0.6":
         common["swap_space_bytes"] = str(4 * 1024**3)
         common["num_cpu_blocks"] = str(4 * 1024**3 // (a.block_size * p.kv_bytes_per_token))
+        common["cpu_offload_gb"] = "0"
         return common
     common.update(
         {
-            "swap_space": "4",
             "prefix_caching_hash_algo": "builtin" if dialect.name == "0.10" else "sha256",
-            "calculate_kv_scales": "False",
             "kv_sharing_fast_prefill": "False",
             "mamba_page_size_padded": "None",
             "engine": "0",
         }
     )
-    if dialect.name != "0.10":
-        size = resolved.kv_capacity_tokens
-        common.update(
-            {
-                "kv_cache_size_tokens": str(size),
-                "kv_cache_max_concurrency": str(round(size / resolved.max_model_len, 2)),
-                "kv_cache_memory_bytes": "None",
-                "kv_offloading_backend": "None",
-                "kv_offloading_size": "None",
-                "mamba_block_size": "None",
-                "mamba_cache_dtype": "auto",
-                "mamba_ssm_cache_dtype": "auto",
-            }
-        )
+    if dialect.name == "0.10":
+        common.update({"swap_space": "4", "cpu_offload_gb": "0", "calculate_kv_scales": "False"})
+        return common
+    size = resolved.kv_capacity_tokens
+    common.update(
+        {
+            "_block_size_resolved": "True",
+            "cache_hit_alignment_tokens": "None",
+            "effective_attention_block_size": str(a.block_size),
+            "enable_mamba_shared_prefix_checkpoint": "False",
+            "hash_block_size": "None",
+            "kv_cache_dtype_skip_layers": "[]",
+            "kv_cache_layout": "None",
+            "kv_cache_max_concurrency": str(round(size / resolved.max_model_len, 2)),
+            "kv_cache_memory_bytes": "None",
+            "kv_cache_size_tokens": str(size),
+            "kv_offloading_backend": "native",
+            "kv_offloading_size": "None",
+            "mamba_block_size": "None",
+            "mamba_cache_dtype": "auto",
+            "mamba_cache_mode": "none",
+            "mamba_ssm_cache_dtype": "float32",
+            "prefix_cache_retention_interval": "0",
+            "prefix_match_unit": "None",
+            "replayssm_buffer_len": "16",
+            "skip_page_size_padded": "None",
+            "swa_bounded_replay": "True",
+            "use_kda_recoverssm": "False",
+            "use_replayssm": "False",
+            "user_specified_block_size": str(a.block_size != 16),
+        }
+    )
     return common
 
 
@@ -111,11 +131,11 @@ class _Collector:
     def collect(self) -> Iterator[Any]:
         d = self.dialect
         st = self.state
-        base = {"model_name": st.resolved.preset.served_model_name}
-        if d.engine_label:
-            base["engine"] = "0"
+        model = {"model_name": st.resolved.preset.served_model_name}
+        engine = {**model, "engine": "0"} if d.engine_label else model
+        scopes: dict[str, dict[str, str]] = {"engine": engine, "model": model, "none": {}}
         for fam in d.families:
-            yield self._family(fam, base)
+            yield self._family(fam, scopes[fam.scope])
         yield from _dcgm(st.gpu)
 
     def _family(self, fam: Family, base: dict[str, str]) -> Any:
@@ -123,18 +143,29 @@ class _Collector:
         stats = st.stats
         d = self.dialect
         created = st.created
+        if fam.kind == "summary":
+            m = Metric(fam.name, fam.help, "summary")
+            for (handler, _), tally in stats.http.items():
+                labels = {**base, "handler": handler}
+                total = (
+                    tally.request_bytes
+                    if fam.source == "http_request_size"
+                    else tally.response_bytes
+                )
+                m.add_sample(fam.name + "_count", labels, tally.count)
+                m.add_sample(fam.name + "_sum", labels, total)
+                if d.created:
+                    m.add_sample(fam.name + "_created", labels, created)
+            return m
         if fam.kind == "histogram":
             m = Metric(fam.name, fam.help, "histogram")
             bounds = bucket_bounds(fam.buckets, st.resolved.max_model_len)
-            h = stats.hist(fam.source)
-            cum = h.cumulative(bounds)
-            for b, c in zip(bounds, cum, strict=False):
-                m.add_sample(fam.name + "_bucket", {**base, "le": _go_float(b)}, c)
-            m.add_sample(fam.name + "_bucket", {**base, "le": "+Inf"}, cum[-1])
-            m.add_sample(fam.name + "_count", base, h.count)
-            m.add_sample(fam.name + "_sum", base, h.sum)
-            if d.created:
-                m.add_sample(fam.name + "_created", base, created)
+            if fam.source == "http_duration":
+                for (handler, method), tally in stats.http.items():
+                    labels = {**base, "handler": handler, "method": method}
+                    self._histogram(m, fam.name, labels, tally.duration, bounds)
+            else:
+                self._histogram(m, fam.name, base, stats.hist(fam.source), bounds)
             return m
         if fam.kind == "counter":
             m = Metric(fam.name, fam.help, "counter")
@@ -147,6 +178,18 @@ class _Collector:
         for labels, value in self._gauge_values(fam, base):
             m.add_sample(fam.name, labels, value)
         return m
+
+    def _histogram(
+        self, m: Any, name: str, labels: dict[str, str], h: Hist, bounds: tuple[float, ...]
+    ) -> None:
+        cum = h.cumulative(bounds)
+        for b, c in zip(bounds, cum, strict=False):
+            m.add_sample(name + "_bucket", {**labels, "le": _go_float(b)}, c)
+        m.add_sample(name + "_bucket", {**labels, "le": "+Inf"}, cum[-1])
+        m.add_sample(name + "_count", labels, h.count)
+        m.add_sample(name + "_sum", labels, h.sum)
+        if self.dialect.created:
+            m.add_sample(name + "_created", labels, self.state.created)
 
     def _counter_values(
         self, fam: Family, base: dict[str, str]
@@ -161,6 +204,18 @@ class _Collector:
             for reason in reasons:
                 yield {**base, "finished_reason": reason}, stats.request_success.get(reason, 0.0)
             return
+        if src == "cached_by_source":
+            for source in ("device", "host", "p2p", "disk", "external_unspecified"):
+                yield {**base, "source": source}, stats.prefix_hits if source == "device" else 0.0
+            return
+        if src == "admission":
+            for reason in ("max_num_queued_reqs", "max_num_queued_tokens"):
+                yield {**base, "reason": reason}, 0.0
+            return
+        if src == "http_requests":
+            for (handler, method), tally in stats.http.items():
+                yield {**base, "handler": handler, "method": method, "status": "2xx"}, tally.count
+            return
         if src == "prompt_by_source":
             cached = stats.prompt_tokens_cached
             yield {**base, "source": "local_compute"}, stats.prompt_tokens - cached
@@ -174,6 +229,9 @@ class _Collector:
             "prefix_queries": stats.prefix_queries,
             "prefix_hits": stats.prefix_hits,
             "prompt_tokens_cached": stats.prompt_tokens_cached,
+            "perf_flops": stats.perf_flops,
+            "perf_read": stats.perf_read_bytes,
+            "perf_write": stats.perf_write_bytes,
             "zero": 0.0,
         }
         yield dict(base), values[src]

@@ -51,6 +51,7 @@ class StepRecord:
     __slots__ = (
         "finished",
         "first_tokens",
+        "flops",
         "generated",
         "iter_count",
         "iter_value",
@@ -61,10 +62,12 @@ class StepRecord:
         "prefix_queries",
         "prefix_requests",
         "prompt_done",
+        "read_bytes",
         "running",
         "steps",
         "t",
         "waiting",
+        "write_bytes",
     )
 
     def __init__(self, t: float) -> None:
@@ -85,6 +88,9 @@ class StepRecord:
         self.running = 0
         self.waiting = 0
         self.kv_usage = 0.0
+        self.flops = 0.0
+        self.read_bytes = 0.0
+        self.write_bytes = 0.0
 
 
 class Delivery:

@@ -202,6 +202,9 @@ class StepCost:
         "_mem_rate",
         "_per_seq",
         "_weight_bytes",
+        "last_flops",
+        "last_read_bytes",
+        "last_write_bytes",
     )
 
     def __init__(self, preset: Preset) -> None:
@@ -221,6 +224,11 @@ class StepCost:
         self._comp_rate = gpu.peak_flops * preset.compute_efficiency if gpu else 1.0
         self._base = preset.overhead_base_s
         self._per_seq = preset.overhead_per_seq_s
+        self.last_flops = 0.0
+        """FLOPs, bytes read and bytes written of the last priced step, per GPU (what vLLM's
+        `estimated_*_per_gpu` counters add up; 0 for a fitted, non-GPU preset)."""
+        self.last_read_bytes = 0.0
+        self.last_write_bytes = 0.0
 
     def step(
         self, tokens: int, context_tokens: int, attn_pairs: float, seqs: int, samples: int
@@ -239,12 +247,17 @@ class StepCost:
                 + fit.per_context_token_s * context_tokens
             )
             return kernel, fit.base_s
-        mem = (self._weight_bytes + self._kv_bytes * (context_tokens + tokens)) / self._mem_rate
+        read = self._weight_bytes + self._kv_bytes * context_tokens
+        write = self._kv_bytes * tokens
+        mem = (read + write) / self._mem_rate
         flops = (
             self._flops_per_token * tokens
             + self._lm_head_flops * samples
             + self._attn_flops_per_pair * attn_pairs
         )
+        self.last_flops = flops
+        self.last_read_bytes = read
+        self.last_write_bytes = write
         comp = flops / self._comp_rate
         kernel = mem if mem > comp else comp
         return kernel, self._base + self._per_seq * seqs

@@ -40,16 +40,21 @@ class _Handler(BaseHTTPRequestHandler):
     def do_GET(self) -> None:
         sim = self.server.sim
         path = self.path.split("?", 1)[0]
+        t0 = time.perf_counter()
         if path == "/metrics":
             self._send(200, sim.metrics_page(), CONTENT_TYPE_LATEST)
-        elif path == "/v1/models":
-            self._json(200, sim.models())
+            return
+        if path == "/v1/models":
+            body = json.dumps(sim.models()).encode()
         elif path == "/version":
-            self._json(200, {"version": sim.version()})
+            body = json.dumps({"version": sim.version()}).encode()
         elif path in ("/health", "/ping"):
-            self._send(200, b"", "application/json")
+            body = b""
         else:
             self._json(404, {"detail": "Not Found"})
+            return
+        self._send(200, body, "application/json")
+        sim.note_http(path, "GET", len(body), time.perf_counter() - t0)
 
     def do_HEAD(self) -> None:
         self._send(200 if self.path in ("/health", "/metrics") else 404, b"", "text/plain")
@@ -147,6 +152,10 @@ class SimServer:
                 }
             ],
         }
+
+    def note_http(self, handler: str, method: str, response_bytes: int, seconds: float) -> None:
+        with self._lock:
+            self.twin.note_http(handler, method, response_bytes, seconds)
 
     def version(self) -> str:
         with self._lock:

@@ -87,6 +87,20 @@ class Hist:
 
 FINISH_REASONS: tuple[str, ...] = ("stop", "length", "abort", "error", "repetition")
 
+HTTP_FEW_BUCKETS = (0.1, 0.5, 1.0)
+
+
+class HttpTally:
+    """What prometheus-fastapi-instrumentator counts for one (handler, method)."""
+
+    __slots__ = ("count", "duration", "request_bytes", "response_bytes")
+
+    def __init__(self) -> None:
+        self.count = 0.0
+        self.request_bytes = 0.0
+        self.response_bytes = 0.0
+        self.duration = Hist(HTTP_FEW_BUCKETS)
+
 
 class Stats:
     """Everything the /metrics page shows, updated as the API server processes engine output."""
@@ -103,6 +117,11 @@ class Stats:
         self.prefix_requests = 0.0
         self.request_success: dict[str, float] = dict.fromkeys(FINISH_REASONS, 0.0)
         self.steps = 0.0
+        self.perf_flops = 0.0
+        self.perf_read_bytes = 0.0
+        self.perf_write_bytes = 0.0
+        self.http: dict[tuple[str, str], HttpTally] = {}
+        """HTTP requests by (handler, method), in the order handlers were first called."""
         # Gauges, as of the last engine step the API server processed.
         self.running = 0
         self.waiting = 0
@@ -110,3 +129,16 @@ class Stats:
 
     def hist(self, name: str) -> Hist:
         return self.hists[name]
+
+    def http_request(
+        self, handler: str, method: str, request_bytes: float, response_bytes: float, seconds: float
+    ) -> None:
+        """Count one answered HTTP request (the instrumentator skips /metrics itself)."""
+        tally = self.http.get((handler, method))
+        if tally is None:
+            tally = self.http[(handler, method)] = HttpTally()
+        tally.count += 1
+        tally.request_bytes += request_bytes
+        tally.response_bytes += response_bytes
+        tally.duration.observe(seconds)
+        self.hists["http_highr"].observe(seconds)

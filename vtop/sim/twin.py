@@ -114,6 +114,13 @@ class Twin:
     def command_line(self) -> list[str]:
         return self.resolved.command_line()
 
+    def note_http(
+        self, handler: str, method: str, response_bytes: int, seconds: float = 0.001
+    ) -> None:
+        """Count a request the sim server answered (except /metrics), as vLLM's
+        instrumentator does: `http_requests_total{handler,method,status}` and friends."""
+        self.engine.stats.http_request(handler, method, 0.0, float(response_bytes), seconds)
+
     def scrape_delay(self) -> float:
         """Register a /metrics request now; virtual seconds until the API server answers it."""
         fe = self.engine.fe
