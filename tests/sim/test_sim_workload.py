@@ -90,3 +90,11 @@ def test_same_seed_same_requests() -> None:
         return [(r.arrival_ts, r.prompt_len, r.output_len) for r in drain(c, 100.0)]
 
     assert make(9) == make(9) != make(10)
+
+
+def test_prefix_share_is_a_share_of_each_prompt() -> None:
+    shape = Shape(Lengths(1000, 0.3), Lengths(10), prefix_share=0.5, prefix_groups=1)
+    c = Clients(Poisson(rate=20, shapes=(shape,)), seed=6, max_model_len=32768, block_size=16)
+    reqs = drain(c, 20.0)
+    assert all(r.prefix_blocks == (r.prompt_len // 2) // 16 for r in reqs)
+    assert len({r.prefix_blocks for r in reqs}) > 5

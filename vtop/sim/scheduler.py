@@ -24,6 +24,10 @@ and `vllm/v1/core/kv_cache_manager.py`:
   unless the request was preempted before (`PrefixCacheStats.record(preempted=...)`).
 - Finished requests (output length reached) free their blocks after the step.
 
+Not modelled: speculative decoding, LoRA and structured-output deferrals (the "deferred"
+waiting reason stays 0), encoder inputs, KV connectors, the priority policy, async scheduling,
+and the `can_fit_full_sequence` admission gate that some recent builds add.
+
 Everything here is counted in tokens and blocks, never per token: one step costs a few
 integer operations per scheduled request.
 """

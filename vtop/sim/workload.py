@@ -49,7 +49,9 @@ class Shape:
     want with `ignore_eos`.
 
     `prefix_len` leading tokens are shared with every request of the same prefix group (a
-    system prompt); `prefix_groups` is how many distinct such prefixes there are.
+    system prompt); `prefix_share` says the same as a share of each prompt (the larger of the
+    two applies); `prefix_groups` is how many distinct such prefixes there are. Only whole
+    blocks of it can ever hit the prefix cache.
     """
 
     prompt: Lengths
@@ -58,6 +60,7 @@ class Shape:
     max_tokens: int | None = None
     finish: str | None = None
     prefix_len: int = 0
+    prefix_share: float = 0.0
     prefix_groups: int = 1
     tag: int = 0
 
@@ -247,10 +250,11 @@ class Clients:
                 max_tokens = output
         prefix_key = -1
         prefix_blocks = 0
-        if shape.prefix_len:
+        shared = max(shape.prefix_len, int(shape.prefix_share * prompt))
+        if shared:
             group = rng.randrange(shape.prefix_groups)
             prefix_key = idx * 1_000_003 + group
-            prefix_blocks = shape.prefix_len // self.block_size
+            prefix_blocks = min(shared, prompt - 1) // self.block_size
         return Request(
             rid,
             prompt,
