@@ -3,7 +3,9 @@
 `advance_to(t)` runs as fast as the CPU allows: it steps the scheduler, prices each step with
 the roofline, and jumps over idle time straight to the next arrival. Nothing depends on how
 `advance_to` calls are chunked: every event is processed at its own timestamp, so
-`advance_to(10)` and ten `advance_to(+1)` produce the same state.
+`advance_to(10)` and ten `advance_to(+1)` produce the same state. A step is indivisible, so
+the engine clock may end a little past the target, but the API server (and so every metric)
+only advances to the target itself.
 
 Speed. A step costs a few integer operations per scheduled request and no per-token work:
 inter-token latencies are recorded as (value, count) pairs, and when the batch is in a steady
@@ -122,9 +124,12 @@ class Engine:
     def advance_to(self, t_target: float) -> None:
         sched = self.sched
         while True:
-            self._sync()
             if self.t >= t_target:
+                # The last step may end past the target; the API server only gets as far as
+                # the target, so nothing reaches the metrics before its time.
+                self._sync(t_target)
                 return
+            self._sync(self.t)
             if sched.running or sched.waiting:
                 if not self._step(t_target):
                     self._idle_until(t_target)
@@ -137,27 +142,37 @@ class Engine:
             nxt = math.nextafter(self.t, math.inf)
         self.t = min(nxt, t_target)
 
-    def _sync(self) -> None:
-        """Bring every client send, API-server cycle and delivery up to the engine clock."""
-        t = self.t
+    def _sync(self, t: float) -> None:
+        """Process every client send, API-server cycle and hand-over due by `t`, in time order.
+
+        Ties go hand-over first (it may answer a client, who sends again at once), then client
+        sends, then the cycle that starts at that instant, so a cycle sees everything that
+        arrived by its start. `t` never exceeds the engine clock, so whatever the engine is
+        handed is already due.
+        """
         clients = self.clients
         fe = self.fe
+        deliveries = fe.deliveries
+        inbox = self._inbox
         while True:
-            progressed = False
-            if clients.next_time <= t:
-                inbox = self._inbox
-                clients.pop_due(t, inbox)
+            t_deliver = deliveries[0].t if deliveries else math.inf
+            t_send = clients.next_time
+            t_cycle = fe.next_cycle_start()
+            if t_deliver <= t_send and t_deliver <= t_cycle:
+                if t_deliver > t:
+                    return
+                self._deliver(deliveries.popleft())
+            elif t_send <= t_cycle:
+                if t_send > t:
+                    return
+                clients.pop_due(t_send, inbox)
                 for r in inbox:
                     fe.submit(r)
                 inbox.clear()
-                progressed = True
-            fe.run_until(t)
-            deliveries = fe.deliveries
-            while deliveries and deliveries[0].t <= t:
-                self._deliver(deliveries.popleft())
-                progressed = True
-            if not progressed:
-                return
+            else:
+                if t_cycle > t:
+                    return
+                fe.run_cycle()
 
     # --- one step -------------------------------------------------------------------------------
 

@@ -169,7 +169,7 @@ class Frontend:
 
     def next_time(self) -> float:
         """When the next cycle could start or the next delivery is due (inf: nothing)."""
-        nxt = max(self.busy_until, self._earliest_pending())
+        nxt = self.next_cycle_start()
         if self.deliveries and self.deliveries[0].t < nxt:
             nxt = self.deliveries[0].t
         return nxt
@@ -193,39 +193,40 @@ class Frontend:
                 break
         return t
 
-    def run_until(self, t: float) -> None:
-        """Run every cycle that starts at or before `t`."""
+    def next_cycle_start(self) -> float:
+        """When the next event-loop cycle can start (inf: no work pending)."""
+        if not (self.inbound or self.outputs or self.scrapes):
+            return math.inf
+        return max(self.busy_until, self._earliest_pending())
+
+    def run_cycle(self) -> None:
+        """Run the cycle that starts at `next_cycle_start()`: take everything that arrived by
+        then, spend its CPU cost, and queue the hand-over for the cycle's end."""
+        start = self.next_cycle_start()
         inbound = self.inbound
         outputs = self.outputs
         scrapes = self.scrapes
-        deliveries = self.deliveries
-        while inbound or outputs or scrapes:
-            start = max(self.busy_until, self._earliest_pending())
-            if start > t:
-                return
-            if deliveries and deliveries[0].t <= start:
-                return  # the engine must take that hand-over first (it may bring new work)
-            cost = 0.0
-            reqs: list[Request] = []
-            while inbound and inbound[0].arrival_ts <= start:
-                r = inbound.popleft()
-                cost += self._req_s + self._ptok_s * r.prompt_len
-                reqs.append(r)
-            recs: list[StepRecord] = []
-            while outputs and outputs[0].t <= start:
-                rec = outputs.popleft()
-                cost += self._otok_s * rec.generated
-                if rec.finished:
-                    cost += self._fin_s * len(rec.finished)
-                recs.append(rec)
-            while scrapes and scrapes[0] <= start:
-                scrapes.popleft()
-                cost += self._scrape_s
-            end = start + cost
-            self.busy_until = end
-            self.busy_total += cost
-            if reqs or recs:
-                self.deliveries.append(Delivery(end, reqs, recs))
+        cost = 0.0
+        reqs: list[Request] = []
+        while inbound and inbound[0].arrival_ts <= start:
+            r = inbound.popleft()
+            cost += self._req_s + self._ptok_s * r.prompt_len
+            reqs.append(r)
+        recs: list[StepRecord] = []
+        while outputs and outputs[0].t <= start:
+            rec = outputs.popleft()
+            cost += self._otok_s * rec.generated
+            if rec.finished:
+                cost += self._fin_s * len(rec.finished)
+            recs.append(rec)
+        while scrapes and scrapes[0] <= start:
+            scrapes.popleft()
+            cost += self._scrape_s
+        end = start + cost
+        self.busy_until = end
+        self.busy_total += cost
+        if reqs or recs:
+            self.deliveries.append(Delivery(end, reqs, recs))
 
     def busy_fraction(self, since_total: float, dt: float) -> float:
         """Share of `dt` the loop was busy, from a `busy_total` taken `dt` ago."""
