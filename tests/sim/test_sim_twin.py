@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import dataclasses
+import random
 
 import pytest
 
 from vtop.model import EndpointInfo
 from vtop.sim.engine import Engine
-from vtop.sim.scenarios import get_scenario
+from vtop.sim.scenarios import SCENARIOS, get_scenario
 from vtop.sim.twin import Twin
 
 
@@ -27,7 +28,7 @@ def fingerprint(twin: Twin) -> tuple[object, ...]:
     )
 
 
-@pytest.mark.parametrize("name", ["memory-ceiling", "frontend-bound", "long-prompt-starvation"])
+@pytest.mark.parametrize("name", sorted(SCENARIOS))
 def test_chunking_advance_changes_nothing(name: str) -> None:
     whole = Twin(name, seed=3)
     whole.advance(40.0)
@@ -35,8 +36,12 @@ def test_chunking_advance_changes_nothing(name: str) -> None:
     for _ in range(160):
         pieces.advance(0.25)
     odd = Twin(name, seed=3)
-    for dt in (0.01, 3.3, 0.7, 12.0, 23.99):
+    rng = random.Random(name)
+    left = 40.0
+    while left > 1e-9:
+        dt = min(left, rng.choice((0.001, 0.013, 0.3, 1.7, 5.0)))
         odd.advance(dt)
+        left -= dt
     assert whole.now == pytest.approx(40.0)
     assert fingerprint(whole) == fingerprint(pieces) == fingerprint(odd)
 
@@ -117,3 +122,19 @@ def test_engine_clock_never_lags_the_twin() -> None:
         twin.advance(0.37)
         assert isinstance(twin.engine, Engine)
         assert twin.engine.t >= twin.now - 1e-9
+
+
+def test_real_time_maps_wall_seconds_times_speed() -> None:
+    from vtop.sim.clock import RealTime
+
+    wall = [100.0]
+    twin = Twin("healthy")
+    clock = RealTime(twin, speed=30.0, clock=lambda: wall[0])
+    wall[0] += 0.5
+    clock.sync()
+    assert twin.now == pytest.approx(15.0)
+    clock.sync()  # no wall time passed: no virtual time either
+    assert twin.now == pytest.approx(15.0)
+    assert clock.wall_seconds(3.0) == pytest.approx(0.1)
+    with pytest.raises(ValueError, match="positive"):
+        RealTime(twin, speed=0)
