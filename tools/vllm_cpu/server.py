@@ -327,6 +327,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         log_path=opts.log,
     )
     print(f"starting vLLM ({opts.model}); log {server.log_path}", flush=True)
+
+    def interrupted(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt
+
+    # Started in the background, a shell leaves SIGINT ignored; handle both so the server
+    # and its engine processes are always stopped with us.
+    signal.signal(signal.SIGINT, interrupted)
+    signal.signal(signal.SIGTERM, interrupted)
     try:
         with server:
             print(

