@@ -124,7 +124,8 @@ class _Client:
         self.rng = random.Random(seed)
         self.http = httpx.AsyncClient(
             timeout=httpx.Timeout(REQUEST_TIMEOUT_S, connect=10.0),
-            limits=httpx.Limits(max_connections=max(connections, 1), max_keepalive_connections=0),
+            limits=httpx.Limits(max_connections=max(connections, 1)),
+            trust_env=False,  # a loopback test server: never through an environment proxy
         )
         self.model = shape.model or ""
         self.result = LoadResult()

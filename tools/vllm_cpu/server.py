@@ -181,7 +181,7 @@ class VllmServer:
 
     def _wait_healthy(self, began: float) -> None:
         deadline = began + self.startup_timeout
-        with httpx.Client(timeout=5.0) as client:
+        with httpx.Client(timeout=5.0, trust_env=False) as client:
             while True:
                 assert self.process is not None
                 code = self.process.poll()
