@@ -7,12 +7,13 @@ page. Every page is saved as the bytes served (after HTTP content decoding); wha
 observed on each (running, waiting, KV usage, counter rates since the previous scrape, scrape
 latency and size) goes to `captured.json` beside them, which README.md there summarises.
 
-Run from the repo root after tools/vllm_cpu/setup.sh (takes ~6 minutes on 2 cores):
-    .venv/bin/python -m tools.vllm_cpu.capture [OUT_DIR]
+Run from the repo root after tools/vllm_cpu/setup.sh (takes ~8 minutes on 2 cores):
+    .venv/bin/python -m tools.vllm_cpu.capture [OUT_DIR] [--only engine|tiny|no-stats ...]
 """
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import json
 import re
@@ -148,6 +149,14 @@ class Capture:
         self.record: dict[str, Any] = {"files": {}, "servers": {}}
         out.mkdir(parents=True, exist_ok=True)
 
+    def merge_existing(self) -> None:
+        """Keep what an earlier capture recorded; entries captured now replace theirs."""
+        path = self.out / "captured.json"
+        if path.exists():
+            old = json.loads(path.read_text())
+            for key in ("files", "servers", "loads", "log_lines"):
+                self.record.setdefault(key, {}).update(old.get(key, {}))
+
     def save(self, name: str, page: Page, prev: Page | None, **meta: Any) -> None:
         (self.out / name).write_bytes(page.body)
         self.record["files"][name] = {**meta, "observed": page.observation(prev)}
@@ -184,7 +193,7 @@ class Capture:
         ranges: dict[str, Any] = {"scrapes": len(pages)}
         for k in ("running", "waiting", "kv_usage"):
             values = [p.values[k] for p in under_load if k in p.values]
-            ranges[k] = [min(values), statistics.median(values), max(values)]
+            ranges[k] = [min(values), statistics.median(values), max(values)] if values else None
         ranges["scrape_latency_s"] = [
             round(v, 3)
             for v in (
@@ -294,9 +303,18 @@ def fresh_log(name: str) -> Path:
     return path
 
 
-def main(argv: list[str]) -> int:
-    cap = Capture(Path(argv[1]) if len(argv) > 1 else DEFAULT_OUT)
-    (cap.out / "log-lines.txt").unlink(missing_ok=True)
+async def no_stats_phase(cap: Capture, server: VllmServer) -> None:
+    """`--disable-log-stats`: the page a user gets when vLLM's own metrics are switched off."""
+    args = "--concurrency 4 --duration 5 --prompt-tokens 16:128 --max-tokens 20:60 --seed 5"
+    pages, summary = await scrape_during(server.url, args)
+    load = cap.load("disable-log-stats", args, summary, pages)
+    async with httpx.AsyncClient(timeout=60.0) as client:
+        page = await scrape(client, server.url)
+    where = "tiny, --disable-log-stats"
+    cap.save("disable-log-stats.txt", page, pages[-1], server=where, load=load)
+
+
+def engine_run(cap: Capture) -> None:
     engine = start_server("engine", max_num_seqs=16, num_gpu_blocks=24, log_path=fresh_log("e"))
     try:
         cap.server("engine", engine)
@@ -307,6 +325,9 @@ def main(argv: list[str]) -> int:
     finally:
         engine.stop()
     cap.log_lines("engine", engine)
+
+
+def tiny_run(cap: Capture) -> None:
     tiny = start_server("tiny", max_num_seqs=16, num_gpu_blocks=24, log_path=fresh_log("t"))
     try:
         cap.server("tiny", tiny)
@@ -314,6 +335,39 @@ def main(argv: list[str]) -> int:
     finally:
         tiny.stop()
     cap.log_lines("tiny", tiny)
+
+
+def no_stats_run(cap: Capture) -> None:
+    extra = ["--disable-log-stats"]
+    tiny = start_server("tiny", extra_args=extra, log_path=fresh_log("q"))
+    try:
+        cap.server("tiny, --disable-log-stats", tiny)
+        asyncio.run(no_stats_phase(cap, tiny))
+    finally:
+        tiny.stop()
+
+
+RUNS = {"engine": engine_run, "tiny": tiny_run, "no-stats": no_stats_run}
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(description="Capture /metrics fixtures from real vLLM.")
+    parser.add_argument("out", nargs="?", type=Path, default=DEFAULT_OUT)
+    parser.add_argument(
+        "--only",
+        action="append",
+        choices=sorted(RUNS),
+        help="re-capture only these servers' files, keeping the rest of captured.json",
+    )
+    opts = parser.parse_args(argv[1:])
+    cap = Capture(opts.out)
+    if opts.only:
+        cap.merge_existing()
+    else:
+        (cap.out / "log-lines.txt").unlink(missing_ok=True)
+    for name, run in RUNS.items():
+        if not opts.only or name in opts.only:
+            run(cap)
     cap.finish()
     return 0
 
