@@ -8,10 +8,12 @@ in the same run and against the same endpoint, for the peer `vllmstat` (PyPI), i
 its own virtual environment when it can be; when it cannot, the bench says why and prints
 vtop's figures alone.
 
-The endpoint is, by default, a real HTTP server on loopback serving changing vLLM
-0.32-shaped pages (`tests/ui/pages.py`, ~34 KB each, the same series, labels and bucket
-bounds as a real server), with keep-alive and gzip as vLLM's own server offers them. `--url`
-points both tools at another server instead (the simulator's, or a real vLLM). Both apps get
+The endpoint is, by default, the simulator served over HTTP in its own process (`vtop sim
+--scenario memory-ceiling`: a busy server whose every panel moves every second, the costly
+case for a dashboard). `--pages` serves changing vLLM 0.32-shaped pages instead
+(`tests/ui/pages.py`: ~34 KB, the series, labels and bucket bounds of a real server, with
+keep-alive and gzip as vLLM's own server offers them); `--url` points both tools at another
+server (a real vLLM). Both apps get
 the same terminal settings (`TERM` of tmux, `COLORTERM=truecolor` unless `--colors 256`):
 these decide how long each escape code is.
 
@@ -23,6 +25,7 @@ from __future__ import annotations
 import argparse
 import gzip
 import os
+import re
 import shlex
 import shutil
 import subprocess
@@ -105,6 +108,21 @@ def serve_pages() -> tuple[str, ThreadingHTTPServer]:
     return f"http://{host}:{port}", server
 
 
+def serve_sim(scenario: str) -> tuple[str, subprocess.Popen[str]]:
+    """`vtop sim` on a free loopback port, in its own process (its CPU is not vtop's)."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "vtop", "sim", "--scenario", scenario, "--port", "0"],
+        cwd=ROOT, stdout=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    assert proc.stdout is not None
+    line = proc.stdout.readline()
+    found = re.search(r" on (http://\S+)", line)
+    if not found:
+        proc.kill()
+        raise SystemExit(f"tui_overhead: vtop sim did not start: {line.strip()!r}")
+    return found.group(1), proc
+
+
 def peer_python(cache: Path) -> tuple[Path | None, str]:
     """A venv with vllmstat in it (made once, kept in `cache`); None and why when it fails."""
     env_dir = cache / "vllmstat-venv"
@@ -150,7 +168,9 @@ def mem_mb(pid: int) -> tuple[float, float]:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--url", help="endpoint to watch (default: a built-in page server)")
+    ap.add_argument("--url", help="endpoint to watch (default: the simulator)")
+    ap.add_argument("--scenario", default="memory-ceiling", help="simulator scenario")
+    ap.add_argument("--pages", action="store_true", help="serve scripted pages, not the sim")
     ap.add_argument("--seconds", type=float, default=60.0)
     ap.add_argument("--warmup", type=float, default=10.0)
     ap.add_argument("--size", default="160x50")
@@ -164,12 +184,16 @@ def main() -> int:
         return 2
     w, h = (int(x) for x in args.size.split("x"))
     server: ThreadingHTTPServer | None = None
+    sim: subprocess.Popen[str] | None = None
     url = args.url
-    if url is None:
+    if url is not None:
+        where = url
+    elif args.pages:
         url, server = serve_pages()
         where = "built-in page server (vLLM 0.32-shaped pages, ~34 KB, keep-alive, gzip)"
     else:
-        where = url
+        url, sim = serve_sim(args.scenario)
+        where = f"vtop sim --scenario {args.scenario} ({url}, its own process)"
     args.cache.mkdir(parents=True, exist_ok=True)
     env = {"COLORTERM": "truecolor"} if args.colors == "truecolor" else {"COLORTERM": ""}
     runs: list[tuple[Figures, int, Path]] = []
@@ -207,6 +231,9 @@ def main() -> int:
         tmux("kill-server", check=False)
         if server is not None:
             server.shutdown()
+        if sim is not None:
+            sim.terminate()
+            sim.wait(timeout=10)
         shutil.rmtree(work, ignore_errors=True)
 
     print(f"tui_overhead: {w}×{h} in tmux, 1 s polls, {elapsed:.0f} s measured after "

@@ -8,6 +8,8 @@ triage engine plugs in.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
+from dataclasses import replace
+from functools import lru_cache
 
 from tests.ui import pages
 from vtop.model import Finding, Frame, Knob, Recommendation, Severity
@@ -109,6 +111,39 @@ SUPPRESSED = Finding(
 )
 
 FINDINGS = (PENDING, SUPPRESSED, FIRING)
+
+
+@lru_cache(maxsize=8)
+def sim_frames(scenario: str, n: int) -> tuple[Frame, ...]:
+    """`n` one-second frames of a simulator scenario, the same at every run (fixed epoch and
+    seed); cached, because the twin takes a few seconds per simulated five minutes."""
+    from vtop.sources.sim import SimSource
+
+    source = SimSource.scenario(scenario, seed=0, epoch=pages.T0, in_thread=False)
+    return tuple(source.poll_now() for _ in range(n))
+
+
+def for_endpoint(findings: Sequence[Finding], endpoint: str) -> tuple[Finding, ...]:
+    return tuple(replace(f, endpoint=endpoint) for f in findings)
+
+
+def build_sim_app(
+    scenario: str,
+    *,
+    history: int = 300,
+    findings: Sequence[Finding] = FINDINGS,
+    theme: str = "dark",
+) -> VtopApp:
+    """An app over `history` seconds of a simulator scenario (no polling: frozen in time)."""
+    frames = sim_frames(scenario, history + 1)
+    monitor = Monitor(capacity=3600)
+    for frame in frames[:history]:
+        monitor.feed(frame)
+    endpoint = frames[0].scrapes[0].endpoint
+    source = ScriptedSource(frames[history:], lambda e: "simulated")
+    return VtopApp(source, monitor, interval=1.0, theme=theme,
+                   findings=provider(for_endpoint(findings, endpoint)), self_cpu=lambda: 0.4,
+                   autopoll=False)  # fmt: skip
 
 
 def provider(findings: Sequence[Finding] = FINDINGS) -> Callable[[Monitor, str], Sequence[Finding]]:

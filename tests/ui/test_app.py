@@ -18,12 +18,12 @@ from tests.ui.scripted import EP, FINDINGS, FIRING, ScriptedSource, build_app
 from vtop.model import Frame, Severity
 from vtop.monitor import Monitor
 from vtop.ui.app import VtopApp
+from vtop.ui.panels import Trend
 from vtop.ui.screens.engines import EnginesScreen
 from vtop.ui.screens.explain import ExplainScreen
 from vtop.ui.screens.finding import FindingScreen
 from vtop.ui.screens.help import HelpScreen
 from vtop.ui.widgets.fields import FieldsWidget
-from vtop.ui.widgets.signal_panel import SignalPanel
 
 SIZE = (120, 40)
 
@@ -32,8 +32,22 @@ def cell(app: VtopApp, name: str) -> str:
     return app.header.text(name)
 
 
-def panel(app: VtopApp, pid: str) -> SignalPanel:
-    return app.query_one(f"#panel-{pid}", SignalPanel)
+class Panel:
+    """One panel of the scheduler grid, as tests read it."""
+
+    def __init__(self, app: VtopApp, pid: str) -> None:
+        self.grid, self.pid = app.grid, pid
+
+    def text(self, part: str) -> str:
+        return self.grid.text(f"{self.pid}.{part}")
+
+    @property
+    def trend(self) -> Trend | None:
+        return self.grid.trend(self.pid)
+
+
+def panel(app: VtopApp, pid: str) -> Panel:
+    return Panel(app, pid)
 
 
 async def test_connected_shows_header_panels_triage_and_gpu() -> None:
@@ -199,7 +213,10 @@ async def test_explain_shows_the_catalog_help_of_the_focused_panel() -> None:
     app, _ = build_app()
     async with app.run_test(size=SIZE) as pilot:
         await pilot.pause()
-        panel(app, "kv").focus()
+        app.grid.columns[0].focus()
+        await pilot.press("right", "right")  # running -> waiting -> KV cache
+        selected = app.grid.selected
+        assert selected is not None and selected.id == "kv"
         await pilot.press("e")
         assert isinstance(app.screen, ExplainScreen)
         body = str(app.screen.query_one("#explain-body").render())
@@ -329,11 +346,14 @@ async def test_compact_layout_at_80x24_keeps_the_verdict_and_every_signal() -> N
     app, _ = build_app()
     async with app.run_test(size=(80, 24)) as pilot:
         await pilot.pause()
-        assert app.screen.has_class("-narrow")
+        assert app.screen.has_class("-narrow") and app.grid.compact
         assert app.triage.region.height >= 3 and app.triage.region.y < 24
-        for p in app.panels:
-            assert p.region.height == 1 and p.region.bottom <= 23, p.spec.id
-            assert p.trend is not None and len(p.trend.values) >= 15
+        assert app.grid.region.height == 9 + 2 and app.grid.region.bottom <= 23
+        assert [c.display for c in app.grid.columns] == [True, False, False]
+        for pid in app.grid.order:
+            trend = app.grid.trend(pid)
+            assert trend is not None and len(trend.values) >= 15, pid
+            assert app.grid.value(pid), pid
         assert app.gpus.region.bottom <= 23
 
 
@@ -376,7 +396,7 @@ async def test_repaints_only_what_changed() -> None:
         finally:
             FieldsWidget.put = original  # type: ignore[method-assign]
         assert first, "new data repaints something"
-        assert "header.model" not in shown and "header.version" not in shown
+        assert "header-info.model" not in shown and "header-info.version" not in shown
         assert not [s for s in shown if ".chart" in s or ".stats" in s], (
             "within a bucket, charts and statistics stay as they are"
         )

@@ -1,8 +1,11 @@
 """SVG snapshots of the dashboard at 80×24, 120×40 and 200×60, and of its other states.
 
-Every snapshot is built from scripted frames through the real parser, the same way at every
-run: time on screen comes from the frames, vtop's own CPU is fixed, no timer runs (the app
-is built with `autopoll=False`). A change in layout or wording fails here until the
+The main screens show five minutes of a fixed simulator scenario (fixed seed and epoch: the
+same frames at every run, through the real parser); the states the simulator does not
+produce (an outage, a second endpoint) come from scripted vLLM-shaped pages. Time on screen
+comes from the frames, vtop's own CPU is fixed and no timer runs (`autopoll=False`). Findings
+are example findings until the triage engine lands on main; then the default provider (the
+monitor's own findings) replaces them. A change in layout or wording fails here until the
 snapshots are reviewed and updated (`pytest tests/ui --snapshot-update`).
 """
 
@@ -14,20 +17,18 @@ import pytest
 from textual.pilot import Pilot
 
 from tests.ui import pages
-from tests.ui.scripted import EP, build_app
+from tests.ui.scripted import EP, build_app, build_sim_app
 
 Compare = Callable[..., bool]
 
 
 @pytest.mark.parametrize("size", [(80, 24), (120, 40), (200, 60)], ids=lambda s: f"{s[0]}x{s[1]}")
 def test_main_screen(snap_compare: Compare, size: tuple[int, int]) -> None:
-    app, _ = build_app()
-    assert snap_compare(app, terminal_size=size)
+    assert snap_compare(build_sim_app("memory-ceiling"), terminal_size=size)
 
 
 def test_light_theme(snap_compare: Compare) -> None:
-    app, _ = build_app(theme="light")
-    assert snap_compare(app, terminal_size=(120, 40))
+    assert snap_compare(build_sim_app("memory-ceiling", theme="light"), terminal_size=(120, 40))
 
 
 def test_reconnecting_compact(snap_compare: Compare) -> None:
@@ -38,8 +39,7 @@ def test_reconnecting_compact(snap_compare: Compare) -> None:
 
 
 def test_finding_detail(snap_compare: Compare) -> None:
-    app, _ = build_app()
-    assert snap_compare(app, press=["enter"], terminal_size=(120, 40))
+    assert snap_compare(build_sim_app("memory-ceiling"), press=["enter"], terminal_size=(120, 40))
 
 
 def test_help(snap_compare: Compare) -> None:

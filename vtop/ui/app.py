@@ -29,7 +29,6 @@ from typing import ClassVar
 from textual import events, work
 from textual.app import App, ComposeResult, SystemCommand
 from textual.binding import Binding, BindingType
-from textual.containers import Container
 from textual.content import Content
 from textual.screen import Screen
 from textual.widgets import Footer, Input
@@ -40,7 +39,7 @@ from vtop.sources.base import FrameSource
 from vtop.ui import fleet, fmt, osc52, verdict
 from vtop.ui.findings import FindingsProvider, monitor_findings
 from vtop.ui.headline import headline
-from vtop.ui.panels import PANELS, View
+from vtop.ui.panels import View
 from vtop.ui.screens.engines import EnginesScreen
 from vtop.ui.screens.explain import ExplainScreen, explain_text
 from vtop.ui.screens.finding import FindingScreen
@@ -48,7 +47,8 @@ from vtop.ui.screens.help import HelpScreen
 from vtop.ui.widgets.endpoint_list import EndpointList
 from vtop.ui.widgets.gpu_panel import GpuPanel
 from vtop.ui.widgets.header_bar import HeaderBar
-from vtop.ui.widgets.signal_panel import SignalPanel
+from vtop.ui.widgets.panel_column import PanelColumn
+from vtop.ui.widgets.scheduler_grid import SchedulerGrid
 from vtop.ui.widgets.triage_panel import TriagePanel
 
 WINDOWS = (60.0, 300.0, 900.0, 3600.0)
@@ -142,7 +142,7 @@ class VtopApp(App[None]):
         self.header = HeaderBar()
         self.endpoint_list = EndpointList()
         self.triage = TriagePanel()
-        self.panels = [SignalPanel(spec) for spec in PANELS]
+        self.grid = SchedulerGrid()
         self.gpus = GpuPanel()
 
     # -- layout ----------------------------------------------------------------------------------
@@ -151,8 +151,7 @@ class VtopApp(App[None]):
         yield self.header
         yield self.endpoint_list
         yield self.triage
-        with Container(id="panels"):
-            yield from self.panels
+        yield self.grid
         yield self.gpus
         yield Footer(compact=True)
 
@@ -265,16 +264,14 @@ class VtopApp(App[None]):
             error = ev.last.error if ev.last is not None and not ev.last.ok else None
             self.triage.show(verdict.lines(self._findings(self.monitor, ep), error=error,
                                            polls=ev.store.polls))  # fmt: skip
-            for panel in self.panels:
-                panel.show(view)
+            self.grid.show(view)
             if isinstance(self.screen, EnginesScreen):
                 self.screen.show(view)
         else:
             self.triage.show([verdict.Line("info", "connecting…", label="…")])
         title = f"Scheduler · {fmt.window(self.window_s)}"
-        box = self.query_one("#panels")
-        if box.border_title != title:
-            box.border_title = title  # setting a title repaints the whole box: only on change
+        if self.grid.border_title != title:
+            self.grid.border_title = title  # a new title repaints the whole widget: on change
         local = [e.local for e in self.monitor.endpoints.values()]
         self.gpus.show(self.monitor.gpu, remote_only=bool(local) and not any(local))
 
@@ -321,8 +318,8 @@ class VtopApp(App[None]):
 
     def action_explain(self) -> None:
         focused = self.focused
-        if isinstance(focused, SignalPanel):
-            spec = focused.spec
+        if isinstance(focused, PanelColumn) and focused.selected is not None:
+            spec = focused.selected
             body = explain_text(spec.title, (spec.signal, *spec.related))
             self.push_screen(ExplainScreen(spec.title, body))
         elif isinstance(focused, GpuPanel):

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from vtop.model import Finding, Severity
 from vtop.monitor import EndpointView
 from vtop.ui import fmt
-from vtop.ui.headline import short_url
+from vtop.ui.headline import HEALTHY, short_url
 from vtop.ui.verdict import LABELS, order
 
 
@@ -37,7 +37,7 @@ def row(view: EndpointView, findings: Sequence[Finding] | None, status: str) -> 
                f"KV {fmt.pct(s.last('kv_usage')):>6}  "
                f"gen {fmt.num(s.per_second('generation_tokens', 5.0)):>6} tok/s")  # fmt: skip
     firing = [f for f in order(findings or ()) if f.state == "firing"]
-    up = status == "connected"
+    up = status in HEALTHY or status.startswith("replay")
     if not up:
         verdict, sev = status, Severity.CRITICAL
     elif firing:

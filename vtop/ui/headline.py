@@ -15,6 +15,9 @@ from vtop.monitor import EndpointView
 from vtop.ui import fmt
 from vtop.ui.thresholds import level
 
+HEALTHY = ("connected", "simulated")
+"""Source states that are as good as it gets (`FrameSource.status`)."""
+
 
 @dataclass(frozen=True, slots=True)
 class Headline:
@@ -34,8 +37,8 @@ def short_url(url: str) -> str:
     text = parts.netloc or url
     if parts.path not in ("", "/"):
         text += parts.path
-    if parts.scheme == "https":
-        text = "https://" + text
+    if parts.scheme and parts.scheme != "http":
+        text = f"{parts.scheme}://{text}"  # https://, and sim:// for the simulator
     return text
 
 
@@ -56,7 +59,7 @@ def headline(view: EndpointView, status: str) -> Headline:
     uptime = fmt.duration(now - start) if now is not None and start is not None else fmt.DASH
     last = view.last
     latency = last.latency_s if last is not None else None
-    if status == "connected":
+    if status in HEALTHY or status.startswith("replay"):
         mark, lvl = "●", Severity.OK
     elif status.startswith("reconnecting"):
         mark, lvl = "↻", Severity.CRITICAL

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from vtop.model import Histogram
 from vtop.signals import histogram as hist
 
-BUCKET_LADDER = (1.0, 2.0, 5.0, 10.0, 15.0, 30.0, 60.0, 120.0, 300.0, 600.0, 900.0, 1800.0)
+BUCKET_LADDER = (1.0, 2.0, 5.0, 10.0, 15.0, 20.0, 30.0, 60.0, 120.0, 300.0, 600.0, 900.0, 1800.0)
 
 
 def bucket_seconds(window_s: float, cells: int, interval_s: float) -> float:

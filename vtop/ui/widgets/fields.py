@@ -122,7 +122,8 @@ class FieldsWidget(Widget):
             at = f.x + f.width
         if at < width:
             segments.append(Segment(" " * (width - at), blank))
-        return Strip(segments).crop(0, width)
+        # One escape sequence per run of equal style, not per field: fewer bytes on the link.
+        return Strip(Segment.simplify(segments)).crop(0, width)
 
     def _segments(self, name: str, f: Field, key: tuple[str, VisualStyle]) -> list[Segment]:
         content = self._content.get(name, Content(""))

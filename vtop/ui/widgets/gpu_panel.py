@@ -1,8 +1,10 @@
 """The GPUs of this host, a line each, or one line saying why none can be read.
 
 NVML sees the GPUs of the machine vtop runs on. When every endpoint is remote the panel says
-so instead of letting the local cards pass for the server's. Each reading is its own field, so
-a changing power draw repaints a dozen cells, not the line.
+so instead of letting the local cards pass for the server's. Each reading is its own field,
+and the ones that move every poll (utilisation, power) come first: a changed line is
+rewritten from the panel's edge to the end of the change, so the card's name, which never
+changes, goes last.
 """
 
 from __future__ import annotations
@@ -18,28 +20,32 @@ from vtop.ui.widgets.fields import Field, FieldsWidget
 MAX_GPUS = 8
 TEMP_STYLE = {Severity.OK: "", Severity.WARNING: "bold $warning",
               Severity.CRITICAL: "bold reverse $error"}  # fmt: skip
-COLUMNS = (("head", 30), ("util", 9), ("mem", 18), ("power", 16), ("temp", 6), ("clock", 13),
-           ("proc", 14))  # fmt: skip
+COLUMNS = (("head", 4), ("util", 9), ("power", 15), ("temp", 5), ("clock", 12), ("mem", 17),
+           ("proc", 13), ("name", 40))  # fmt: skip
 
 
 def gpu_fields(g: GpuReading) -> dict[str, Content]:
     """`GPU0 RTX 4090 | util 92% | mem 21.3/24.0 GiB | power 310/450 W | 72°C | SM … | vLLM …`."""
-    head = Content.assemble((f"GPU{g.index} ", "bold"), (g.name, "$text-muted"))
+    head = Content.styled(f"GPU{g.index}", "bold")
+    name = Content.styled(g.name, "$text-muted")
     if g.error:
-        return {"head": head, "util": Content.styled(g.error, "$error")}
+        return {"head": head, "util": Content.styled(g.error, "$error"), "name": name}
 
-    def val(v: float | None, unit: str) -> str:
-        return f"{fmt.num(v)}{unit}" if v is not None else fmt.DASH
+    def whole(v: float | None, unit: str) -> str:
+        """Whole units: a GPU's utilisation and temperature jitter in their decimals."""
+        return f"{v:.0f}{unit}" if v is not None else fmt.DASH
 
+    clock = f"{g.sm_clock_mhz:.0f} MHz" if g.sm_clock_mhz is not None else fmt.DASH
     out = {
         "head": head,
-        "util": Content.assemble(("util ", "$text-muted"), (val(g.util_pct, "%"), "bold")),
+        "name": name,
+        "util": Content.assemble(("util ", "$text-muted"), (whole(g.util_pct, "%"), "bold")),
         "mem": Content.assemble(("mem ", "$text-muted"),
                                 f"{fmt.gib(g.mem_used_bytes)}/{fmt.gib(g.mem_total_bytes)} GiB"),
         "power": Content.assemble(("power ", "$text-muted"),
                                   f"{fmt.num(g.power_w)}/{fmt.num(g.power_limit_w)} W"),
-        "temp": Content.styled(val(g.temp_c, "°C"), TEMP_STYLE[level("gpu_temp", g.temp_c)]),
-        "clock": Content.assemble(("SM ", "$text-muted"), val(g.sm_clock_mhz, " MHz")),
+        "temp": Content.styled(whole(g.temp_c, "°C"), TEMP_STYLE[level("gpu_temp", g.temp_c)]),
+        "clock": Content.assemble(("SM ", "$text-muted"), clock),
     }  # fmt: skip
     if g.process_mem_bytes is not None:
         out["proc"] = Content.assemble(("vLLM ", "$text-muted"),
@@ -96,15 +102,12 @@ class GpuPanel(FieldsWidget, can_focus=True):
         width = self.size.width
         layout: dict[str, Field] = {}
         for y, row in enumerate(self._rows):
-            if set(row) == {"head"}:
-                layout[f"{y}.head"] = Field(y, 0, width)
-                continue
             x = 0
             for name, w in COLUMNS:
                 if name not in row or x >= width:
                     continue
-                if name == "head":
-                    w = min(w, row["head"].cell_length)
+                if name == "head" and set(row) == {"head"}:
+                    w = width
                 layout[f"{y}.{name}"] = Field(y, x, min(w, width - x))
                 x += w + 2
         self.place(layout)

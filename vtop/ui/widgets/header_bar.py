@@ -1,24 +1,21 @@
-"""The top line: which endpoint, model and version, uptime, connection, poll cost, vtop's cost.
+"""The top line: endpoint, model, version, uptime | poll latency, connection, cadence, cost.
 
-One line of fields. Their places follow their text lengths, so they are recomputed (and the
-line repainted) only when a length changes; the poll latency, which changes every poll, has a
-fixed width and repaints its own dozen cells. On narrow terminals the brand, version and
-uptime give way to what matters more.
+Two `FieldRow`s side by side: the left one changes when the endpoint does, the right one
+every poll, and it starts with the poll latency so that a new latency rewrites a dozen cells,
+not the line. On narrow terminals the brand, version and uptime give way.
 """
 
 from __future__ import annotations
 
+from textual.app import ComposeResult
+from textual.containers import Horizontal
 from textual.content import Content
 
 from vtop.model import Severity
 from vtop.ui.headline import Headline
-from vtop.ui.widgets.fields import Field, FieldsWidget
+from vtop.ui.widgets.field_row import FieldRow
 
-ORDER = ("brand", "endpoint", "model", "version", "uptime", "status", "latency", "cadence",
-         "cost")  # fmt: skip
-FIXED = {"latency": 12}
-MAX = {"endpoint": 36, "status": 46}
-NARROW_HIDDEN = ("brand", "version", "uptime")
+NARROW = 110
 STYLES = {
     "brand": "bold $accent",
     "endpoint": "bold",
@@ -30,59 +27,59 @@ STYLES = {
 LEVEL_STYLES = {Severity.WARNING: "bold $warning", Severity.CRITICAL: "bold reverse $error"}
 
 
-class HeaderBar(FieldsWidget):
+class HeaderBar(Horizontal):
     """vtop's header."""
 
     DEFAULT_CSS = """
     HeaderBar { height: 1; }
+    HeaderBar #header-info { width: 1fr; padding: 0 1; }
+    HeaderBar #header-poll { width: auto; padding: 0 1; }
     """
 
     def __init__(self) -> None:
         super().__init__(id="header")
-        self._texts: dict[str, Content] = {"brand": Content.styled("vtop", STYLES["brand"])}
+        self.info = FieldRow(widest={"endpoint": 36}, fill="model", id="header-info")
+        self.poll = FieldRow(fixed={"latency": 10}, widest={"status": 46}, id="header-poll")
         self.levels: dict[str, Severity] = {}
+        self._head: Headline | None = None
+        self._right: dict[str, Content] = {}
+
+    def compose(self) -> ComposeResult:
+        yield self.info
+        yield self.poll
+
+    def text(self, name: str) -> str:
+        """The plain text of a header field."""
+        return self.info.text(name) or self.poll.text(name)
 
     def show(self, head: Headline | None, *, cadence: str, cost: str) -> None:
-        t = self._texts
         if head is not None:
-            for name in ("endpoint", "model", "version", "uptime"):
-                t[name] = Content.styled(getattr(head, name), STYLES.get(name, ""))
+            self._head = head
             self.levels["status"] = head.status_level
             self.levels["latency"] = head.latency_level
-            t["status"] = Content.styled(head.status, LEVEL_STYLES.get(head.status_level, ""))
-            t["latency"] = Content.styled(head.latency, LEVEL_STYLES.get(head.latency_level, ""))
-        t["cadence"] = Content.styled(cadence, STYLES["cadence"])
-        t["cost"] = Content.styled(cost, STYLES["cost"])
-        self._place()
-        for name, content in t.items():
-            self.put(name, content)
+            self._right["latency"] = Content.styled(
+                head.latency, LEVEL_STYLES.get(head.latency_level, "")
+            )
+            self._right["status"] = Content.styled(
+                head.status, LEVEL_STYLES.get(head.status_level, "")
+            )
+        self._right["cadence"] = Content.styled(cadence, STYLES["cadence"])
+        self._right["cost"] = Content.styled(cost, STYLES["cost"])
+        self._show_info()
+        order = ("latency", "status", "cadence", "cost")  # the moving field first
+        self.poll.show({name: self._right[name] for name in order if name in self._right})
 
     def on_resize(self) -> None:
-        self._place()
+        self._show_info()
 
-    def _place(self) -> None:
-        width = self.size.width
-        if width <= 0:
-            return
-        names = [n for n in ORDER if n in self._texts]
-        if width < 110:
-            names = [n for n in names if n not in NARROW_HIDDEN]
-        widths = {}
-        for n in names:
-            if n in FIXED:
-                widths[n] = FIXED[n]
-            else:
-                widths[n] = min(self._texts[n].cell_length, MAX.get(n, 999))
-        used = sum(widths.values()) + 2 * len(names)
-        if "model" in widths:  # the model takes what is left (and gives way first)
-            widths["model"] = max(4, min(self._texts["model"].cell_length, width - used
-                                         + widths["model"]))  # fmt: skip
-        layout: dict[str, Field] = {}
-        x = 1
-        for n in names:
-            if x >= width:
-                break
-            w = min(widths[n], width - x)
-            layout[n] = Field(0, x, w)
-            x += w + 2
-        self.place(layout)
+    def _show_info(self) -> None:
+        narrow = self.size.width < NARROW
+        left: dict[str, Content] = {}
+        if not narrow:
+            left["brand"] = Content.styled("vtop", STYLES["brand"])
+        head = self._head
+        if head is not None:
+            names = ("endpoint", "model") if narrow else ("endpoint", "model", "version", "uptime")
+            for name in names:
+                left[name] = Content.styled(getattr(head, name), STYLES.get(name, ""))
+        self.info.show(left)
