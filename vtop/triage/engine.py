@@ -47,6 +47,8 @@ class _State:
 class _Endpoint:
     states: dict[str, _State]
     restart: float | None = None
+    ok_base: int | None = None
+    finished_base: float | None = None
 
 
 def _fmt(value: Value, spec: str) -> str:
@@ -98,7 +100,7 @@ class Engine:
         if ep is None or ep.restart != restart:
             ep = self._endpoints[store.endpoint] = _Endpoint({}, restart)
         snap = Snapshot(store, view.knobs, restart)
-        evidence = _Evidence(snap)
+        evidence = _Evidence(snap, ep)
         findings: list[Finding] = []
         for rule in self.rules:
             f = self._step(rule, ep.states.setdefault(rule.id, _State()), snap, now, evidence)
@@ -200,14 +202,29 @@ class _NameView(Mapping[str, Value]):
 
 
 class _Evidence:
-    """How much history there is since the last restart: polls, seconds, finished requests."""
+    """How much history there is since the last restart: polls, seconds, finished requests.
 
-    def __init__(self, snap: Snapshot) -> None:
-        span = snap.span(1e12)
-        self.polls = sum(1 for v in snap.store.values(key("up"), span) if v)
+    Counting from the whole history each evaluation would scan an hour of polls; instead the
+    baselines at the restart (or the first evaluation) are found once and kept per endpoint.
+    """
+
+    def __init__(self, snap: Snapshot, ep: _Endpoint) -> None:
+        store = snap.store
+        ok_total = store.polls - store.failed_polls
+        if ep.ok_base is None:
+            span = snap.span(1e12)
+            ok_since = sum(1 for v in store.values(key("up"), span) if v)
+            ep.ok_base = ok_total - ok_since
+        self.polls = ok_total - ep.ok_base
         self.uptime_s = snap.uptime_s
-        done = [v for v in snap.store.values(key("requests_finished", ALL), span) if v is not None]
-        self.finished = done[-1] - done[0] if done else None
+        finished_key = key("requests_finished", ALL)
+        if ep.finished_base is None:
+            done = [v for v in store.values(finished_key, snap.span(1e12)) if v is not None]
+            ep.finished_base = done[0] if done else None
+        last = store.values(finished_key, 1e-9)
+        latest = last[-1] if last else None
+        base = ep.finished_base
+        self.finished = None if latest is None or base is None else latest - base
 
     def missing(self, rule: Rule) -> list[str]:
         req = rule.requires
