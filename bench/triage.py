@@ -21,11 +21,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from vtop.model import GpuReading, GpuStatus, Histogram, Knob, Scrape, SeriesKey  # noqa: E402
-from vtop.signals.store import Store  # noqa: E402
-from vtop.triage.engine import Engine  # noqa: E402
-from vtop.triage.loader import load_catalog  # noqa: E402
-from vtop.triage.ruletest import SECONDS, STEP_TOKENS, TOKENS  # noqa: E402
+from vtop.model import GpuReading, GpuStatus, Histogram, Knob, Scrape, SeriesKey
+from vtop.signals.store import Store
+from vtop.triage.engine import Engine
+from vtop.triage.loader import load_catalog
+from vtop.triage.ruletest import SECONDS, STEP_TOKENS, TOKENS
 
 EP = "http://127.0.0.1:8000"
 
