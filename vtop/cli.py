@@ -14,12 +14,14 @@ import asyncio
 import json
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 
 from vtop import __version__
 from vtop.monitor import Monitor
 from vtop.sources import discovery
 from vtop.sources.live import LiveSource
 from vtop.sources.vllm import HeaderError, ScrapeOptions
+from vtop.triage.engine import Engine
 
 EXIT_UNKNOWN = 3
 
@@ -52,6 +54,14 @@ def build_parser() -> argparse.ArgumentParser:
     knobs = parser.add_argument_group("configuration the server does not expose")
     knobs.add_argument("--max-num-seqs", type=int, metavar="N")
     knobs.add_argument("--max-num-batched-tokens", type=int, metavar="N")
+    triage = parser.add_argument_group("triage")
+    triage.add_argument(
+        "--rules",
+        action="append",
+        default=[],
+        metavar="DIR",
+        help="extra rule directory (repeatable); its rules replace shipped ones by id",
+    )
     out = parser.add_argument_group("output")
     out.add_argument(
         "--once",
@@ -74,10 +84,19 @@ def _live_source(args: argparse.Namespace) -> LiveSource:
     return LiveSource(args.url, options, flags=flags)
 
 
-async def _once(source: LiveSource, interval: float) -> dict[str, object]:
+def _engine(args: argparse.Namespace) -> Engine:
+    """Shipped rules, the user's rule directory, then --rules; bad rules are reported, skipped."""
+    engine = Engine.from_catalog([Path(d) for d in args.rules])
+    for err in engine.errors:
+        print(f"vtop: rule skipped: {err}", file=sys.stderr)
+    return engine
+
+
+async def _once(source: LiveSource, interval: float, engine: Engine | None = None
+                ) -> dict[str, object]:  # fmt: skip
     from vtop import summary
 
-    monitor = Monitor(capacity=16)
+    monitor = Monitor(capacity=16, engine=engine)
     async with source:
         monitor.feed(await source.poll())
         await asyncio.sleep(interval)
@@ -100,7 +119,7 @@ def run_monitor(args: argparse.Namespace) -> int:
     except HeaderError as exc:
         return _fail(str(exc))
     if args.once:
-        doc = asyncio.run(_once(source, args.interval))
+        doc = asyncio.run(_once(source, args.interval, _engine(args)))
         print(json.dumps(doc, indent=2, sort_keys=False))
         endpoints = doc["endpoints"]
         assert isinstance(endpoints, list)
@@ -109,6 +128,11 @@ def run_monitor(args: argparse.Namespace) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["rules"]:
+        from vtop.triage.cli import main as rules_main
+
+        return rules_main(argv[1:])
     args = build_parser().parse_args(argv)
     try:
         return run_monitor(args)

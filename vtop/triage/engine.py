@@ -16,14 +16,16 @@ resets every state of that endpoint: the configuration the user just applied sta
 from __future__ import annotations
 
 import string
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import Protocol
 
 from vtop.model import ALL, Finding, FindingState, Knob, Recommendation, Severity
 from vtop.signals.store import Store, key
 from vtop.triage import guards
 from vtop.triage.expr import Value
+from vtop.triage.loader import RuleError, load_catalog
 from vtop.triage.measure import Snapshot, holds
 from vtop.triage.recommend import build
 from vtop.triage.schema import Rule
@@ -75,11 +77,19 @@ def render(template: str, names: Mapping[str, Value]) -> str:
 class Engine:
     """Evaluates a rule catalog over endpoints; keeps per-endpoint state between calls."""
 
-    def __init__(self, rules: Iterable[Rule]) -> None:
+    def __init__(self, rules: Iterable[Rule], errors: Iterable[RuleError] = ()) -> None:
+        self.errors = list(errors)
+        """Rule files that did not load (each one line); the other rules still run."""
         self.rules = sorted(rules, key=lambda r: (r.order, r.id))
         self.by_id = {r.id: r for r in self.rules}
         self.wall_rules = {r.id for r in self.rules if r.kv_wall}
         self._endpoints: dict[str, _Endpoint] = {}
+
+    @classmethod
+    def from_catalog(cls, extra: Sequence[Path] = (), *, user: bool = True) -> Engine:
+        """The shipped rules, overridden by the user's directory and `extra` (--rules)."""
+        loaded = load_catalog(extra, user=user)
+        return cls(loaded.rules.values(), loaded.errors)
 
     def reset(self, endpoint: str | None = None) -> None:
         """Forget rule states (of one endpoint, or all)."""
