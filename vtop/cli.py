@@ -20,6 +20,7 @@ from vtop import __version__
 from vtop.monitor import Monitor
 from vtop.sources import discovery
 from vtop.sources.live import LiveSource
+from vtop.sources.local import LocalHost
 from vtop.sources.vllm import HeaderError, ScrapeOptions
 from vtop.triage.engine import Engine
 
@@ -81,7 +82,15 @@ def _live_source(args: argparse.Namespace) -> LiveSource:
         interval_s=args.interval, headers=args.header, insecure=args.insecure
     )
     flags = discovery.flag_knobs(args.max_num_seqs, args.max_num_batched_tokens)
-    return LiveSource(args.url, options, flags=flags)
+    local = LocalHost()
+    return LiveSource(
+        args.url,
+        options,
+        flags=flags,
+        gpu=local.gpu,
+        host=local.host,
+        process_probe=local.process_knobs,
+    )
 
 
 def _engine(args: argparse.Namespace) -> Engine:
