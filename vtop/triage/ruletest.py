@@ -1,7 +1,7 @@
 """`vtop rules test`: rule unit tests in the style of `promtool test rules`.
 
-A test file names the rules under test (default: the shipped catalog, so explanations and
-guards act as they do live), then test groups: knobs (the context), input series in expanding
+A test file runs against the shipped catalog (so explanations and guards act as they do
+live), with `rule_files` loaded over it by id as `--rules` would, then test groups: knobs (the context), input series in expanding
 notation (`kv_usage: 0.95x600`), and expected findings of one rule at evaluation times. An
 empty expectation means "must not fire". An `eval_time` may be a range (`2m..10m`): the
 expectation must hold at every poll in it, which is how "does not flap" is written.
@@ -24,7 +24,7 @@ from vtop.model import Finding, Histogram, Knob, Scrape, SeriesKey
 from vtop.signals.catalog import BY_NAME, Kind
 from vtop.signals.store import Store
 from vtop.triage.engine import Engine
-from vtop.triage.loader import Loaded, check, load_catalog, load_paths, parse_duration
+from vtop.triage.loader import Loaded, load_catalog, parse_duration
 from vtop.triage.notation import expand
 from vtop.triage.schema import Rule
 from vtop.triage.yamlmarks import LineDict, YamlError, load
@@ -82,6 +82,8 @@ def _parse_series(item: object, file: str, line: int) -> _Series:
     try:
         values = expand(item["values"])
         per_poll = expand(item["per_poll"]) if "per_poll" in item else None
+        if per_poll is not None and len(per_poll) == 1:
+            per_poll = per_poll * len(values)
     except ValueError as exc:
         raise TestFileError(f"{file}:{line}: {exc}") from None
     bounds = tuple(float(b) for b in item.get("bounds", ())) or (
@@ -199,6 +201,10 @@ def _check(exp: list[Any], actual: Finding | None) -> str | None:
         rec = recs.get(knob)
         if rec is None or rec.direction != direction:
             return f"expected {direction} {knob}, got {rec.direction if rec else 'nothing'}"
+    for knob, level in (want.get("confidence") or {}).items():
+        rec = recs.get(knob)
+        if rec is None or rec.confidence != level:
+            return f"expected {level} confidence on {knob}, got {rec.confidence if rec else None}"
     text = want.get("summary_contains")
     if text is not None and str(text) not in actual.summary:
         return f"expected the summary to contain {text!r}: {actual.summary}"
@@ -206,12 +212,8 @@ def _check(exp: list[Any], actual: Finding | None) -> str | None:
 
 
 def _rules_for(doc: LineDict, path: Path) -> Loaded:
-    files = doc.get("rule_files")
-    if files is None:
-        loaded = load_catalog(user=False)
-    else:
-        loaded = load_paths([path.parent / f for f in files])
-        loaded.errors.extend(check(loaded))
+    files = doc.get("rule_files") or []
+    loaded = load_catalog([path.parent / f for f in files], user=False)
     if loaded.errors:
         raise TestFileError(f"{path}:{doc.line_of('rule_files')}: rules do not load: "
                             + "; ".join(str(e) for e in loaded.errors))  # fmt: skip
