@@ -383,7 +383,7 @@ class _RuleParser:
                 raise _Bad(node.line_of("escalate"), "escalate: items are {severity, when}")
             when = self.cond(item.get("when"), item.line_of("when"))
             escalate.append(Escalation(SEVERITIES[item["severity"]], when))
-        evidence = node.get("evidence") or {}
+        evidence = node.get("evidence") or LineDict()
         if not isinstance(evidence, LineDict):
             raise _Bad(node.line_of("evidence"), "evidence: expected a mapping of label: text")
         rows = tuple((str(k), self.template(v, evidence.line_of(k), f"evidence {k!r}"))
