@@ -1,9 +1,10 @@
 """`vtop rules test`: rule unit tests in the style of `promtool test rules`.
 
 A test file runs against the shipped catalog (so explanations and guards act as they do
-live), with `rule_files` loaded over it by id as `--rules` would, then test groups: knobs (the context), input series in expanding
-notation (`kv_usage: 0.95x600`), and expected findings of one rule at evaluation times. An
-empty expectation means "must not fire". An `eval_time` may be a range (`2m..10m`): the
+live), with its `rule_files` loaded over it by id as `--rules` would. Each test group gives
+knobs (the context), input series in expanding notation (`{series: kv_usage, values:
+"0.95x600"}`) and the expected findings of one rule at evaluation times. An empty expectation
+means "must not fire". An `eval_time` may be a range (`2m..10m`): the
 expectation must hold at every poll in it, which is how "does not flap" is written.
 
 Series are fed to a real `Store` as `Scrape`s, one per poll, and the real `Engine` evaluates
