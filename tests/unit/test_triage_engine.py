@@ -128,7 +128,7 @@ def test_monitor_runs_the_engine_on_every_scrape() -> None:
     monitor = Monitor(engine=Engine(load_catalog(user=False).rules.values()))
     knobs = {"max_num_seqs": Knob("max_num_seqs", 64, "flag"),
              "kv_capacity_tokens": Knob("kv_capacity_tokens", 200000, "metrics")}  # fmt: skip
-    for i in range(120):
+    for i in range(240):
         s = scrape(float(i), running=64, waiting=100, kv_usage=0.5, preemptions=0)
         if i == 0:
             s = Scrape(EP, s.t, latency_s=0.01, size_bytes=100, scalars=s.scalars, knobs=knobs)

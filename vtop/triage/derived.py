@@ -86,6 +86,11 @@ DERIVED: dict[str, Derived] = {
                 "rate(vllm:generation_tokens_total[W]) * "
                 "(rate(vllm:inter_token_latency_seconds_sum[W]) / "
                 "rate(vllm:inter_token_latency_seconds_count[W]))"),
+        Derived("demand_dispersion", "window", "ratio",
+                "Index of dispersion of demand (variance / mean of running + waiting). Requests "
+                "arriving independently keep it near 1 (the count in an unsaturated server is "
+                "Poisson); synchronised waves push it far above.",
+                "stdvar_over_time(demand[W]) / avg_over_time(demand[W])"),
         Derived("prompt_len_spread", "window", "ratio",
                 "How much longer the longest prompts are than the typical one: prompt length "
                 "p99 / p50 over the window.",

@@ -151,15 +151,22 @@ class Snapshot:
 
     def _signal(self, name: str, label: str, w: float) -> Column:
         sig = BY_NAME[name]
+        n = len(self.store.times(w))
         if sig.label == "gpu" and not label:
-            return self.column(Operand("gpu_util_max"), w) if name == "gpu_util" else []
-        return self.store.values(key(name, label or (ALL if sig.label else "")), w)
+            return self.column(Operand("gpu_util_max"), w) if name == "gpu_util" else [None] * n
+        col = self.store.values(key(name, label or (ALL if sig.label else "")), w)
+        return col if len(col) == n else [None] * n
 
     def _build_column(self, operand: Operand, w: float) -> Column:
         name = operand.name
         if name in BY_NAME:
             return self._signal(name, operand.label, w)
         n = len(self.store.times(w))
+        col = self._derive(name, w, n)
+        # A column that does not line up with the poll times is unusable, never a crash.
+        return col if len(col) == n else [None] * n
+
+    def _derive(self, name: str, w: float, n: int) -> Column:
         if name == "demand":
             run, wait = self._signal("running", "", w), self._signal("waiting", "", w)
             return [
@@ -188,6 +195,8 @@ class Snapshot:
             cols = [self.store.values(key("gpu_util", g), w) for g in self.store.labels("gpu_util")]
             out: Column = [None] * n
             for col in cols:
+                if len(col) != n:
+                    continue
                 out = [
                     a if b is None else b if a is None else max(a, b)
                     for a, b in zip(out, col, strict=True)
@@ -277,6 +286,13 @@ class Snapshot:
         if name in ("prompt_len_spread", "ttft_spread"):
             sig = "prompt_len" if name.startswith("prompt") else "ttft"
             return self._ratio(st.hist_quantile(0.99, sig, w), st.hist_quantile(0.5, sig, w))
+        if name == "demand_dispersion":
+            vals = [v for v in self.column(Operand("demand"), w) if v is not None]
+            if len(vals) < 2:
+                return None
+            mean = sum(vals) / len(vals)
+            var = sum((v - mean) ** 2 for v in vals) / len(vals)
+            return self._ratio(var, mean)
         if name == "length_finish_share":
             return self._ratio(st.increase(key("requests_finished", "length"), w),
                                st.increase(key("requests_finished", ALL), w))  # fmt: skip
