@@ -100,10 +100,11 @@ def contradictions(findings: list[Finding]) -> list[str]:
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("seed", [0, 1])
 @pytest.mark.parametrize("name", sorted(EXPECT))
-def test_scenario(name: str) -> None:
+def test_scenario(name: str, seed: int) -> None:
     expect = EXPECT[name]
-    history = run(name, seconds=480.0)
+    history = run(name, seconds=480.0, seed=seed)
     assert all(not contradictions(fs) for fs in history)
     tail = history[-120:]  # the last two minutes: the symptom is established
     for findings in tail:
