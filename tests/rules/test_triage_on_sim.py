@@ -12,11 +12,12 @@ no warning at all.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 import pytest
 
-from vtop.model import Finding, Frame, Knob, Scrape, Severity
+from vtop.model import Finding, Frame, Knob, Severity
 from vtop.monitor import Monitor
 from vtop.signals.extract import PageReader
 from vtop.sources import discovery
@@ -65,11 +66,12 @@ def process_knobs(twin: object) -> dict[str, Knob]:
     return {k: Knob(k, v, "process", "sim command line") for k, v in knobs.items()}
 
 
-def run(name: str, seconds: float, seed: int = 0) -> list[list[Finding]]:
+def run(name: str | object, seconds: float, seed: int = 0,
+        monitor: Monitor | None = None) -> list[list[Finding]]:  # fmt: skip
     """Poll the twin once a virtual second; the findings after every poll."""
     twin = Twin(name, seed=seed)
     reader = PageReader()
-    monitor = Monitor(engine=Engine(ENGINE_RULES))
+    monitor = monitor or Monitor(engine=Engine(ENGINE_RULES))
     cache_info: dict[str, str] = {}
     history: list[list[Finding]] = []
     while twin.now < seconds:
@@ -84,8 +86,7 @@ def run(name: str, seconds: float, seed: int = 0) -> list[list[Finding]]:
             cache_info = dict(scrape.info)
             knobs = discovery.merge(cache_info=cache_info, endpoint=twin.endpoint_info(),
                                     process=process_knobs(twin))  # fmt: skip
-            scrape = Scrape(**{**{f: getattr(scrape, f) for f in scrape.__slots__},
-                               "knobs": knobs, "server": twin.endpoint_info()})  # fmt: skip
+            scrape = dataclasses.replace(scrape, knobs=knobs, server=twin.endpoint_info())
         monitor.feed(Frame(twin.now, (scrape,), gpu=twin.gpu_status()))
         history.append(list(monitor.endpoints[EP].findings))
     return history
@@ -124,3 +125,40 @@ def test_scenario(name: str, seed: int) -> None:
                           for f in firing.values() for r in f.recommendations)  # fmt: skip
         if name in ("memory-ceiling", "past-sweet-spot"):
             assert not raises_seqs
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    "name", ["budget-too-small", "past-sweet-spot", "prefill-budget-bound", "memory-ceiling"]
+)
+def test_following_the_advice_converges(name: str) -> None:
+    """Apply the firing advice and restart, as a user would: within three restarts the advice
+    runs out, nothing is preempted, and throughput is no worse than 90% of the start (the
+    sweet spot trades a little throughput for no preemption)."""
+    from vtop.sim.scenarios import SCENARIOS
+
+    scenario = SCENARIOS[name]
+    fields = {f.name for f in dataclasses.fields(scenario.args)}
+
+    def once(args: object) -> tuple[list[Finding], float, float]:
+        monitor = Monitor(engine=Engine(ENGINE_RULES))
+        history = run(dataclasses.replace(scenario, args=args), 480.0, monitor=monitor)
+        store = monitor.endpoints[EP].store
+        return (history[-1], store.rate("generation_tokens", 180.0) or 0.0,
+                store.rate("preemptions", 180.0) or 0.0)  # fmt: skip
+
+    args = scenario.args
+    findings, start_tps, _ = once(args)
+    tps, preempt, restarts = start_tps, 0.0, 0
+    while True:
+        advice = {r.knob: r.new_value for f in findings if f.firing
+                  for r in f.recommendations if r.knob in fields}  # fmt: skip
+        if not advice:
+            break
+        restarts += 1
+        assert restarts <= 3, f"still advising after 3 restarts: {advice}"
+        args = dataclasses.replace(args, **advice)
+        findings, tps, preempt = once(args)
+    assert restarts >= 1
+    assert preempt < 0.01
+    assert tps >= 0.9 * start_tps

@@ -15,7 +15,6 @@ resets every state of that endpoint: the configuration the user just applied sta
 
 from __future__ import annotations
 
-import string
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -29,6 +28,7 @@ from vtop.triage.loader import RuleError, load_catalog
 from vtop.triage.measure import Snapshot, holds
 from vtop.triage.recommend import build
 from vtop.triage.schema import Rule
+from vtop.triage.template import render
 
 
 class ViewLike(Protocol):
@@ -51,27 +51,6 @@ class _Endpoint:
     restart: float | None = None
     ok_base: int | None = None
     finished_base: float | None = None
-
-
-def _fmt(value: Value, spec: str) -> str:
-    if value is None:
-        return "–"
-    if isinstance(value, bool | str):
-        return str(value)
-    try:
-        return format(value, spec)
-    except (ValueError, TypeError):
-        return str(value)
-
-
-def render(template: str, names: Mapping[str, Value]) -> str:
-    """Fill `{name:spec}` placeholders (checked at load: plain names only); unknown is '–'."""
-    out: list[str] = []
-    for literal, field_name, spec, _ in string.Formatter().parse(template):
-        out.append(literal)
-        if field_name is not None:
-            out.append(_fmt(names.get(field_name), spec or ""))
-    return "".join(out)
 
 
 class Engine:

@@ -82,6 +82,10 @@ class _Bad(ValueError):
         self.message = message
 
 
+def _placeholders(template: str) -> tuple[str, ...]:
+    return tuple(f for _, f, _, _ in string.Formatter().parse(template) if f)
+
+
 def parse_duration(value: object, line: int, what: str) -> float:
     """'30s', '2m', '1h30m', '500ms' or a number of seconds -> seconds."""
     if isinstance(value, bool):
@@ -333,11 +337,13 @@ class _RuleParser:
             def opt(k: str, it: LineDict = item) -> Expr | None:
                 return self.expr(it[k], it.line_of(k), f"recommend {k}") if k in it else None
 
+            tradeoff = self.template(str(item.get("tradeoff", "")).strip(),
+                                     item.line_of("tradeoff"), "recommend tradeoff")  # fmt: skip
             out.append(RecSpec(
                 knob=str(knob), direction=cast(Direction, direction),
                 value=self.expr(value, item.line_of("value"), "recommend value"),
                 minimum=opt("min"), maximum=opt("max"), rounding=rounding, when=opt("if"),
-                tradeoff=str(item.get("tradeoff", "")).strip(),
+                tradeoff=tradeoff, tradeoff_names=_placeholders(tradeoff),
             ))  # fmt: skip
         return tuple(out)
 

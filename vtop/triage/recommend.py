@@ -22,6 +22,7 @@ from vtop.triage.derived import CONTEXT
 from vtop.triage.expr import Expr, Value
 from vtop.triage.measure import Snapshot
 from vtop.triage.schema import RecSpec, ValueDef
+from vtop.triage.template import render
 
 Confidence = Literal["high", "medium", "low"]
 
@@ -112,7 +113,8 @@ def build(spec: RecSpec, values: Mapping[str, Value], defs: Mapping[str, ValueDe
         confidence = "medium"
     if current is None or current.assumed:
         confidence = "low"
-    note = spec.tradeoff
+    names = {n: values[n] if n in values else snap.resolve(n) for n in spec.tradeoff_names}
+    note = render(spec.tradeoff, names)
     if assumed:
         said = "; ".join(f"{k.name} = {k.value} ({k.detail or k.provenance})" for k in assumed)
         note = (note + " " if note else "") + f"Assumed, not read from the server: {said}."

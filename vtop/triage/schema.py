@@ -128,6 +128,8 @@ class RecSpec:
     rounding: Literal["int", "float"] = "int"
     when: Expr | None = None
     tradeoff: str = ""
+    tradeoff_names: tuple[str, ...] = ()
+    """The placeholders `tradeoff` reads."""
 
 
 @dataclass(frozen=True, slots=True)
