@@ -19,8 +19,10 @@ from pathlib import Path
 from vtop import __version__
 from vtop.monitor import Monitor
 from vtop.sources import discovery
+from vtop.sources.base import FrameSource
 from vtop.sources.live import LiveSource
 from vtop.sources.local import LocalHost
+from vtop.sources.sim import DEFAULT_SCENARIO, SimSource
 from vtop.sources.vllm import HeaderError, ScrapeOptions
 from vtop.triage.engine import Engine
 
@@ -52,6 +54,18 @@ def build_parser() -> argparse.ArgumentParser:
         help="extra request header (repeatable); VTOP_API_KEY sets a bearer token",
     )
     src.add_argument("--insecure", action="store_true", help="do not verify TLS certificates")
+    src.add_argument(
+        "--demo",
+        nargs="?",
+        const=DEFAULT_SCENARIO,
+        metavar="SCENARIO",
+        help=f"watch a built-in simulated vLLM (default scenario {DEFAULT_SCENARIO}; "
+        "`vtop sim --list` names them)",
+    )
+    src.add_argument(
+        "--speed", type=float, default=1.0, help="simulated seconds per second with --demo"
+    )
+    src.add_argument("--seed", type=int, default=0, help="random seed of the simulation")
     knobs = parser.add_argument_group("configuration the server does not expose")
     knobs.add_argument("--max-num-seqs", type=int, metavar="N")
     knobs.add_argument("--max-num-batched-tokens", type=int, metavar="N")
@@ -101,15 +115,23 @@ def _engine(args: argparse.Namespace) -> Engine:
     return engine
 
 
-async def _once(source: LiveSource, interval: float, engine: Engine | None = None
-                ) -> dict[str, object]:  # fmt: skip
+DEMO_ONCE_POLLS = 60
+"""`--demo --once` watches one simulated minute: virtual time is free, and window statistics
+over two polls would hide symptoms that come in bursts (preemptions, waves)."""
+
+
+async def _once(source: FrameSource, interval: float, polls: int,
+                engine: Engine | None = None) -> dict[str, object]:  # fmt: skip
     from vtop import summary
 
-    monitor = Monitor(capacity=16, engine=engine)
-    async with source:
-        monitor.feed(await source.poll())
-        await asyncio.sleep(interval)
-        monitor.feed(await source.poll())
+    monitor = Monitor(capacity=max(16, polls), engine=engine)
+    try:
+        for i in range(polls):
+            if i and isinstance(source, LiveSource):
+                await asyncio.sleep(interval)
+            monitor.feed(await source.poll())
+    finally:
+        await source.aclose()
     return {
         "vtop": __version__,
         "t": monitor.t,
@@ -118,17 +140,45 @@ async def _once(source: LiveSource, interval: float, engine: Engine | None = Non
     }
 
 
-def run_monitor(args: argparse.Namespace) -> int:
-    if not args.url:
-        return _fail("nothing to watch: give --url URL (or --demo)")
+def _demo_source(args: argparse.Namespace) -> SimSource:
+    from vtop.sim.scenarios import SCENARIOS
+
+    if args.demo not in SCENARIOS:
+        raise UsageError(f"unknown scenario {args.demo!r}; `vtop sim --list` names them")
+    if not args.speed > 0:
+        raise UsageError("--speed must be positive")
+    return SimSource.scenario(args.demo, seed=args.seed, interval_s=args.interval,
+                              speed=args.speed)  # fmt: skip
+
+
+class UsageError(Exception):
+    """A command line that cannot work; the message is the whole explanation."""
+
+
+def make_source(args: argparse.Namespace) -> FrameSource:
+    """The source the flags ask for: --demo, else --url."""
     if args.interval <= 0:
-        return _fail("--interval must be positive")
+        raise UsageError("--interval must be positive")
+    if args.demo and args.url:
+        raise UsageError("--demo and --url cannot be combined")
+    if args.demo:
+        return _demo_source(args)
+    if not args.url:
+        raise UsageError("nothing to watch: give --url URL (or --demo)")
     try:
-        source = _live_source(args)
+        return _live_source(args)
     except HeaderError as exc:
+        raise UsageError(str(exc)) from None
+
+
+def run_monitor(args: argparse.Namespace) -> int:
+    try:
+        source = make_source(args)
+    except UsageError as exc:
         return _fail(str(exc))
     if args.once:
-        doc = asyncio.run(_once(source, args.interval, _engine(args)))
+        polls = DEMO_ONCE_POLLS if args.demo else 2
+        doc = asyncio.run(_once(source, args.interval, polls, _engine(args)))
         print(json.dumps(doc, indent=2, sort_keys=False))
         endpoints = doc["endpoints"]
         assert isinstance(endpoints, list)
@@ -142,6 +192,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         from vtop.triage.cli import main as rules_main
 
         return rules_main(argv[1:])
+    if argv[:1] == ["sim"]:
+        from vtop.sim import command as sim_command
+
+        sub = argparse.ArgumentParser(prog="vtop").add_subparsers()
+        sim_command.register(sub)
+        sim_args = sub.choices["sim"].parse_args(argv[1:])
+        return sim_command.run(sim_args)
     args = build_parser().parse_args(argv)
     try:
         return run_monitor(args)
