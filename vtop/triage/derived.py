@@ -45,6 +45,15 @@ DERIVED: dict[str, Derived] = {
                 "1 at polls where running = waiting = 0, else 0; avg_over_time(idle) is the "
                 "idle share.",
                 "(vllm:num_requests_running + vllm:num_requests_waiting) == bool 0"),
+        Derived("gauges_lie", "instant", "0/1",
+                "1 at polls that read an empty engine (running = waiting = 0), as did the poll "
+                "before, although tokens were generated between them: a starved API server "
+                "serves stale gauges while the counters climb (a server that really idles "
+                "generates nothing between two empty reads). avg_over_time(gauges_lie) is how "
+                "often.",
+                "((vllm:num_requests_running + vllm:num_requests_waiting) == bool 0) * "
+                "((vllm:num_requests_running + vllm:num_requests_waiting) offset 1s == bool 0) "
+                "* (idelta(vllm:generation_tokens_total[1m]) > bool 0)"),
         Derived("kv_tokens_per_seq", "instant", "tokens",
                 "KV tokens held per running sequence: kv_usage × kv_capacity_tokens / running "
                 "(unknown when running or KV usage reads 0).",

@@ -176,6 +176,17 @@ class Snapshot:
             run, wait = self._signal("running", "", w), self._signal("waiting", "", w)
             return [None if r is None or q is None else float(r == 0 and q == 0)
                     for r, q in zip(run, wait, strict=True)]  # fmt: skip
+        if name == "gauges_lie":
+            run, wait = self._signal("running", "", w), self._signal("waiting", "", w)
+            gen = self._signal("generation_tokens", "", w)
+            out: Column = [None] * n
+            for i in range(1, n):
+                r0, q0, r1, q1 = run[i - 1], wait[i - 1], run[i], wait[i]
+                g0, g1 = gen[i - 1], gen[i]
+                if None in (r0, q0, r1, q1, g0, g1):
+                    continue
+                out[i] = float(r0 == q0 == r1 == q1 == 0 and g1 > g0)  # type: ignore[operator]
+            return out
         if name in ("kv_tokens_per_seq", "kv_used_tokens"):
             cap = self.resolve("kv_capacity_tokens")
             if not isinstance(cap, int | float) or isinstance(cap, bool):
@@ -193,7 +204,7 @@ class Snapshot:
             return [None if r is None else r / cap for r in self._signal("running", "", w)]
         if name == "gpu_util_max":
             cols = [self.store.values(key("gpu_util", g), w) for g in self.store.labels("gpu_util")]
-            out: Column = [None] * n
+            out = [None] * n
             for col in cols:
                 if len(col) != n:
                     continue
