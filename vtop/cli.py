@@ -17,6 +17,7 @@ from collections.abc import Sequence
 
 from vtop import __version__
 from vtop.monitor import Monitor
+from vtop.report import cli as headless
 from vtop.sources import discovery
 from vtop.sources.live import LiveSource
 from vtop.sources.vllm import HeaderError, ScrapeOptions
@@ -58,6 +59,7 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="poll twice, one interval apart, print one JSON document and exit",
     )
+    headless.add_arguments(parser)
     return parser
 
 
@@ -91,6 +93,14 @@ async def _once(source: LiveSource, interval: float) -> dict[str, object]:
 
 
 def run_monitor(args: argparse.Namespace) -> int:
+    if headless.wanted(args) and not args.once:
+        if args.interval <= 0:
+            return _fail("--interval must be positive")
+        try:  # a bad --header is a usage error before anything starts
+            ScrapeOptions.from_env(interval_s=args.interval, headers=args.header)
+        except HeaderError as exc:
+            return _fail(str(exc))
+        return headless.run(args, lambda: _live_source(args), _endpoint_names(args))
     if not args.url:
         return _fail("nothing to watch: give --url URL (or --demo)")
     if args.interval <= 0:
@@ -108,7 +118,18 @@ def run_monitor(args: argparse.Namespace) -> int:
     return _fail("the live TUI is not built yet; use --once")
 
 
+def _endpoint_names(args: argparse.Namespace) -> list[str]:
+    from vtop.sources.vllm import base_url, redact_url
+
+    return [redact_url(base_url(u)) for u in args.url]
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["trace"]:
+        from vtop.trace.info import main as trace_main
+
+        return trace_main(argv[1:])
     args = build_parser().parse_args(argv)
     try:
         return run_monitor(args)
