@@ -62,7 +62,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--from",
         dest="from_",
         metavar="WHEN",
-        help="replay from: +5m / -10m (from the trace's start / end), "
+        help="replay from: +5m or =-10m (after the trace's start / before its end), "
         "15:04[:05] or an ISO time (UTC unless it says otherwise)",
     )
     group.add_argument("--to", metavar="WHEN", help="replay until (same forms as --from)")
@@ -82,6 +82,10 @@ def wanted(args: argparse.Namespace) -> bool:
 
 def _notify(message: str) -> None:
     print(f"vtop: {message}", file=sys.stderr)
+
+
+def _notify_monitoring(message: str) -> None:
+    print(f"vtop: {message}; monitoring continues", file=sys.stderr)
 
 
 def _fail(message: str, code: int = 2) -> int:
@@ -191,7 +195,7 @@ def run(args: argparse.Namespace, live: Callable[[], FrameSource], urls: list[st
                 args.record,
                 sources=[f"live {u}" for u in urls],
                 interval_s=args.interval,
-                notify=_notify,
+                notify=_notify_monitoring if args.report else _notify,
             )
         except TraceWriteError as exc:
             return _fail(str(exc))

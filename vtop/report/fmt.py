@@ -44,14 +44,18 @@ def num(v: float | None, unit: str = "") -> str:
         return f"{v:.0f}%"
     if abs(v) >= 1000:
         return f"{v:,.0f}"
-    if abs(v) >= 100 or v == int(v):
-        return f"{v:.0f}" if v == int(v) else f"{v:.1f}"
+    if v == int(v):
+        return f"{v:.0f}"
+    if abs(v) >= 10:
+        return f"{v:.1f}"
     if abs(v) >= 1:
         return f"{v:.2f}".rstrip("0").rstrip(".")
     return f"{v:.3f}".rstrip("0").rstrip(".") or "0"
 
 
 def seconds(v: float) -> str:
+    if v == 0:
+        return "0 s"
     if v < 1:
         return f"{v * 1000:.0f} ms" if v >= 0.001 else f"{v * 1e6:.0f} µs"
     if v < 60:

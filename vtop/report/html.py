@@ -9,6 +9,7 @@ document is escaped: a trace from someone else cannot inject markup.
 
 from __future__ import annotations
 
+import math
 from html import escape
 from typing import Any
 
@@ -98,6 +99,30 @@ def _iso(t: float) -> str:
     return iso(t) or ""
 
 
+def nice_ceiling(v: float) -> float:
+    """The smallest 1, 2, 2.5 or 5 × 10^k at or above v: axis labels people can read."""
+    if v <= 0:
+        return 1.0
+    step = 10.0 ** math.floor(math.log10(v))
+    for m in (1.0, 2.0, 2.5, 5.0, 10.0):
+        if m * step >= v * (1 - 1e-9):
+            return m * step
+    return 10.0 * step
+
+
+def _headline(doc: Doc, name: str, known: list[float]) -> str:
+    """The chart's figures: the window's own (every poll), not the bins'."""
+    if name == "ttft_p90":
+        p90 = (doc.get("latency") or {}).get("ttft", {}).get("p90")
+        return f"p90 over the window {fmt.num(p90, 'seconds')}"
+    s = (doc.get("signals") or {}).get(name)
+    if s is None:
+        return f"last {fmt.num(known[-1])}"
+    unit = s["unit"]
+    avg, top, last = (fmt.num(s[k], unit) for k in ("avg", "max", "last"))
+    return f"avg {avg} · max {top} · last {last}"
+
+
 def chart(doc: Doc, name: str, title: str, unit: str) -> str | None:
     tl = doc["timeline"]
     ts: list[float] = tl.get("t") or []
@@ -107,7 +132,7 @@ def chart(doc: Doc, name: str, title: str, unit: str) -> str | None:
         return None
     t0, t1 = doc["window"]["start_t"], doc["window"]["end_t"]
     lo = 0.0
-    hi = 1.0 if unit == "ratio" else max(known) * 1.1 or 1.0
+    hi = 1.0 if unit == "ratio" else nice_ceiling(max(known) * 1.05)
     y_top, y_bottom = TOP, H - BOTTOM
 
     def y(v: float) -> float:
@@ -117,11 +142,9 @@ def chart(doc: Doc, name: str, title: str, unit: str) -> str | None:
         f'<svg viewBox="0 0 {W} {H}" width="{W}" height="{H}" role="img" '
         f'aria-label="{_e(title)}" xmlns="http://www.w3.org/2000/svg">'
     ]
-    last = known[-1]
     parts.append(f'<text class="title" x="{LEFT}" y="16">{_e(title)}</text>')
     parts.append(
-        f'<text x="{W - RIGHT}" y="16" text-anchor="end">last {_e(fmt.num(last, unit))}'
-        f" · max {_e(fmt.num(max(known), unit))}</text>"
+        f'<text x="{W - RIGHT}" y="16" text-anchor="end">{_e(_headline(doc, name, known))}</text>'
     )
     parts.extend(_shading(doc, t0, t1, y_top, y_bottom))
     for frac in (0.0, 0.5, 1.0):

@@ -134,7 +134,7 @@ def render_text(doc: Doc) -> str:
             out.append("")
             out.append(
                 f"{'latency over the window':<30}{'p50':>10}{'p90':>11}{'p99':>11}"
-                f"{'mean':>11}{'requests':>11}"
+                f"{'mean':>11}{'count':>11}"
             )
             for name, v in lat.items():
                 out.append(
@@ -235,7 +235,7 @@ def render_markdown(doc: Doc) -> str:
         lat = {k: v for k, v in ep["latency"].items() if v["observations"]}
         if lat:
             out.append("")
-            out.append("| latency over the window | p50 | p90 | p99 | mean | requests |")
+            out.append("| latency over the window | p50 | p90 | p99 | mean | count |")
             out.append("|---|---:|---:|---:|---:|---:|")
             for name, v in lat.items():
                 out.append(

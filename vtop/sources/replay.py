@@ -152,8 +152,9 @@ class ReplaySource:
         The next frame handed out is the first after `t`. Play/pause state is kept."""
         lo = self.start if self.start is not None else t
         t = max(t, lo)
-        if self.end is not None:
-            t = min(t, self.end)
+        hi = self.end if self.end is not None else self.reader.end
+        if hi is not None:
+            t = min(t, hi)
         history = list(self.reader.frames(max(lo, t - lookback_s), t))
         self._open(history[-1].t + 1e-6 if history else t)
         if history:

@@ -100,7 +100,7 @@ class TraceReader:
     def __init__(self, path: str | os.PathLike[str], *, warn: Warn | None = None) -> None:
         self.path = os.fspath(path)
         self.name = os.path.basename(self.path)
-        self._warn = warn or _stderr_warning
+        self._warn = warn if warn is not None else _stderr_warning
         self.warned = False
         try:
             self._file = open(self.path, "rb")  # noqa: SIM115 - kept open for the mmap

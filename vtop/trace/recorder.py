@@ -101,7 +101,7 @@ class Recorder:
             self._writer.abandon()
             self.error = (
                 f"recording stopped after {self.polls} polls: {exc} "
-                "(monitoring continues; the trace holds every poll before)"
+                "(the trace holds every poll before)"
             )
             if self.notify is not None:
                 self.notify(self.error)
