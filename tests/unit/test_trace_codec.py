@@ -172,3 +172,29 @@ def test_control_characters_from_a_trace_never_reach_the_screen(tmp_path: Path) 
     texts = [s.endpoint, s.error or "", *s.info, *s.info.values(), *(x.model for x in s.scalars)]
     assert all(t.isprintable() for t in texts), texts
     assert all("pwned" in t or "red" in t for t in texts)
+
+
+def test_light_and_full_frames_agree_whatever_the_reading_pattern(tmp_path: Path) -> None:
+    """Slots a light frame reads are kept current; the rest wait and are added on demand."""
+    import random
+
+    from vtop.report.window import LIGHT
+
+    frames = list(busy_frames(500, seed=4))
+    path = tmp_path / "mix.vtrace"
+    w = TraceWriter(path, keyframe_every=170)
+    w.write_header({})
+    for f in frames:
+        w.write(f)
+    w.close()
+    rng = random.Random(0)
+    with TraceReader(path) as r:
+        for original, poll in zip(frames, r.polls(), strict=True):
+            choice = rng.random()
+            if choice < 0.1:
+                assert_same(original, poll.frame())
+            elif choice < 0.8:
+                light = poll.frame(LIGHT).scrapes[0]
+                want = {k: v for k, v in original.scrapes[0].scalars.items() if k.signal in LIGHT}
+                assert light.scalars == pytest.approx(want, abs=5e-7)
+                assert light.histograms == {}

@@ -122,6 +122,13 @@ class Collector:
         self._pending_events.extend(frame.events)
         del self._pending_events[:-MAX_EVENTS]
 
+    def observe_latency(self, frame: Frame) -> None:
+        """Take a complete frame's histograms for a poll already observed as a light frame."""
+        for s in frame.scrapes:
+            ep = self.stats.endpoints.get(s.endpoint)
+            if ep is not None and s.ok:
+                ep.add_latency(s)
+
     def judge(self, frame: Frame) -> None:
         """Feed a complete frame (already observed) to the monitor and evaluate the rules."""
         self.monitor.feed(self._with_pending(frame))

@@ -4,8 +4,9 @@
 polls at once, never a backlog: a slow poll delays the next instead of stacking), hands every
 frame to its consumers (the report's collector, the recorder) and stops on request, after a
 duration, or both. `replay_document()` reads a trace in one pass: every poll counts in the
-window's figures through a light frame, and the rules run on full frames at most
-`MAX_EVALUATIONS` times over the window, so a day-long trace reports in seconds while a short
+window's figures through a light frame (gauges and counters), and the rules (and the latency
+figures, which need only cumulative histograms) run on full frames at most `MAX_EVALUATIONS`
+times over the window, so a day-long trace reports in seconds while a short
 one is evaluated at every poll, as live.
 """
 
@@ -19,7 +20,7 @@ from typing import Any
 
 from vtop.model import Frame
 from vtop.report.collect import Collector, FindingsFn, monitor_findings
-from vtop.report.window import NEEDED
+from vtop.report.window import LIGHT
 from vtop.sources.base import FrameSource
 from vtop.trace.reader import TraceReader, Warn
 
@@ -109,14 +110,16 @@ def replay_document(
         collector.step_s = max(step, interval or 0.0) or None
         next_eval = -math.inf
         last_t: float | None = None
+        final = t1 if t1 is not None else math.inf
         for poll in reader.polls(start, end):
             last_t = poll.t
-            if poll.t >= next_eval:
+            if poll.t >= next_eval or poll.t >= final:
                 collector.add(poll.frame())
                 next_eval = poll.t + step
             else:
-                collector.observe(poll.frame(NEEDED))
+                collector.observe(poll.frame(LIGHT))
         if last_t is not None and collector.last_evaluated != last_t:
-            for frame in reader.frames(last_t, last_t):
+            for frame in reader.frames(last_t, last_t):  # the window's end is always judged
+                collector.observe_latency(frame)
                 collector.judge(frame)
         return collector.document()

@@ -35,8 +35,10 @@ RATES = {
     "requests_per_s": "requests_finished",
 }
 LATENCIES = ("ttft", "itl", "e2e", "queue_time")
-NEEDED = frozenset((*GAUGES, *RATES.values(), *LATENCIES))
-"""The signals these statistics read: what a light frame must keep."""
+LIGHT = frozenset((*GAUGES, *RATES.values()))
+"""What a light frame must keep for the per-poll figures. Latency comes from the cumulative
+histograms of the complete frames, which are enough: its window figures need only the first
+and the last, and the timeline one per bin."""
 RATE_BUCKET_S = 10.0
 BINS = 60
 CHART = (
@@ -311,11 +313,18 @@ class EndpointStats:
                 c.add(t, values)
                 assert c.now is not None
                 counters[signal] = c.now[1]
-        for name in LATENCIES:
-            hs = [(k, h) for k, h in scrape.histograms.items() if k.signal == name]
-            if hs:
-                self.latency[name].add(hs)
-        self.timeline.add(t, gauges, counters, self.latency["ttft"].now)
+        ttft = self.add_latency(scrape) if scrape.histograms else None
+        self.timeline.add(t, gauges, counters, ttft)
+
+    def add_latency(self, scrape: Scrape) -> Histogram | None:
+        """Take the scrape's latency histograms; returns the window's cumulative TTFT."""
+        grouped: dict[str, list[tuple[SeriesKey, Histogram]]] = {}
+        for k, h in scrape.histograms.items():
+            if k.signal in self.latency:
+                grouped.setdefault(k.signal, []).append((k, h))
+        for name, hs in grouped.items():
+            self.latency[name].add(hs)
+        return self.latency["ttft"].now if "ttft" in grouped else None
 
     @property
     def restarts(self) -> int:

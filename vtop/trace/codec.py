@@ -62,6 +62,11 @@ LANE_BYTES: Final = (1, 2, 4, 8)
 LANE_LIMIT: Final = (1 << 7, 1 << 15, 1 << 31, 1 << 63)
 BIG_ENDIAN: Final = sys.byteorder == "big"
 Q_LIMIT: Final = float(1 << 62)
+MAX_PENDING: Final = 64
+"""Polls of deltas a decoder holds before adding them all in. Slots that frames read are
+*watched* and kept current poll by poll; the rest wait in the pending arrays and are added in
+one C-level `sum` per slot when a full frame (or the limit) needs them. A report that reads a
+dozen values per poll of a day-long trace so skips adding the other few hundred each poll."""
 
 OP_END, OP_META, OP_EXTRA, OP_DEF, OP_MOVE, OP_TOGGLE = range(6)
 
@@ -129,6 +134,7 @@ class _EncSeries:
     kind: int
     lane: int
     exp: int
+    top: int
     bounds: tuple[float, ...]
     last: list[int]
 
@@ -182,14 +188,23 @@ class Encoder:
         samples = 0
         for path, kind, values, bounds in self._values_of(frame):
             s = self._series.get(path)
-            top = max_exp_for(path)
             if s is None or s.bounds != bounds:
                 exp, lane = self._hints.get(path, (0, 0))
-                s = self._define(out, path, kind, values, bounds, fit_exp(values, exp, top), lane)
+                e = fit_exp(values, exp, max_exp_for(path))
+                s = self._define(out, path, kind, values, bounds, e, lane)
             else:
-                q = _quantize_all(kind, values, s.exp)
-                if not _exact(kind, q, values, s.exp):
-                    e = fit_exp(values, s.exp, top)
+                e = s.exp
+                if kind == SCALAR:
+                    v = values[0]
+                    q = [round(v) if e == 0 else quantize(v, e)]
+                    refit = (e < s.top and q[0] / 10.0**e != v) or abs(v) * 10.0**e >= Q_LIMIT
+                else:
+                    q = _quantize_all(kind, values, e)
+                    refit = (e < s.top and not _exact(kind, q, values, e)) or (
+                        abs(values[-1]) * 10.0**e >= Q_LIMIT
+                    )
+                if refit:
+                    e = fit_exp(values, e, s.top)
                     if e != s.exp:
                         s = self._define(out, path, kind, values, bounds, e, s.lane)
                         q = s.last
@@ -245,7 +260,8 @@ class Encoder:
         else:
             sid = self._next_sid
             self._next_sid += 1
-        s = _EncSeries(path, sid, kind, lane, exp, bounds, _quantize_all(kind, values, exp))
+        q = _quantize_all(kind, values, exp)
+        s = _EncSeries(path, sid, kind, lane, exp, max_exp_for(path), bounds, q)
         self._series[path] = s
         self._lanes[lane].append(s)
         self._hints[path] = (exp, lane)
@@ -258,8 +274,8 @@ class Encoder:
         if kind == HIST:
             put_uvarint(out, len(bounds))
             out += array("d", bounds).tobytes() if not BIG_ENDIAN else _le_doubles(bounds)
-        for q in s.last:
-            put_svarint(out, q)
+        for value in s.last:
+            put_svarint(out, value)
         return s
 
     def _move(self, out: bytearray, s: _EncSeries, d: list[int]) -> None:
@@ -434,6 +450,8 @@ class Decoder:
         self.series: dict[int, _DecSeries] = {}
         self.lanes: list[list[_DecSeries]] = [[], [], [], []]
         self.vals: list[list[int]] = [[], [], [], []]
+        self.pending: list[list[array[int]]] = [[], [], [], []]
+        self.watched: list[dict[int, int]] = [{}, {}, {}, {}]
         self.present: set[int] = set()
         self.meta = Meta()
         self.t_us = 0
@@ -467,8 +485,10 @@ class Decoder:
             elif op == OP_EXTRA:
                 self._extra(_json(cur.str()))
             elif op == OP_DEF:
+                self._relayout()
                 self._def(cur)
             elif op == OP_MOVE:
+                self._relayout()
                 self._move(cur)
             elif op == OP_TOGGLE:
                 self._toggle(cur)
@@ -488,9 +508,30 @@ class Decoder:
             arr.frombytes(cur.take(len(vals) * LANE_BYTES[lane]))
             if BIG_ENDIAN:
                 arr.byteswap()
-            self.vals[lane] = list(map(add, vals, arr))
+            pending = self.pending[lane]
+            pending.append(arr)
+            watched = self.watched[lane]
+            for i in watched:
+                watched[i] += arr[i]
+            if len(pending) >= MAX_PENDING:
+                self._fold()
         if cur.pos != cur.end:
             raise Damaged("body longer than its content")
+
+    def _relayout(self) -> None:
+        """Before slots move: fold, and forget watched positions (they are about to change)."""
+        self._fold()
+        for watched in self.watched:
+            watched.clear()
+
+    def _fold(self) -> None:
+        """Add the pending delta arrays into the values (one C-level `sum` per slot)."""
+        for lane, pending in enumerate(self.pending):
+            if len(pending) == 1:
+                self.vals[lane] = list(map(add, self.vals[lane], pending[0]))
+            elif pending:
+                self.vals[lane] = list(map(sum, zip(self.vals[lane], *pending, strict=True)))
+            pending.clear()
 
     # -- operations ----------------------------------------------------------------------------
 
@@ -587,19 +628,33 @@ class Decoder:
         plan = self._plans.get(only)
         if plan is None:
             plan = self._plans[only] = self._plan(only)
-        vals = self.vals
+        if only is None or any(sp.hists for sp in plan.scrapes):
+            self._fold()
+        vals, pending, watched = self.vals, self.pending, self.watched
+
+        def val(lane: int, i: int) -> int:
+            w = watched[lane]
+            v = w.get(i)
+            if v is None:  # first read of this slot: sum what is pending, then keep it current
+                v = vals[lane][i]
+                for arr in pending[lane]:
+                    v += arr[i]
+                w[i] = v
+            return v
+
         t = self.t_us / 1e6
         scrapes = []
         for sp, off in zip(plan.scrapes, self.offsets, strict=True):
             m = sp.meta
-            lat = vals[sp.latency[0]][sp.latency[1]] / sp.latency[2] if sp.latency else None
-            size = round(vals[sp.size[0]][sp.size[1]] / sp.size[2]) if sp.size else None
+            lat = val(sp.latency[0], sp.latency[1]) / sp.latency[2] if sp.latency else None
+            size = round(val(sp.size[0], sp.size[1]) / sp.size[2]) if sp.size else None
             hists = {}
             for k, bounds, (lane, i, div), n, sref in sp.hists:
                 cum = list(accumulate(vals[lane][i : i + n]))
                 total = cum.pop() / div
-                hsum = vals[sref[0]][sref[1]] / sref[2] if sref else math.nan
-                hists[k] = Histogram(bounds, tuple(c / div for c in cum), total, hsum)
+                hsum = val(sref[0], sref[1]) / sref[2] if sref else math.nan
+                buckets = tuple(map(float, cum)) if div == 1.0 else tuple([c / div for c in cum])
+                hists[k] = Histogram(bounds, buckets, total, hsum)
             knobs = self.frame_knobs.get(m.endpoint)
             server = self.frame_server.get(m.endpoint)
             if carry:
@@ -612,7 +667,7 @@ class Decoder:
                     latency_s=lat,
                     size_bytes=size,
                     error=m.error,
-                    scalars={k: vals[lane][i] / div for k, lane, i, div in sp.scalars},
+                    scalars={k: val(lane, i) / div for k, lane, i, div in sp.scalars},
                     histograms=hists,
                     info=m.info,
                     has_vllm_series=m.vllm,
@@ -624,14 +679,14 @@ class Decoder:
         for gm, fields in plan.gpus:
             kw: dict[str, Any] = {}
             for name, (lane, i, div), is_int in fields:
-                v = vals[lane][i] / div
+                v = val(lane, i) / div
                 kw[name] = round(v) if is_int else v
             gpus.append(GpuReading(gm.index, gm.name, gm.uuid, error=gm.error, **kw))
         host = None
         if plan.host is not None:
             hkw: dict[str, Any] = {}
             for name, (lane, i, div), is_int in plan.host:
-                v = vals[lane][i] / div
+                v = val(lane, i) / div
                 hkw[name] = round(v) if is_int else v
             host = HostReading(**hkw)
         gpu = GpuStatus(tuple(gpus), self.meta.gpu_unavailable)
