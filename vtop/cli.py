@@ -20,6 +20,7 @@ from vtop.monitor import Monitor
 from vtop.report import cli as headless
 from vtop.sources import discovery
 from vtop.sources.live import LiveSource
+from vtop.sources.local import LocalHost
 from vtop.sources.vllm import HeaderError, ScrapeOptions
 
 EXIT_UNKNOWN = 3
@@ -73,7 +74,15 @@ def _live_source(args: argparse.Namespace) -> LiveSource:
         interval_s=args.interval, headers=args.header, insecure=args.insecure
     )
     flags = discovery.flag_knobs(args.max_num_seqs, args.max_num_batched_tokens)
-    return LiveSource(args.url, options, flags=flags)
+    local = LocalHost()
+    return LiveSource(
+        args.url,
+        options,
+        flags=flags,
+        gpu=local.gpu,
+        host=local.host,
+        process_probe=local.process_knobs,
+    )
 
 
 async def _once(source: LiveSource, interval: float) -> dict[str, object]:

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 
 from vtop.model import Histogram, Scrape, SeriesKey
 from vtop.signals.catalog import WIRE, Kind, Signal
-from vtop.signals.parser import ParseError, parse_head, parse_value, sample_lines, split_sample
+from vtop.signals.parser import ParseError, parse_head, parse_value, split_sample
 
 MAX_LABEL = 200
 """Longest label value kept; a longer one is cut and marked with an ellipsis."""
@@ -106,21 +106,39 @@ class PageReader:
         routes = self._routes
         if len(routes) > 50_000:  # a page that invents new series forever must not grow us
             routes.clear()
+        if text.lstrip()[:1] == "<":
+            raise ParseError("not the Prometheus text format (the page looks like HTML)", 1)
         best: dict[SeriesKey, tuple[int, float]] = {}
         merged: dict[str, tuple[_LineRoute, float]] = {}
         hists: dict[SeriesKey, _HistParts] = {}
         info: dict[str, str] = {}
         vllm_lines = 0
-        for lineno, line in sample_lines(text):
-            head, value_text = split_sample(line, lineno)
-            route = routes.get(head, _MISSING)
-            if route is _MISSING:
-                route = _route(head, lineno)
-                routes[head] = route
+        get = routes.get
+        for lineno, line in enumerate(text.split("\n"), 1):
+            if not line or line[0] == "#":
+                continue
+            # Fast path: "head value" split at the last space, head already known.
+            head, _, value_text = line.rpartition(" ")
+            route = get(head, _MISSING)
             if route is None:
                 continue
-            assert isinstance(route, _LineRoute)
-            value = parse_value(value_text, lineno)
+            if route is _MISSING or not isinstance(route, _LineRoute):
+                if line.isspace() or line == "\r":
+                    continue
+                exact_head, value_text = split_sample(line.rstrip("\r"), lineno)
+                route = get(exact_head, _MISSING)
+                if route is _MISSING:
+                    route = _route(exact_head, lineno)
+                    routes[exact_head] = route
+                if route is None:
+                    continue
+                assert isinstance(route, _LineRoute)
+            try:
+                if "_" in value_text:  # float() takes 1_000; the format does not
+                    raise ValueError
+                value = float(value_text)
+            except ValueError:
+                value = parse_value(value_text.strip(), lineno)
             if route.signal.vllm:
                 vllm_lines += 1
             if route.merged:
