@@ -236,3 +236,19 @@ def test_recorded_then_replayed_gives_the_live_numbers(
         assert b["latency"][name] == pytest.approx(lat, rel=1e-6, abs=1e-6), name
     assert a["findings"] == b["findings"]
     assert b["source"]["kind"] == "replay"
+
+
+def test_headless_modes_never_load_textual() -> None:
+    code = (
+        "import runpy, sys\n"
+        "sys.argv = ['vtop', '--replay', 'tests/golden/busy.vtrace', '--report', '--format', 'html',"
+        " '-o', '/dev/null']\n"
+        "try:\n"
+        "    runpy.run_module('vtop', run_name='__main__')\n"
+        "except SystemExit:\n"
+        "    pass\n"
+        "print(sorted(m for m in sys.modules if m.split('.')[0] == 'textual'))\n"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                            cwd=ROOT, timeout=60, check=False)  # fmt: skip
+    assert result.stdout.strip().splitlines()[-1] == "[]", result.stderr
