@@ -44,14 +44,11 @@ UNITS = {
 
 
 def monitor_findings(monitor: Monitor) -> Iterable[Finding]:
-    """The findings the monitor's rules hold now (none until a rule engine is attached)."""
-    findings = getattr(monitor, "findings", None)
-    if findings is None:
-        return ()
-    result = findings() if callable(findings) else findings
-    if isinstance(result, dict):
-        return [f for fs in result.values() for f in fs]
-    return list(result)
+    """The findings the monitor's rule engine holds for every endpoint after the last feed."""
+    out: list[Finding] = []
+    for view in monitor.endpoints.values():
+        out.extend(getattr(view, "findings", ()))
+    return out
 
 
 def iso(t: float | None) -> str | None:
