@@ -64,6 +64,7 @@ class _Track:
     first_t: float
     last_t: float
     worst: Severity
+    fired: bool
     evaluations: int = 1
     active: bool = True
 
@@ -151,17 +152,20 @@ class Collector:
     def _evaluate(self, t: float) -> None:
         seen = set()
         for f in self._findings(self.monitor):
-            if f.state == "pending":
-                continue
+            if f.state not in ("firing", "suppressed"):
+                continue  # pending, or not enough evidence yet: not a verdict
             key = (f.endpoint, f.rule)
             seen.add(key)
+            firing = f.state == "firing"
             track = self._tracks.get(key)
             if track is None:
-                self._tracks[key] = _Track(f, t, t, f.severity)
+                self._tracks[key] = _Track(f, t, t, f.severity, firing)
                 continue
-            track.finding = f
+            if firing and not track.fired:  # it fires now: what it said while explained away goes
+                track.finding, track.worst, track.fired = f, f.severity, True
+            elif firing or not track.fired:
+                track.finding, track.worst = f, max(track.worst, f.severity)
             track.last_t = t
-            track.worst = max(track.worst, f.severity)
             track.evaluations += 1
             track.active = True
         for key, track in self._tracks.items():
@@ -180,7 +184,7 @@ class Collector:
             return "UNKNOWN", first.last_error or f"{first.url} could not be read"
         if not any(e.vllm for e in reachable):
             return "UNKNOWN", f"{reachable[0].url} exposes no vLLM metrics"
-        firing = [t for t in self._tracks.values() if t.finding.state == "firing"]
+        firing = [t for t in self._tracks.values() if t.fired]
         worst = max((t.worst for t in firing), default=Severity.OK)
         down = [e.url for e in eps.values() if e.polls == e.failed]
         if worst >= Severity.WARNING:
