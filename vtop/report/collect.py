@@ -104,9 +104,9 @@ class Collector:
         if evaluate:
             self.judge(frame)
 
-    def observe(self, frame: Frame) -> None:
-        """Count a poll in the window's figures (a light frame will do)."""
-        self.stats.add(frame)
+    def observe(self, frame: Frame, *, light: bool = False) -> None:
+        """Count a poll in the window's figures; a `light` frame carries no GPU readings."""
+        self.stats.add(frame, gpu=not light)
         for s in frame.scrapes:
             if s.knobs is not None:
                 self._knobs[s.endpoint] = dict(s.knobs)

@@ -24,7 +24,7 @@ from vtop.report.window import LIGHT
 from vtop.sources.base import FrameSource
 from vtop.trace.reader import TraceReader, Warn
 
-MAX_EVALUATIONS = 3000
+MAX_EVALUATIONS = 2000
 
 
 async def watch(
@@ -117,7 +117,7 @@ def replay_document(
                 collector.add(poll.frame())
                 next_eval = poll.t + step
             else:
-                collector.observe(poll.frame(LIGHT))
+                collector.observe(poll.frame(LIGHT), light=True)
         if last_t is not None and collector.last_evaluated != last_t:
             for frame in reader.frames(last_t, last_t):  # the window's end is always judged
                 collector.observe_latency(frame)

@@ -369,7 +369,8 @@ class WindowStats:
         self.t_first: float | None = None
         self.t_last: float | None = None
 
-    def add(self, frame: Frame) -> None:
+    def add(self, frame: Frame, *, gpu: bool = True) -> None:
+        """One poll; `gpu=False` for a light frame, which carries no GPU readings."""
         self.polls += 1
         if self.t_first is None:
             self.t_first = frame.t
@@ -381,4 +382,5 @@ class WindowStats:
                     scrape.endpoint, frame.t, self.expected_s
                 )
             ep.add(scrape)
-        self.gpu.add(frame.gpu)
+        if gpu:
+            self.gpu.add(frame.gpu)

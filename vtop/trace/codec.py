@@ -621,7 +621,9 @@ class Decoder:
     # -- materialisation -----------------------------------------------------------------------
 
     def frame(self, only: frozenset[str] | None = None, *, carry: bool = False) -> Frame:
-        """The current poll as a `Frame`; `only` keeps just those signals' scalars/histograms.
+        """The current poll as a `Frame`; `only` keeps just those signals' scalars/histograms
+        (and the GPUs, the host, scrape latency and size only if it names "gpu", "host",
+        "scrape_latency", "scrape_bytes"): a light frame for figures that need a few values.
 
         With `carry`, scrapes that lack knobs/server get the latest ones known (the first frame
         after a seek must bring the configuration the skipped frames announced)."""
@@ -698,11 +700,14 @@ class Decoder:
         host: list[tuple[str, Ref, bool]] = []
         sums: dict[tuple[str | int, ...], Ref] = {}
         hists: list[_DecSeries] = []
+        skip = set() if only is None else {"g", "o", "l", "b"} - {_EXTRA_PARTS.get(x) for x in only}
         for sid in self.present:
             s = self.series[sid]
             ref = (s.lane, s.start, s.div)
             p = s.path
             kind = p[0]
+            if kind in skip:
+                continue
             if kind == "g":
                 name = cast(str, p[2])
                 gpu_fields.setdefault(cast(int, p[1]), []).append((name, ref, name in GPU_INT))
@@ -732,12 +737,20 @@ class Decoder:
         for sp in by_ep.values():
             sp.scalars.sort(key=lambda x: x[0])
             sp.hists.sort(key=lambda x: x[0])
-        gpus = [(g, sorted(gpu_fields.get(g.index, []))) for g in self.meta.gpus]
+        gpus = (
+            []
+            if "g" in skip
+            else [(g, sorted(gpu_fields.get(g.index, []))) for g in self.meta.gpus]
+        )
         return _Plan(
             [by_ep[m.endpoint] for m in self.meta.scrapes],
             gpus,
-            sorted(host) if self.meta.host else None,
+            sorted(host) if self.meta.host and "o" not in skip else None,
         )
+
+
+_EXTRA_PARTS = {"gpu": "g", "host": "o", "scrape_latency": "l", "scrape_bytes": "b"}
+"""Names `only` takes for what is not a vLLM signal: without them a light frame skips these."""
 
 
 def _key(p: Path) -> SeriesKey:
