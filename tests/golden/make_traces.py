@@ -21,8 +21,9 @@ def record(name: str, seed: int, polls: int, pressure: tuple[int, int] | None = 
     path = HERE / name
     path.unlink(missing_ok=True)
     engine = BusyEngine(seed, start=1_750_000_000.0)
-    with Recorder(path, sources=["synthetic busy engine (tests/tracegen.py)"],
-                  interval_s=1.0) as rec:  # fmt: skip
+    with Recorder(
+        path, sources=["synthetic busy engine (tests/tracegen.py)"], interval_s=1.0
+    ) as rec:
         for i in range(polls):
             engine.pressure = 1.6 if pressure and pressure[0] <= i < pressure[1] else 0.0
             engine.step()

@@ -31,8 +31,15 @@ def validate(doc: dict[str, Any]) -> None:
 
 
 def vtop(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "vtop", *args], capture_output=True, text=True,
-                          cwd=ROOT, timeout=120, check=False, env=env)  # fmt: skip
+    return subprocess.run(
+        [sys.executable, "-m", "vtop", *args],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=120,
+        check=False,
+        env=env,
+    )
 
 
 @pytest.fixture
@@ -78,15 +85,24 @@ def test_findings_fire_set_the_status_and_carry_their_advice() -> None:
     start = doc["window"]["start_t"]
     assert 200 < f["first_t"] - start < 260 and 400 < f["last_t"] - start < 460
     (r,) = f["recommendations"]
-    assert r == {**r, "knob": "gpu_memory_utilization", "from": 0.9, "to": 0.95,
-                 "flag": "--gpu-memory-utilization 0.95", "assumed": False}  # fmt: skip
+    assert r == {
+        **r,
+        "knob": "gpu_memory_utilization",
+        "from": 0.9,
+        "to": 0.95,
+        "flag": "--gpu-memory-utilization 0.95",
+        "assumed": False,
+    }
     assert f["evidence"][0]["name"] == "kv_usage avg 20 s"
     assert "kv-cache-full" in doc["reason"]
 
 
 def test_a_window_before_the_pressure_is_ok() -> None:
-    doc = replay_document(str(GOLDEN / "kv-pressure.vtrace"), findings=kv_full,
-                          resolve=lambda r: (r.start, (r.start or 0) + 150))  # fmt: skip
+    doc = replay_document(
+        str(GOLDEN / "kv-pressure.vtrace"),
+        findings=kv_full,
+        resolve=lambda r: (r.start, (r.start or 0) + 150),
+    )
     assert doc["status"] == "OK" and doc["findings"] == []
     assert 150 <= doc["window"]["polls"] <= 152
 
@@ -130,8 +146,9 @@ def test_live_report_is_ok_valid_and_never_fewer_than_two_polls(
     engine_server: tuple[PageServer, BusyEngine],
 ) -> None:
     srv, _ = engine_server
-    result = vtop("--url", srv.url, "--report", "--format", "json", "--interval", "1",
-                  "--duration", "0.1")  # fmt: skip
+    result = vtop(
+        "--url", srv.url, "--report", "--format", "json", "--interval", "1", "--duration", "0.1"
+    )
     assert result.returncode == 0, result.stderr
     doc = json.loads(result.stdout)
     jsonschema.Draft202012Validator(SCHEMA).validate(doc)
@@ -141,8 +158,17 @@ def test_live_report_is_ok_valid_and_never_fewer_than_two_polls(
 
 
 def test_unreachable_is_unknown_with_one_line_on_stderr() -> None:
-    result = vtop("--url", "http://127.0.0.1:1", "--report", "--duration", "0.3", "--interval",
-                  "0.1", "--format", "json")  # fmt: skip
+    result = vtop(
+        "--url",
+        "http://127.0.0.1:1",
+        "--report",
+        "--duration",
+        "0.3",
+        "--interval",
+        "0.1",
+        "--format",
+        "json",
+    )
     assert result.returncode == 3
     assert json.loads(result.stdout)["status"] == "UNKNOWN"
     assert result.stderr.count("\n") == 1 and "UNKNOWN: cannot connect" in result.stderr
@@ -171,10 +197,12 @@ def test_an_unreadable_trace_is_unknown(tmp_path: Path) -> None:
         (["--url", "http://h", "--report", "--from", "+1m"], "use them with --replay"),
         (["--url", "http://h", "--report", "--duration", "soon"], "is not a duration"),
         (["--replay", "tests/golden/busy.vtrace", "--report", "--from", "yesterday"], "not a time"),
-        (["--replay", "tests/golden/busy.vtrace", "--report", "--from=-1m", "--to", "+1m"],
-         "--to is before --from"),
+        (
+            ["--replay", "tests/golden/busy.vtrace", "--report", "--from=-1m", "--to", "+1m"],
+            "--to is before --from",
+        ),
     ],
-)  # fmt: skip
+)
 def test_usage_errors_are_one_line(args: list[str], message: str) -> None:
     result = vtop(*args)
     assert result.returncode == 2 and message in result.stderr
@@ -182,8 +210,16 @@ def test_usage_errors_are_one_line(args: list[str], message: str) -> None:
 
 
 def test_from_and_to_select_part_of_a_trace() -> None:
-    result = vtop("--replay", str(GOLDEN / "busy.vtrace"), "--report", "--format", "json",
-                  "--from", "+2m", "--to=-5m")  # fmt: skip
+    result = vtop(
+        "--replay",
+        str(GOLDEN / "busy.vtrace"),
+        "--report",
+        "--format",
+        "json",
+        "--from",
+        "+2m",
+        "--to=-5m",
+    )
     doc = json.loads(result.stdout)
     assert 170 <= doc["window"]["polls"] <= 182  # 600 polls: from 120 s to 600 - 300 s
 
@@ -204,10 +240,22 @@ def test_no_secret_reaches_a_report_or_a_trace(
     outputs = []
     for i, fmt in enumerate(("text", "markdown", "json", "html")):
         trace = tmp_path / f"s{i}.vtrace"
-        result = vtop("--url", srv.url.replace("http://", "http://user:pw@"),
-                      "--header", "X-Api-Key: hunter2", "--report", "--format", fmt,
-                      "--record", str(trace), "--duration", "0.4", "--interval", "0.2",
-                      env=env)  # fmt: skip
+        result = vtop(
+            "--url",
+            srv.url.replace("http://", "http://user:pw@"),
+            "--header",
+            "X-Api-Key: hunter2",
+            "--report",
+            "--format",
+            fmt,
+            "--record",
+            str(trace),
+            "--duration",
+            "0.4",
+            "--interval",
+            "0.2",
+            env=env,
+        )
         assert result.returncode == 0, result.stderr
         outputs += [result.stdout, result.stderr, trace.read_bytes().decode("latin-1")]
     requests = srv  # the secrets did reach the server, where they belong
@@ -222,8 +270,19 @@ def test_recorded_then_replayed_gives_the_live_numbers(
 ) -> None:
     srv, _ = engine_server
     trace = tmp_path / "rt.vtrace"
-    live = vtop("--url", srv.url, "--report", "--format", "json", "--record", str(trace),
-                "--duration", "3", "--interval", "0.1")  # fmt: skip
+    live = vtop(
+        "--url",
+        srv.url,
+        "--report",
+        "--format",
+        "json",
+        "--record",
+        str(trace),
+        "--duration",
+        "3",
+        "--interval",
+        "0.1",
+    )
     assert live.returncode == 0, live.stderr
     replay = vtop("--replay", str(trace), "--report", "--format", "json")
     a, b = json.loads(live.stdout), json.loads(replay.stdout)
@@ -249,6 +308,21 @@ def test_headless_modes_never_load_textual() -> None:
         "    pass\n"
         "print(sorted(m for m in sys.modules if m.split('.')[0] == 'textual'))\n"
     )
-    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                            cwd=ROOT, timeout=60, check=False)  # fmt: skip
+    result = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=60,
+        check=False,
+    )
     assert result.stdout.strip().splitlines()[-1] == "[]", result.stderr
+
+
+def test_finding_marks_are_where_findings_begin_firing() -> None:
+    from vtop.report.run import finding_marks
+
+    marks = finding_marks(str(GOLDEN / "kv-pressure.vtrace"), findings=kv_full)
+    doc = replay_document(str(GOLDEN / "kv-pressure.vtrace"), findings=kv_full)
+    assert marks == [(doc["findings"][0]["first_t"], "CRITICAL kv-cache-full")]
+    assert finding_marks(str(GOLDEN / "busy.vtrace"), findings=kv_full) == []

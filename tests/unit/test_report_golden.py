@@ -45,7 +45,11 @@ def test_report_matches_golden(trace: str, with_rule: bool, fmt: str) -> None:
 def test_the_cli_prints_the_same_report() -> None:
     result = subprocess.run(
         [sys.executable, "-m", "vtop", "--replay", str(GOLDEN / "busy.vtrace"), "--report"],
-        capture_output=True, text=True, cwd=ROOT, timeout=60, check=False,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=60,
+        check=False,
+    )
     assert result.returncode == 0, result.stderr
     assert result.stdout == (GOLDEN / "busy.report.txt").read_text(encoding="utf-8")

@@ -95,12 +95,26 @@ def test_chromium_renders_the_report(tmp_path: Path) -> None:
     page.write_text(html_report(), encoding="utf-8")
     shot = tmp_path / "report.png"
     result = subprocess.run(
-        [browser, "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-         "--disable-component-update", "--disable-sync", "--no-first-run", "--hide-scrollbars",
-         f"--user-data-dir={tmp_path / 'profile'}", "--window-size=1280,2000",
-         f"--screenshot={shot}", page.as_uri()],
-        capture_output=True, text=True, timeout=120, check=False,
-    )  # fmt: skip
+        [
+            browser,
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--disable-background-networking",
+            "--disable-component-update",
+            "--disable-sync",
+            "--no-first-run",
+            "--hide-scrollbars",
+            f"--user-data-dir={tmp_path / 'profile'}",
+            "--window-size=1280,2000",
+            f"--screenshot={shot}",
+            page.as_uri(),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
     assert shot.exists(), result.stderr[-2000:]
     width, height, variety = _png_size_and_variety(shot.read_bytes())
     assert (width, height) == (1280, 2000)

@@ -86,17 +86,56 @@ def test_failures_presence_events_and_shape_changes(tmp_path: Path) -> None:
     gpu = GpuStatus((GpuReading(0, "GPU A", "GPU-1", util_pct=50.0, power_w=None, temp_c=61.0),))
     knobs = {"max_num_seqs": Knob("max_num_seqs", 256, "default", "vLLM default")}
     frames = [
-        Frame(10.0, (Scrape(EP, 10.0, 0.01, 100, scalars={K: 3.0}, histograms={K: h1},
-                            info={"block_size": "16"}, knobs=knobs,
-                            server=EndpointInfo("0.32.0", ("m",), 4096)),), gpu, HostReading(1.5)),
-        Frame(11.0, (Scrape(EP, 11.0, 0.8, error="cannot connect"),),
-              GpuStatus(unavailable="NVML not found"), None,
-              (Event(11.0, "disconnect", EP, "lost"),)),
-        Frame(12.5, (Scrape(EP, 12.5, 0.01, 90, scalars={K: -2.0, K._replace(label="x"): 1e15},
-                            histograms={K: h2}),), gpu, HostReading(None, 10, 20)),
-        Frame(13.0, (Scrape(EP, 13.0, 0.01, 90, scalars={K: 7.25}),
-                     Scrape("http://b:1", 12.9, 0.02, 1, scalars={K: 1.0})), gpu, None),
-    ]  # fmt: skip
+        Frame(
+            10.0,
+            (
+                Scrape(
+                    EP,
+                    10.0,
+                    0.01,
+                    100,
+                    scalars={K: 3.0},
+                    histograms={K: h1},
+                    info={"block_size": "16"},
+                    knobs=knobs,
+                    server=EndpointInfo("0.32.0", ("m",), 4096),
+                ),
+            ),
+            gpu,
+            HostReading(1.5),
+        ),
+        Frame(
+            11.0,
+            (Scrape(EP, 11.0, 0.8, error="cannot connect"),),
+            GpuStatus(unavailable="NVML not found"),
+            None,
+            (Event(11.0, "disconnect", EP, "lost"),),
+        ),
+        Frame(
+            12.5,
+            (
+                Scrape(
+                    EP,
+                    12.5,
+                    0.01,
+                    90,
+                    scalars={K: -2.0, K._replace(label="x"): 1e15},
+                    histograms={K: h2},
+                ),
+            ),
+            gpu,
+            HostReading(None, 10, 20),
+        ),
+        Frame(
+            13.0,
+            (
+                Scrape(EP, 13.0, 0.01, 90, scalars={K: 7.25}),
+                Scrape("http://b:1", 12.9, 0.02, 1, scalars={K: 1.0}),
+            ),
+            gpu,
+            None,
+        ),
+    ]
     back = roundtrip(frames, tmp_path)
     for a, b in zip(frames, back, strict=True):
         assert_same(a, b)
@@ -165,8 +204,9 @@ def test_any_scalar_sequence_round_trips_within_the_bound(polls: list[dict[str, 
 def test_control_characters_from_a_trace_never_reach_the_screen(tmp_path: Path) -> None:
     evil = "\x1b]0;pwned\x07\x1b[31mred"
     k = SeriesKey("running", evil, "0", "")
-    frames = [Frame(1.0, (Scrape(EP + evil, 1.0, scalars={k: 1.0}, error=evil,
-                                 info={evil: evil}),))]  # fmt: skip
+    frames = [
+        Frame(1.0, (Scrape(EP + evil, 1.0, scalars={k: 1.0}, error=evil, info={evil: evil}),))
+    ]
     (back,) = roundtrip(frames, tmp_path)
     s = back.scrapes[0]
     texts = [s.endpoint, s.error or "", *s.info, *s.info.values(), *(x.model for x in s.scalars)]

@@ -14,8 +14,14 @@ GOLDEN = ROOT / "tests" / "golden"
 
 
 def info(path: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "vtop", "trace", "info", str(path)],
-                          capture_output=True, text=True, cwd=ROOT, timeout=60, check=False)  # fmt: skip
+    return subprocess.run(
+        [sys.executable, "-m", "vtop", "trace", "info", str(path)],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=60,
+        check=False,
+    )
 
 
 def test_info_on_a_clean_trace() -> None:

@@ -123,8 +123,9 @@ def test_signals_close_the_trace_cleanly(server: PageServer, tmp_path: Path, sig
 
 def test_duration_ends_a_recording(server: PageServer, tmp_path: Path) -> None:
     path = tmp_path / "short.vtrace"
-    proc = start("--url", server.url, "--record", str(path), "--interval", "0.2",
-                 "--duration", "1s")  # fmt: skip
+    proc = start(
+        "--url", server.url, "--record", str(path), "--interval", "0.2", "--duration", "1s"
+    )
     _, err = proc.communicate(timeout=30)
     assert proc.returncode == 0, err
     with TraceReader(path) as r:
@@ -135,8 +136,20 @@ def test_file_size_limit_stops_recording_but_not_the_report(
     server: PageServer, tmp_path: Path
 ) -> None:
     path = tmp_path / "limited.vtrace"
-    proc = start("--url", server.url, "--record", str(path), "--report", "--format", "json",
-                 "--interval", "0.05", "--duration", "4s", limit_bytes=5000)  # fmt: skip
+    proc = start(
+        "--url",
+        server.url,
+        "--record",
+        str(path),
+        "--report",
+        "--format",
+        "json",
+        "--interval",
+        "0.05",
+        "--duration",
+        "4s",
+        limit_bytes=5000,
+    )
     out, err = proc.communicate(timeout=60)
     lines = [line for line in err.splitlines() if line]
     assert len(lines) == 1 and "recording stopped after" in lines[0], err
@@ -157,8 +170,14 @@ def test_full_disk_stops_a_headless_recording_with_one_message(
         pytest.skip("mounting a tiny tmpfs needs root")
     mnt = tmp_path / f"full-{uuid.uuid4().hex[:6]}"
     mnt.mkdir()
-    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=16k", "tmpfs", str(mnt)],
-                      capture_output=True, check=False).returncode != 0:  # fmt: skip
+    if (
+        subprocess.run(
+            ["mount", "-t", "tmpfs", "-o", "size=16k", "tmpfs", str(mnt)],
+            capture_output=True,
+            check=False,
+        ).returncode
+        != 0
+    ):
         pytest.skip("cannot mount a tmpfs here")
     try:
         path = mnt / "full.vtrace"

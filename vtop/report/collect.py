@@ -16,7 +16,7 @@ docs/report-schema.json; text, Markdown and HTML are views of it, so they cannot
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any, Literal
 
@@ -67,6 +67,8 @@ class _Track:
     fired: bool
     evaluations: int = 1
     active: bool = True
+    starts: list[float] = field(default_factory=list)
+    """Times it began firing (again): where a replay's timeline puts its marks."""
 
 
 class Collector:
@@ -159,8 +161,12 @@ class Collector:
             firing = f.state == "firing"
             track = self._tracks.get(key)
             if track is None:
-                self._tracks[key] = _Track(f, t, t, f.severity, firing)
+                self._tracks[key] = _Track(
+                    f, t, t, f.severity, firing, starts=[t] if firing else []
+                )
                 continue
+            if firing and (not track.active or track.finding.state != "firing"):
+                track.starts.append(t)
             if firing and not track.fired:  # it fires now: what it said while explained away goes
                 track.finding, track.worst, track.fired = f, f.severity, True
             elif firing or not track.fired:
@@ -171,6 +177,15 @@ class Collector:
         for key, track in self._tracks.items():
             if key not in seen:
                 track.active = False
+
+    def marks(self) -> list[tuple[float, str]]:
+        """(time, "SEVERITY rule") wherever a finding began firing, in time order."""
+        out = [
+            (t, f"{tr.worst.name} {tr.finding.rule}")
+            for tr in self._tracks.values()
+            for t in tr.starts
+        ]
+        return sorted(out)
 
     # -- the document --------------------------------------------------------------------------
 

@@ -96,6 +96,38 @@ def replay_document(
 
     `resolve`, given the opened reader, may return (start, end) instead, for bounds that are
     relative to the trace (`--from -10m`)."""
+    return replay_collector(
+        path,
+        start=start,
+        end=end,
+        findings=findings,
+        warn=warn,
+        max_evaluations=max_evaluations,
+        resolve=resolve,
+    ).document()
+
+
+def finding_marks(
+    path: str, *, findings: FindingsFn = monitor_findings, warn: Warn | None = None
+) -> list[tuple[float, str]]:
+    """Where findings begin firing in a trace: the marks of a replay's timeline.
+
+    Runs the rules as a report does (coarsely on long traces), so a screen can compute them in
+    a worker thread and hand them to `ReplaySource.set_marks`."""
+    return replay_collector(path, findings=findings, warn=warn).marks()
+
+
+def replay_collector(
+    path: str,
+    *,
+    start: float | None = None,
+    end: float | None = None,
+    findings: FindingsFn = monitor_findings,
+    warn: Warn | None = None,
+    max_evaluations: int = MAX_EVALUATIONS,
+    resolve: Callable[[TraceReader], tuple[float | None, float | None]] | None = None,
+) -> Collector:
+    """One pass over a trace into a `Collector` (see `replay_document`)."""
     with TraceReader(path, warn=warn) as reader:
         if resolve is not None:
             start, end = resolve(reader)
@@ -122,4 +154,4 @@ def replay_document(
             for frame in reader.frames(last_t, last_t):  # the window's end is always judged
                 collector.observe_latency(frame)
                 collector.judge(frame)
-        return collector.document()
+        return collector
