@@ -19,8 +19,10 @@ from vtop import __version__
 from vtop.monitor import Monitor
 from vtop.report import cli as headless
 from vtop.sources import discovery
+from vtop.sources.base import FrameSource
 from vtop.sources.live import LiveSource
 from vtop.sources.local import LocalHost
+from vtop.sources.sim import DEFAULT_SCENARIO, SimSource
 from vtop.sources.vllm import HeaderError, ScrapeOptions
 
 EXIT_UNKNOWN = 3
@@ -51,6 +53,18 @@ def build_parser() -> argparse.ArgumentParser:
         help="extra request header (repeatable); VTOP_API_KEY sets a bearer token",
     )
     src.add_argument("--insecure", action="store_true", help="do not verify TLS certificates")
+    src.add_argument(
+        "--demo",
+        nargs="?",
+        const=DEFAULT_SCENARIO,
+        metavar="SCENARIO",
+        help=f"watch a built-in simulated vLLM (default scenario {DEFAULT_SCENARIO}; "
+        "`vtop sim --list` names them)",
+    )
+    src.add_argument(
+        "--speed", type=float, default=1.0, help="simulated seconds per second with --demo"
+    )
+    src.add_argument("--seed", type=int, default=0, help="random seed of the simulation")
     knobs = parser.add_argument_group("configuration the server does not expose")
     knobs.add_argument("--max-num-seqs", type=int, metavar="N")
     knobs.add_argument("--max-num-batched-tokens", type=int, metavar="N")
@@ -85,14 +99,22 @@ def _live_source(args: argparse.Namespace) -> LiveSource:
     )
 
 
-async def _once(source: LiveSource, interval: float) -> dict[str, object]:
+DEMO_ONCE_POLLS = 60
+"""`--demo --once` watches one simulated minute: virtual time is free, and window statistics
+over two polls would hide symptoms that come in bursts (preemptions, waves)."""
+
+
+async def _once(source: FrameSource, interval: float, polls: int) -> dict[str, object]:
     from vtop import summary
 
-    monitor = Monitor(capacity=16)
-    async with source:
-        monitor.feed(await source.poll())
-        await asyncio.sleep(interval)
-        monitor.feed(await source.poll())
+    monitor = Monitor(capacity=max(16, polls))
+    try:
+        for i in range(polls):
+            if i and isinstance(source, LiveSource):
+                await asyncio.sleep(interval)
+            monitor.feed(await source.poll())
+    finally:
+        await source.aclose()
     return {
         "vtop": __version__,
         "t": monitor.t,
@@ -101,25 +123,47 @@ async def _once(source: LiveSource, interval: float) -> dict[str, object]:
     }
 
 
+def _demo_source(args: argparse.Namespace) -> SimSource:
+    from vtop.sim.scenarios import SCENARIOS
+
+    if args.demo not in SCENARIOS:
+        raise UsageError(f"unknown scenario {args.demo!r}; `vtop sim --list` names them")
+    if not args.speed > 0:
+        raise UsageError("--speed must be positive")
+    return SimSource.scenario(args.demo, seed=args.seed, interval_s=args.interval,
+                              speed=args.speed)  # fmt: skip
+
+
+class UsageError(Exception):
+    """A command line that cannot work; the message is the whole explanation."""
+
+
+def make_source(args: argparse.Namespace) -> FrameSource:
+    """The source the flags ask for: --demo, else --url."""
+    if args.interval <= 0:
+        raise UsageError("--interval must be positive")
+    if args.demo and args.url:
+        raise UsageError("--demo and --url cannot be combined")
+    if args.demo:
+        return _demo_source(args)
+    if not args.url:
+        raise UsageError("nothing to watch: give --url URL (or --demo)")
+    try:
+        return _live_source(args)
+    except HeaderError as exc:
+        raise UsageError(str(exc)) from None
+
+
 def run_monitor(args: argparse.Namespace) -> int:
     if headless.wanted(args) and not args.once:
-        if args.interval <= 0:
-            return _fail("--interval must be positive")
-        try:  # a bad --header is a usage error before anything starts
-            ScrapeOptions.from_env(interval_s=args.interval, headers=args.header)
-        except HeaderError as exc:
-            return _fail(str(exc))
-        return headless.run(args, lambda: _live_source(args), _endpoint_names(args))
-    if not args.url:
-        return _fail("nothing to watch: give --url URL (or --demo)")
-    if args.interval <= 0:
-        return _fail("--interval must be positive")
+        return _headless(args)
     try:
-        source = _live_source(args)
-    except HeaderError as exc:
+        source = make_source(args)
+    except UsageError as exc:
         return _fail(str(exc))
     if args.once:
-        doc = asyncio.run(_once(source, args.interval))
+        polls = DEMO_ONCE_POLLS if args.demo else 2
+        doc = asyncio.run(_once(source, args.interval, polls))
         print(json.dumps(doc, indent=2, sort_keys=False))
         endpoints = doc["endpoints"]
         assert isinstance(endpoints, list)
@@ -127,10 +171,18 @@ def run_monitor(args: argparse.Namespace) -> int:
     return _fail("the live TUI is not built yet; use --once")
 
 
-def _endpoint_names(args: argparse.Namespace) -> list[str]:
+def _headless(args: argparse.Namespace) -> int:
+    """--report, --record, --replay … --report: vtop/report/cli.py runs them."""
+    if args.replay:
+        return headless.run(args, None, [])
+    try:
+        source = make_source(args)
+    except UsageError as exc:
+        return _fail(str(exc))
     from vtop.sources.vllm import base_url, redact_url
 
-    return [redact_url(base_url(u)) for u in args.url]
+    names = [f"demo {args.demo}"] if args.demo else [redact_url(base_url(u)) for u in args.url]
+    return headless.run(args, source, names)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -139,6 +191,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         from vtop.trace.info import main as trace_main
 
         return trace_main(argv[1:])
+    if argv[:1] == ["sim"]:
+        from vtop.sim import command as sim_command
+
+        sub = argparse.ArgumentParser(prog="vtop").add_subparsers()
+        sim_command.register(sub)
+        sim_args = sub.choices["sim"].parse_args(argv[1:])
+        return sim_command.run(sim_args)
     args = build_parser().parse_args(argv)
     try:
         return run_monitor(args)

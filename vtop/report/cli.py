@@ -17,7 +17,6 @@ import contextlib
 import re
 import signal
 import sys
-from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -30,6 +29,8 @@ from vtop.trace.recorder import Recorder
 
 EXIT_UNKNOWN = 3
 DEFAULT_REPORT_S = 30.0
+DEFAULT_DEMO_S = 300.0
+"""A simulated window costs no waiting, and most rules want minutes of evidence."""
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -55,8 +56,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     group.add_argument(
         "--duration",
         metavar="TIME",
-        help="how long to watch: 30s, 5m, 1h30m (report default 30 s; "
-        "a recording runs until stopped)",
+        help="how long to watch: 30s, 5m, 1h30m (report default 30 s, 5 min of simulated time "
+        "with --demo, which runs it flat out; a recording runs until stopped)",
     )
     group.add_argument(
         "--from",
@@ -165,49 +166,95 @@ def _emit(doc: dict[str, Any], args: argparse.Namespace) -> int:
     return exit_code(doc["status"], args.fail_on)
 
 
-def run(args: argparse.Namespace, live: Callable[[], FrameSource], urls: list[str]) -> int:
-    """Run the mode the arguments select; `live()` builds the live source when needed."""
+def _usage_problem(args: argparse.Namespace) -> str | None:
+    if (args.from_ or args.to) and not args.replay:
+        return "--from/--to select part of a trace; use them with --replay FILE"
+    if args.replay:
+        if args.record:
+            return "--record records a live or simulated server; a replay has nothing new"
+        if args.url or args.demo:
+            return "give one of --url, --demo or --replay"
+        if not args.report:
+            return "the replay screen is not available in this build; add --report for a verdict"
+    return None
+
+
+def run(args: argparse.Namespace, source: FrameSource | None, names: list[str]) -> int:
+    """Run the mode the arguments select. `source` is the live or simulated one (None with
+    --replay); `names` name its endpoints (URLs without secrets) or its scenario."""
     try:
         duration = parse_duration(args.duration) if args.duration else None
     except ValueError as exc:
-        return _fail(f"--duration: {exc}")
+        return _closing(source, _fail(f"--duration: {exc}"))
     if duration is not None and duration <= 0:
-        return _fail("--duration must be positive")
-    if (args.from_ or args.to) and not args.replay:
-        return _fail("--from/--to select part of a trace; use them with --replay FILE")
+        return _closing(source, _fail("--duration must be positive"))
+    problem = _usage_problem(args)
+    if problem is not None:
+        return _closing(source, _fail(problem))
     if args.replay:
-        if args.record:
-            return _fail("--record records a live server; a replay has nothing new to record")
-        if args.url:
-            return _fail("give either --url or --replay, not both")
-        if not args.report:
-            return _fail(
-                "the replay screen is not available in this build; add --report for a "
-                "headless verdict"
-            )
         return _report_replay(args)
-    if not args.url:
-        return _fail("nothing to watch: give --url URL (or --replay FILE)")
+    assert source is not None
+    kind = "demo" if args.demo else "live"
     recorder = None
     if args.record:
+        seed = f" (seed {args.seed})" if args.demo else ""
         try:
             recorder = Recorder(
                 args.record,
-                sources=[f"live {u}" for u in urls],
+                sources=[f"{kind} {n}{seed}" for n in names],
                 interval_s=args.interval,
                 notify=_notify_monitoring if args.report else _notify,
             )
         except TraceWriteError as exc:
-            return _fail(str(exc))
-    source = live()
+            return _closing(source, _fail(str(exc)))
     try:
+        if args.demo and (args.report or duration is not None):
+            return _demo(args, source, recorder, duration, names)
         if args.report:
-            return asyncio.run(_report_live(args, source, recorder, duration, urls))
+            return asyncio.run(_report_live(args, source, recorder, duration, names))
         assert recorder is not None
         return asyncio.run(_record(args, source, recorder, duration))
     finally:
         if recorder is not None:
             recorder.close()
+
+
+def _closing(source: FrameSource | None, code: int) -> int:
+    if source is not None:
+        asyncio.run(source.aclose())
+    return code
+
+
+def _demo(
+    args: argparse.Namespace,
+    source: FrameSource,
+    recorder: Recorder | None,
+    duration: float | None,
+    names: list[str],
+) -> int:
+    """The simulator in virtual time, flat out: a report, a recording of a set length, or both."""
+    from vtop.report.run import simulated_document
+    from vtop.sources.sim import SimSource
+
+    assert isinstance(source, SimSource)
+    window = duration or DEFAULT_DEMO_S
+    doc = simulated_document(
+        source,
+        name=" ".join(names),
+        duration_s=window,
+        on_frame=recorder.feed if recorder else None,
+    )
+    if recorder is not None and not args.report:
+        recorder.close()
+        if recorder.error:
+            return 1
+        print(
+            f"vtop: recorded {recorder.polls} polls ({duration_text(window)} of simulated time, "
+            f"{recorder.bytes / 1024:.1f} KiB) to {recorder.path}",
+            file=sys.stderr,
+        )
+        return 0
+    return _emit(doc, args)
 
 
 async def _report_live(

@@ -16,13 +16,16 @@ import asyncio
 import contextlib
 import math
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from vtop.model import Frame
 from vtop.report.collect import Collector, FindingsFn, monitor_findings
 from vtop.report.window import LIGHT
 from vtop.sources.base import FrameSource
 from vtop.trace.reader import TraceReader, Warn
+
+if TYPE_CHECKING:
+    from vtop.sources.sim import SimSource
 
 MAX_EVALUATIONS = 2000
 
@@ -79,6 +82,28 @@ async def live_document(
         collector.add(frame)
 
     await watch(source, interval_s, take, duration_s=duration_s, min_polls=2, stop=stop)
+    return collector.document()
+
+
+def simulated_document(
+    source: SimSource,
+    *,
+    name: str,
+    duration_s: float,
+    on_frame: Callable[[Frame], None] | None = None,
+    findings: FindingsFn = monitor_findings,
+) -> dict[str, Any]:
+    """The simulator for `duration_s` of virtual time, as fast as it computes (≥ two polls)."""
+    step = source.interval_s * source.speed
+    collector = Collector(
+        source_kind="demo", source_name=name, findings=findings, expected_s=duration_s
+    )
+    collector.step_s = step
+    for _ in range(max(2, math.ceil(duration_s / step) + 1)):
+        frame = source.poll_now()
+        if on_frame is not None:
+            on_frame(frame)
+        collector.add(frame)
     return collector.document()
 
 

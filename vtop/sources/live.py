@@ -41,7 +41,12 @@ ProcessProbe = Callable[[int], Mapping[str, Knob] | None]
 
 
 def is_local(url: str) -> bool:
-    """True when the URL names this host, so its GPUs and processes are the server's."""
+    """True when the URL names this host, so its GPUs and processes are the server's.
+
+    A simulated server (`sim://…`) counts as local: its GPU readings are its own.
+    """
+    if url.startswith("sim://"):
+        return True
     host = urlsplit(url if "://" in url else "http://" + url).hostname or ""
     if host in ("localhost", socket.gethostname()):
         return True

@@ -1,0 +1,117 @@
+"""The in-process simulator as a `FrameSource`: `vtop --demo`, tests, training traces.
+
+Each poll advances the twin by one interval of virtual time (times `speed`), then reads it the
+way the live source reads a real server: the /metrics page goes through the same parser and
+catalog, the scrape's latency is how long the twin's API server would take to answer, the GPU
+readings are NVML-like, and the knobs come from the simulated server's command line. So the
+demo exercises the whole data path, not a shortcut around it.
+
+Time is virtual: a frame's timestamp is the twin's epoch plus its virtual clock, so a demo
+shows wall-clock times while a test with a fixed epoch gets the same frames every run.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Mapping
+from dataclasses import replace
+
+from vtop.model import Frame, Knob, KnobValue
+from vtop.signals.extract import PageReader
+from vtop.sim.twin import Twin
+from vtop.sources import discovery
+
+DEFAULT_SCENARIO = "budget-too-small"
+
+
+def sim_url(scenario: str, index: int = 0) -> str:
+    """The endpoint name a simulated server goes by (treated as local: its GPU is known)."""
+    return f"sim://{scenario}" if index == 0 else f"sim://{scenario}/{index}"
+
+
+def twin_knobs(twin: Twin) -> dict[str, Knob]:
+    """The twin's configuration as discovery would read it from its command line."""
+    detail = "simulated server's command line"
+    knobs: Mapping[str, KnobValue] = twin.knobs
+    return {name: Knob(name, value, "process", detail) for name, value in knobs.items()}
+
+
+class SimSource:
+    """Polls one or more in-process twins; each poll is `interval_s × speed` virtual seconds."""
+
+    def __init__(
+        self,
+        twins: list[Twin],
+        *,
+        interval_s: float = 1.0,
+        speed: float = 1.0,
+        in_thread: bool = True,
+    ) -> None:
+        if not twins:
+            raise ValueError("no simulated server")
+        self.twins = twins
+        self.interval_s = interval_s
+        self.speed = speed
+        self._in_thread = in_thread
+        self._readers = [PageReader() for _ in twins]
+        self._urls = [sim_url(t.scenario.name, i) for i, t in enumerate(twins)]
+        self._announced = False
+
+    @classmethod
+    def scenario(
+        cls,
+        name: str = DEFAULT_SCENARIO,
+        *,
+        seed: int = 0,
+        epoch: float | None = None,
+        warm_up: bool = True,
+        **kw: float,
+    ) -> SimSource:
+        twin = Twin(name, seed=seed, epoch=epoch)
+        if warm_up:
+            twin.warm_up()
+        return cls([twin], **kw)  # type: ignore[arg-type]
+
+    @property
+    def endpoints(self) -> list[str]:
+        return list(self._urls)
+
+    def status(self, endpoint: str) -> str:
+        return "simulated"
+
+    async def aclose(self) -> None:
+        return None
+
+    def _step(self) -> Frame:
+        dt = self.interval_s * self.speed
+        scrapes = []
+        for twin, reader, url in zip(self.twins, self._readers, self._urls, strict=True):
+            twin.advance(dt)
+            delay = twin.scrape_delay()
+            if delay:
+                twin.advance(delay)
+            text = twin.metrics_text().decode()
+            scrape = reader.read(text, endpoint=url, t=twin.epoch + twin.now, latency_s=delay)
+            if not self._announced:
+                server = twin.endpoint_info()
+                gpus = twin.gpu_status().gpus
+                knobs = discovery.merge(
+                    cache_info=scrape.info,
+                    endpoint=server,
+                    process=twin_knobs(twin),
+                    gpu_mem_bytes=gpus[0].mem_total_bytes if gpus else None,
+                )
+                scrape = replace(scrape, knobs=knobs, server=server)
+            scrapes.append(scrape)
+        self._announced = True
+        first = self.twins[0]
+        return Frame(t=first.epoch + first.now, scrapes=tuple(scrapes), gpu=first.gpu_status())
+
+    async def poll(self) -> Frame:
+        if self._in_thread:
+            return await asyncio.to_thread(self._step)
+        return self._step()
+
+    def poll_now(self) -> Frame:
+        """The next frame, synchronously (reports and tests that run virtual time flat out)."""
+        return self._step()
