@@ -181,7 +181,7 @@ def _headless(args: argparse.Namespace) -> int:
         return _fail(str(exc))
     from vtop.sources.vllm import base_url, redact_url
 
-    names = [f"demo {args.demo}"] if args.demo else [redact_url(base_url(u)) for u in args.url]
+    names = [args.demo] if args.demo else [redact_url(base_url(u)) for u in args.url]
     return headless.run(args, source, names)
 
 
