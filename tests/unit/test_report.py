@@ -19,6 +19,7 @@ from vtop.model import Event, Frame
 from vtop.report import render
 from vtop.report.collect import Collector, exit_code
 from vtop.report.run import replay_document
+from vtop.trace import TraceReader
 from vtop.trace.recorder import Recorder
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -326,3 +327,39 @@ def test_finding_marks_are_where_findings_begin_firing() -> None:
     doc = replay_document(str(GOLDEN / "kv-pressure.vtrace"), findings=kv_full)
     assert marks == [(doc["findings"][0]["first_t"], "CRITICAL kv-cache-full")]
     assert finding_marks(str(GOLDEN / "busy.vtrace"), findings=kv_full) == []
+
+
+def test_simulator_recorded_and_replayed_gives_the_same_signals_and_findings(
+    tmp_path: Path,
+) -> None:
+    trace = tmp_path / "sim.vtrace"
+    live = vtop("--demo", "budget-too-small", "--report", "--format", "json", "--record",
+                str(trace), "--duration", "4m")  # fmt: skip
+    assert live.returncode in (0, 1, 2), live.stderr
+    replay = vtop("--replay", str(trace), "--report", "--format", "json")
+    a, b = json.loads(live.stdout), json.loads(replay.stdout)
+    jsonschema.Draft202012Validator(SCHEMA).validate(a)
+    assert a["source"] == {"kind": "demo", "name": "budget-too-small"}
+    assert a["window"]["polls"] == b["window"]["polls"] == 241
+    assert a["knobs"] == b["knobs"] and a["knobs"]["max_num_seqs"]["value"] == 16
+    for name, sig in a["signals"].items():
+        for stat in ("avg", "max", "last"):
+            assert b["signals"][name][stat] == pytest.approx(sig[stat], rel=1e-6, abs=1e-6), name
+    for name, lat in a["latency"].items():
+        assert b["latency"][name] == pytest.approx(lat, rel=1e-6, abs=1e-6), name
+    assert a["findings"] == b["findings"] and a["status"] == b["status"]
+    with TraceReader(trace) as r:
+        assert r.header.sources == ["demo budget-too-small (seed 0)"]
+
+
+def test_a_demo_recording_with_a_duration_runs_flat_out(tmp_path: Path) -> None:
+    import time
+
+    trace = tmp_path / "demo.vtrace"
+    started = time.monotonic()
+    result = vtop("--demo", "healthy", "--record", str(trace), "--duration", "10m")
+    assert result.returncode == 0, result.stderr
+    assert time.monotonic() - started < 60  # ten simulated minutes, not ten real ones
+    assert "of simulated time" in result.stderr
+    with TraceReader(trace) as r:
+        assert r.stats().polls == 601 and r.indexed
