@@ -42,6 +42,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     group.add_argument("--replay", metavar="FILE", help="replay a recorded trace")
     group.add_argument(
+        "--train",
+        action="store_true",
+        help="with --replay: findings hidden; at each incident name the diagnosis and the "
+        "knob change, then see the answer; a score at the end",
+    )
+    group.add_argument(
         "--report",
         action="store_true",
         help="no screen: watch (or read the trace), print a verdict, exit 0/1/2/3",
@@ -78,7 +84,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def wanted(args: argparse.Namespace) -> bool:
     """True when the arguments select a mode this module runs."""
-    return bool(args.report or args.record or args.replay)
+    return bool(args.report or args.record or args.replay or args.train)
 
 
 def _notify(message: str) -> None:
@@ -169,7 +175,9 @@ def _emit(doc: dict[str, Any], args: argparse.Namespace) -> int:
 def _usage_problem(args: argparse.Namespace) -> str | None:
     if (args.from_ or args.to) and not args.replay:
         return "--from/--to select part of a trace; use them with --replay FILE"
-    if args.replay:
+    if args.train and (not args.replay or args.report or args.record):
+        return "--train goes with --replay FILE alone: it quizzes on a recorded incident"
+    if args.replay and not args.train:
         if args.record:
             return "--record records a live or simulated server; a replay has nothing new"
         if args.url or args.demo:
@@ -191,6 +199,10 @@ def run(args: argparse.Namespace, source: FrameSource | None, names: list[str]) 
     problem = _usage_problem(args)
     if problem is not None:
         return _closing(source, _fail(problem))
+    if args.train:
+        from vtop.report import train_cli
+
+        return train_cli.run(args.replay)
     if args.replay:
         return _report_replay(args)
     assert source is not None

@@ -69,6 +69,8 @@ class _Track:
     active: bool = True
     starts: list[float] = field(default_factory=list)
     """Times it began firing (again): where a replay's timeline puts its marks."""
+    onset: Finding | None = None
+    """The finding as it was when it first fired: what training reveals."""
 
 
 class Collector:
@@ -161,12 +163,14 @@ class Collector:
             firing = f.state == "firing"
             track = self._tracks.get(key)
             if track is None:
-                self._tracks[key] = _Track(
-                    f, t, t, f.severity, firing, starts=[t] if firing else []
-                )
+                onset = f if firing else None
+                starts = [t] if firing else []
+                self._tracks[key] = _Track(f, t, t, f.severity, firing, starts=starts, onset=onset)
                 continue
             if firing and (not track.active or track.finding.state != "firing"):
                 track.starts.append(t)
+            if firing and track.onset is None:
+                track.onset = f
             if firing and not track.fired:  # it fires now: what it said while explained away goes
                 track.finding, track.worst, track.fired = f, f.severity, True
             elif firing or not track.fired:
@@ -177,6 +181,15 @@ class Collector:
         for key, track in self._tracks.items():
             if key not in seen:
                 track.active = False
+
+    def onsets(self) -> list[tuple[float, Finding]]:
+        """(time, finding) where each rule first fired on each endpoint, in time order."""
+        out = [
+            (tr.starts[0], tr.onset)
+            for tr in self._tracks.values()
+            if tr.onset is not None and tr.starts
+        ]
+        return sorted(out, key=lambda x: x[0])
 
     def marks(self) -> list[tuple[float, str]]:
         """(time, "SEVERITY rule") wherever a finding began firing, in time order."""
