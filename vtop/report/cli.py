@@ -69,7 +69,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--from",
         dest="from_",
         metavar="WHEN",
-        help="replay from: +5m or =-10m (after the trace's start / before its end), "
+        help="replay from: +5m after the trace's start, -10m before its end (write "
+        "--from=-10m), "
         "15:04[:05] or an ISO time (UTC unless it says otherwise)",
     )
     group.add_argument("--to", metavar="WHEN", help="replay until (same forms as --from)")
