@@ -371,3 +371,23 @@ def test_a_demo_recording_with_a_duration_runs_flat_out(tmp_path: Path) -> None:
     assert "of simulated time" in result.stderr
     with TraceReader(trace) as r:
         assert r.stats().polls == 601 and r.indexed
+
+
+def test_two_endpoints_one_down_is_a_warning_and_both_are_described() -> None:
+    from dataclasses import replace
+
+    from vtop.model import Scrape
+
+    c = Collector(source_kind="live", source_name="a b", findings=lambda m: [])
+    for f in busy_frames(40, seed=6):
+        down = Scrape("http://b:8000", f.t, 0.8, error="cannot connect to http://b:8000/metrics")
+        c.add(replace(f, scrapes=(*f.scrapes, down)))
+    doc = c.document()
+    validate(doc)
+    assert doc["status"] == "WARNING" and "http://b:8000 could not be read" in doc["reason"]
+    a, b = doc["endpoints"]
+    assert (a["status"], b["status"]) == ("ok", "unreachable")
+    assert b["failed_polls"] == 40 and b["signals"]["running"]["avg"] is None
+    assert doc["endpoint"] == a["url"] and doc["signals"] == a["signals"]
+    text = render(doc, "text")
+    assert "signals of http://b:8000" in text and "unreachable: 40 polls, 40 failed" in text

@@ -108,11 +108,9 @@ def render_text(doc: Doc) -> str:
     out.append(f"  source    {src['kind']} {src['name']}")
     if doc["window"]["from"]:
         out.append(f"  window    {_window_line(doc)}")
-    for i, ep in enumerate(doc["endpoints"]):
+    for ep in doc["endpoints"]:
         out.append(f"  endpoint  {_server_line(ep)}")
         out.append(f"            {_health(ep)}")
-        if i > 0:
-            continue
     for g in doc["gpus"]:
         out.append(f"  GPU {g['index']}     {_gpu_line(g)}")
     for i, ep in enumerate(doc["endpoints"]):
