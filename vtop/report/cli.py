@@ -166,8 +166,9 @@ def _emit(doc: dict[str, Any], args: argparse.Namespace) -> int:
         except OSError as exc:
             return _fail(f"cannot write {args.output}: {exc.strerror}")
     else:
-        sys.stdout.write(text)
-        sys.stdout.flush()
+        from vtop.trace.info import write_stdout
+
+        write_stdout(text)
     if doc["status"] == "UNKNOWN":
         print(f"vtop: UNKNOWN: {doc['reason']}", file=sys.stderr)
     return exit_code(doc["status"], args.fail_on)

@@ -10,6 +10,7 @@ of control characters by the reader.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Sequence
 from datetime import UTC, datetime
@@ -110,8 +111,18 @@ def main(argv: Sequence[str]) -> int:
     args = parser.parse_args(argv)
     try:
         with TraceReader(args.file) as reader:
-            print("\n".join(describe(reader)))
+            lines = describe(reader)
     except TraceError as exc:
         print(f"vtop: {exc}", file=sys.stderr)
         return 3
+    write_stdout("\n".join(lines) + "\n")
     return 0
+
+
+def write_stdout(text: str) -> None:
+    """Print, and end quietly when the reader went away (`vtop trace info F | head`)."""
+    try:
+        sys.stdout.write(text)
+        sys.stdout.flush()
+    except BrokenPipeError:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
