@@ -64,13 +64,14 @@ def entry(name: str, path: Path) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description="Record the shipped simulator traces.")
     parser.add_argument("--minutes", type=float, default=15.0)
+    parser.add_argument("--readme", action="store_true", help="only rewrite README.md")
     args = parser.parse_args()
     entries = []
     for name in SCENARIOS:
-        path = record(name, args.minutes)
+        path = HERE / f"{name}.vtrace" if args.readme else record(name, args.minutes)
         entries.append(entry(name, path))
         print(f"{path.name}: {path.stat().st_size / 1024:.0f} KiB")
-    manual = HERE / "README.real.md"
+    manual = HERE / "README.real.md"  # the real server's trace, described by hand
     tail = "\n" + manual.read_text(encoding="utf-8") if manual.exists() else ""
     (HERE / "README.md").write_text(INTRO + "\n" + "\n".join(entries) + tail, encoding="utf-8")
 
