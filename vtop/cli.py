@@ -15,15 +15,18 @@ import json
 import math
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 
 from vtop import __version__
 from vtop.monitor import Monitor
+from vtop.report import cli as headless
 from vtop.sources import discovery
 from vtop.sources.base import FrameSource
 from vtop.sources.live import LiveSource
 from vtop.sources.local import LocalHost
 from vtop.sources.sim import DEFAULT_SCENARIO, SimSource
 from vtop.sources.vllm import HeaderError, ScrapeOptions
+from vtop.triage.engine import Engine
 
 EXIT_UNKNOWN = 3
 
@@ -68,6 +71,14 @@ def build_parser() -> argparse.ArgumentParser:
     knobs = parser.add_argument_group("configuration the server does not expose")
     knobs.add_argument("--max-num-seqs", type=int, metavar="N")
     knobs.add_argument("--max-num-batched-tokens", type=int, metavar="N")
+    triage = parser.add_argument_group("triage")
+    triage.add_argument(
+        "--rules",
+        action="append",
+        default=[],
+        metavar="DIR",
+        help="extra rule directory (repeatable); its rules replace shipped ones by id",
+    )
     out = parser.add_argument_group("output")
     out.add_argument(
         "--theme", default="dark", metavar="NAME", help="dark (default), light, or a Textual theme"
@@ -77,6 +88,7 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="poll twice, one interval apart, print one JSON document and exit",
     )
+    headless.add_arguments(parser)
     return parser
 
 
@@ -101,15 +113,24 @@ def _live_source(args: argparse.Namespace) -> LiveSource:
     )
 
 
+def _engine(args: argparse.Namespace) -> Engine:
+    """Shipped rules, the user's rule directory, then --rules; bad rules are reported, skipped."""
+    engine = Engine.from_catalog([Path(d) for d in args.rules])
+    for err in engine.errors:
+        print(f"vtop: rule skipped: {err}", file=sys.stderr)
+    return engine
+
+
 DEMO_ONCE_POLLS = 60
 """`--demo --once` watches one simulated minute: virtual time is free, and window statistics
 over two polls would hide symptoms that come in bursts (preemptions, waves)."""
 
 
-async def _once(source: FrameSource, interval: float, polls: int) -> dict[str, object]:
+async def _once(source: FrameSource, interval: float, polls: int,
+                engine: Engine | None = None) -> dict[str, object]:  # fmt: skip
     from vtop import summary
 
-    monitor = Monitor(capacity=max(16, polls))
+    monitor = Monitor(capacity=max(16, polls), engine=engine)
     try:
         for i in range(polls):
             if i and isinstance(source, LiveSource):
@@ -157,13 +178,15 @@ def make_source(args: argparse.Namespace) -> FrameSource:
 
 
 def run_monitor(args: argparse.Namespace) -> int:
+    if headless.wanted(args) and not args.once:
+        return _headless(args)
     try:
         source = make_source(args)
     except UsageError as exc:
         return _fail(str(exc))
     if args.once:
         polls = DEMO_ONCE_POLLS if args.demo else 2
-        doc = asyncio.run(_once(source, args.interval, polls))
+        doc = asyncio.run(_once(source, args.interval, polls, _engine(args)))
         print(json.dumps(doc, indent=2, sort_keys=False))
         endpoints = doc["endpoints"]
         assert isinstance(endpoints, list)
@@ -184,8 +207,30 @@ def run_tui(source: FrameSource, args: argparse.Namespace) -> int:
     return 0
 
 
+def _headless(args: argparse.Namespace) -> int:
+    """--report, --record, --replay … --report: vtop/report/cli.py runs them."""
+    if args.replay:
+        return headless.run(args, None, [])
+    try:
+        source = make_source(args)
+    except UsageError as exc:
+        return _fail(str(exc))
+    from vtop.sources.vllm import base_url, redact_url
+
+    names = [args.demo] if args.demo else [redact_url(base_url(u)) for u in args.url]
+    return headless.run(args, source, names)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["rules"]:
+        from vtop.triage.cli import main as rules_main
+
+        return rules_main(argv[1:])
+    if argv[:1] == ["trace"]:
+        from vtop.trace.info import main as trace_main
+
+        return trace_main(argv[1:])
     if argv[:1] == ["sim"]:
         from vtop.sim import command as sim_command
 

@@ -158,3 +158,15 @@ def test_hist_values_are_aligned_with_times() -> None:
     assert got[1] is not None and got[1].count == 6.0
     assert got[-1] is not None and got[-1].count == 8.0
     assert s.hist_values("itl") == [None] * 5
+
+
+def test_nvml_and_a_page_naming_the_same_gpu_count_it_once() -> None:
+    s = Store(EP)
+    page_gpu = {SeriesKey("gpu_util", "", "", "0"): 10.0, SeriesKey("gpu_util", "", "", "1"): 70.0}
+    gpu = GpuStatus((GpuReading(0, "RTX 4090", util_pct=55.0),))
+    for t in range(3):
+        s.ingest(Scrape(EP, float(t), latency_s=0.01, scalars=page_gpu), gpu)
+    assert s.values(SeriesKey("gpu_util", ALL, ALL, "0")) == [55.0, 55.0, 55.0]
+    assert s.values(SeriesKey("gpu_util", ALL, ALL, "1")) == [70.0, 70.0, 70.0]
+    assert s.last(SeriesKey("gpu_util", ALL, ALL, ALL)) == 70.0  # GPUs combine by max
+    assert len(s.times()) == 3

@@ -40,6 +40,8 @@ _GPU_FIELDS = (
     ("gpu_sm_clock", "sm_clock_mhz"),
 )
 
+_GPU_SIGNALS = frozenset(signal for signal, _ in _GPU_FIELDS) | {"gpu_mem_free"}
+
 _RESTART_COUNTERS = frozenset({"generation_tokens", "prompt_tokens", "requests_finished",
                                "preemptions", "api_cpu_seconds"})  # fmt: skip
 
@@ -106,12 +108,17 @@ class Store:
             values[key("scrape_latency")] = scrape.latency_s
         if scrape.ok and scrape.size_bytes is not None:
             values[key("scrape_bytes")] = float(scrape.size_bytes)
-        if gpu is not None:
+        if gpu is not None and gpu.gpus:
+            # NVML reads this host's GPUs directly; it replaces what a page says of the same
+            # GPU (dcgm-exporter series), so one GPU is never counted twice.
+            nvml = {str(r.index) for r in gpu.gpus}
+            for k in [k for k in values if k.signal in _GPU_SIGNALS and k.label in nvml]:
+                del values[k]
             for reading in gpu.gpus:
                 for signal, attr in _GPU_FIELDS:
                     v = getattr(reading, attr)
                     if v is not None:
-                        values[SeriesKey(signal, ALL, ALL, str(reading.index))] = float(v)
+                        values[SeriesKey(signal, "", "", str(reading.index))] = float(v)
         if scrape.info:
             self.info = dict(scrape.info)
         self._ingest_scalars(values, n)
