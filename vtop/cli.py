@@ -200,7 +200,8 @@ def run_tui(source: FrameSource, args: argparse.Namespace) -> int:
 
     capacity = max(3600, math.ceil(3600 / args.interval))  # an hour at the poll interval
     try:
-        app = VtopApp(source, Monitor(capacity=capacity), interval=args.interval, theme=args.theme)
+        monitor = Monitor(capacity=capacity, engine=_engine(args))
+        app = VtopApp(source, monitor, interval=args.interval, theme=args.theme)
     except ValueError as exc:
         return _fail(str(exc))
     app.run()

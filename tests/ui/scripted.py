@@ -131,19 +131,21 @@ def build_sim_app(
     scenario: str,
     *,
     history: int = 300,
-    findings: Sequence[Finding] = FINDINGS,
+    findings: Sequence[Finding] | None = FINDINGS,
     theme: str = "dark",
 ) -> VtopApp:
-    """An app over `history` seconds of a simulator scenario (no polling: frozen in time)."""
+    """An app over `history` seconds of a simulator scenario (no polling: frozen in time).
+
+    `findings=None` shows what the triage engine (run by the monitor) concludes."""
     frames = sim_frames(scenario, history + 1)
     monitor = Monitor(capacity=3600)
     for frame in frames[:history]:
         monitor.feed(frame)
     endpoint = frames[0].scrapes[0].endpoint
     source = ScriptedSource(frames[history:], lambda e: "simulated")
-    return VtopApp(source, monitor, interval=1.0, theme=theme,
-                   findings=provider(for_endpoint(findings, endpoint)), self_cpu=lambda: 0.4,
-                   autopoll=False)  # fmt: skip
+    chosen = None if findings is None else provider(for_endpoint(findings, endpoint))
+    return VtopApp(source, monitor, interval=1.0, theme=theme, findings=chosen,
+                   self_cpu=lambda: 0.4, autopoll=False)  # fmt: skip
 
 
 def provider(findings: Sequence[Finding] = FINDINGS) -> Callable[[Monitor, str], Sequence[Finding]]:

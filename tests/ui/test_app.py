@@ -14,7 +14,7 @@ import pytest
 from textual.command import CommandPalette
 
 from tests.ui import pages
-from tests.ui.scripted import EP, FINDINGS, FIRING, ScriptedSource, build_app
+from tests.ui.scripted import EP, FINDINGS, FIRING, ScriptedSource, build_app, build_sim_app
 from vtop.model import Frame, Severity
 from vtop.monitor import Monitor
 from vtop.ui.app import VtopApp
@@ -67,7 +67,7 @@ async def test_connected_shows_header_panels_triage_and_gpu() -> None:
         assert panel(app, "ttft").text("value").startswith("p50 ")
         assert "queue" in panel(app, "ttft").text("note")
         lines = [line.text for line in app.triage.lines]
-        assert lines[0].startswith("Memory ceiling")
+        assert lines[0].startswith("KV cache ≥ 95% with an empty queue")
         assert lines[1] == "→ --kv-cache-dtype fp8  --gpu-memory-utilization 0.95"
         assert lines[2].startswith("budget-too-small: 40 of 60 s")
         assert "explained by memory-ceiling" in lines[3]
@@ -298,13 +298,27 @@ async def test_no_gpu_says_why_in_one_line() -> None:
         assert app.gpus.lines == ["no GPU readable: " + (pages.NO_GPU.unavailable or "")]
 
 
+async def test_the_engines_own_findings_reach_the_triage_panel() -> None:
+    app = build_sim_app("memory-ceiling", findings=None)  # the monitor runs the real rules
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.pause()
+        firing = [line for line in app.triage.lines if line.kind == "firing"]
+        assert firing and firing[0].finding is not None
+        assert firing[0].finding.rule == "memory-ceiling"
+        action = app.triage.lines[app.triage.lines.index(firing[0]) + 1]
+        assert action.kind == "action" and action.text.startswith("→ --")
+        await pilot.press("enter")
+        assert isinstance(app.screen, FindingScreen)
+        assert "formula" in str(app.screen.query_one("#finding-body").render())
+
+
 async def test_triage_absent_is_not_all_clear() -> None:
     eps = [pages.Endpoint(EP)]
     monitor = Monitor()
     for frame in pages.frames(eps, 30):
         monitor.feed(frame)
     app = VtopApp(ScriptedSource(pages.frames(eps, 2, start=30)), monitor, autopoll=False,
-                  self_cpu=lambda: 0.4)  # fmt: skip
+                  findings=lambda m, e: None, self_cpu=lambda: 0.4)  # fmt: skip
     async with app.run_test(size=SIZE) as pilot:
         await pilot.pause()
         assert "not loaded" in app.triage.lines[0].text

@@ -3,9 +3,8 @@
 The main screens show five minutes of a fixed simulator scenario (fixed seed and epoch: the
 same frames at every run, through the real parser); the states the simulator does not
 produce (an outage, a second endpoint) come from scripted vLLM-shaped pages. Time on screen
-comes from the frames, vtop's own CPU is fixed and no timer runs (`autopoll=False`). Findings
-are example findings until the triage engine lands on main; then the default provider (the
-monitor's own findings) replaces them. A change in layout or wording fails here until the
+comes from the frames, vtop's own CPU is fixed and no timer runs (`autopoll=False`). The
+findings on the simulator screens are the triage engine's own, as the monitor computes them. A change in layout or wording fails here until the
 snapshots are reviewed and updated (`pytest tests/ui --snapshot-update`).
 """
 
@@ -24,11 +23,12 @@ Compare = Callable[..., bool]
 
 @pytest.mark.parametrize("size", [(80, 24), (120, 40), (200, 60)], ids=lambda s: f"{s[0]}x{s[1]}")
 def test_main_screen(snap_compare: Compare, size: tuple[int, int]) -> None:
-    assert snap_compare(build_sim_app("memory-ceiling"), terminal_size=size)
+    assert snap_compare(build_sim_app("memory-ceiling", findings=None), terminal_size=size)
 
 
 def test_light_theme(snap_compare: Compare) -> None:
-    assert snap_compare(build_sim_app("memory-ceiling", theme="light"), terminal_size=(120, 40))
+    app = build_sim_app("budget-too-small", findings=None, theme="light")
+    assert snap_compare(app, terminal_size=(120, 40))
 
 
 def test_reconnecting_compact(snap_compare: Compare) -> None:
@@ -39,7 +39,8 @@ def test_reconnecting_compact(snap_compare: Compare) -> None:
 
 
 def test_finding_detail(snap_compare: Compare) -> None:
-    assert snap_compare(build_sim_app("memory-ceiling"), press=["enter"], terminal_size=(120, 40))
+    app = build_sim_app("memory-ceiling", findings=None)
+    assert snap_compare(app, press=["enter"], terminal_size=(120, 40))
 
 
 def test_help(snap_compare: Compare) -> None:

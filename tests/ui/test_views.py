@@ -10,7 +10,7 @@ from vtop.model import Finding, Histogram, Knob, Severity
 from vtop.monitor import Monitor
 from vtop.ui import chart, detail, fmt, panels, trend, verdict
 from vtop.ui.headline import headline, short_url
-from vtop.ui.thresholds import THRESHOLDS, level
+from vtop.ui.thresholds import FALLBACK, from_rules, level, table_for
 
 # -- buckets -----------------------------------------------------------------------------------
 
@@ -263,4 +263,22 @@ def test_threshold_levels() -> None:
     assert level("kv_usage", 0.99) is Severity.CRITICAL
     assert level("kv_usage", None) is Severity.OK
     assert level("not-a-signal", 1e9) is Severity.OK
-    assert all(t.source for t in THRESHOLDS.values())
+    assert all(t.source for t in FALLBACK.values())
+
+
+def test_thresholds_come_from_the_rules() -> None:
+    from vtop.triage.engine import Engine
+
+    rules = Engine.from_catalog(user=False).rules
+    derived = from_rules(rules)
+    kv = derived["kv_usage"]
+    assert (kv.warning, kv.critical) == (0.9, 0.98) and "memory-ceiling" in kv.source
+    pre = derived["preemptions"]
+    assert pre.warning is not None and 0.001 < pre.warning < 0.0011 and pre.critical == 1.0
+    assert pre.describe() == "warning above 0.001, critical at 1"
+    assert derived["waiting"].describe() == "warning above 0"
+    assert level("waiting", 0.0, derived) is Severity.OK
+    assert level("waiting", 1.0, derived) is Severity.WARNING
+    table = table_for(rules)
+    assert table["gpu_temp"] == FALLBACK["gpu_temp"]  # no rule judges it: the fallback stays
+    assert table_for([]) == dict(FALLBACK)

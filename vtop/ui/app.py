@@ -44,6 +44,7 @@ from vtop.ui.screens.engines import EnginesScreen
 from vtop.ui.screens.explain import ExplainScreen, explain_text
 from vtop.ui.screens.finding import FindingScreen
 from vtop.ui.screens.help import HelpScreen
+from vtop.ui.thresholds import Table, table_for
 from vtop.ui.widgets.endpoint_list import EndpointList
 from vtop.ui.widgets.gpu_panel import GpuPanel
 from vtop.ui.widgets.header_bar import HeaderBar
@@ -118,6 +119,7 @@ class VtopApp(App[None]):
         window_s: float = 300.0,
         theme: str = "dark",
         findings: FindingsProvider | None = None,
+        thresholds: Table | None = None,
         self_cpu: SelfCpu | None = None,
         autopoll: bool = True,
     ) -> None:
@@ -129,6 +131,7 @@ class VtopApp(App[None]):
         self.paused = False
         self.selected = 0
         self._findings = findings or monitor_findings
+        self.thresholds = thresholds if thresholds is not None else table_for(monitor.engine.rules)
         self._self_cpu = self_cpu or ProcessCpu()
         self._autopoll = autopoll
         self._timer: asyncio.TimerHandle | None = None
@@ -224,7 +227,8 @@ class VtopApp(App[None]):
         if ep is None:
             return None
         ev = self.monitor.endpoints[ep]
-        return View(ev.store, ev.knobs, self.window_s, self.interval)
+        return View(ev.store, ev.knobs, self.window_s, self.interval,
+                    thresholds=self.thresholds)  # fmt: skip
 
     def _status(self, endpoint: str) -> str:
         try:
@@ -236,7 +240,7 @@ class VtopApp(App[None]):
         ep = self.endpoint
         head = None
         if ep is not None:
-            head = headline(self.monitor.endpoints[ep], self._status(ep))
+            head = headline(self.monitor.endpoints[ep], self._status(ep), self.thresholds)
             if len(self.endpoints) > 1:
                 where = f"{head.endpoint} ({self.selected + 1}/{len(self.endpoints)})"
                 head = replace(head, endpoint=where)
@@ -273,7 +277,8 @@ class VtopApp(App[None]):
         if self.grid.border_title != title:
             self.grid.border_title = title  # a new title repaints the whole widget: on change
         local = [e.local for e in self.monitor.endpoints.values()]
-        self.gpus.show(self.monitor.gpu, remote_only=bool(local) and not any(local))
+        self.gpus.show(self.monitor.gpu, remote_only=bool(local) and not any(local),
+                       table=self.thresholds)  # fmt: skip
 
     # -- actions ---------------------------------------------------------------------------------
 
@@ -320,11 +325,12 @@ class VtopApp(App[None]):
         focused = self.focused
         if isinstance(focused, PanelColumn) and focused.selected is not None:
             spec = focused.selected
-            body = explain_text(spec.title, (spec.signal, *spec.related))
+            body = explain_text(spec.title, (spec.signal, *spec.related), table=self.thresholds)
             self.push_screen(ExplainScreen(spec.title, body))
         elif isinstance(focused, GpuPanel):
             names = ("gpu_util", "gpu_mem_used", "gpu_power", "gpu_temp", "gpu_sm_clock")
-            self.push_screen(ExplainScreen("GPU", explain_text("GPU", names)))
+            self.push_screen(ExplainScreen("GPU", explain_text("GPU", names,
+                                                               table=self.thresholds)))  # fmt: skip
         else:
             self.push_screen(ExplainScreen("Triage", Content(TRIAGE_HELP)))
 

@@ -1,10 +1,9 @@
-"""Where the screen gets each endpoint's findings: the one switch point to the triage engine.
+"""Where the screen gets each endpoint's findings: the monitor's, which the triage engine sets.
 
-The triage engine will attach its findings to the monitor's endpoint views. Until it lands,
-`monitor_findings` reads them from there if present and says `None` ("no triage here", which
-the screen shows as such rather than as "all clear"); tests and other front ends pass their
-own provider to the app. When the engine's API is settled, this function is the only code to
-change.
+The monitor runs the triage engine after every scrape (`EndpointView.findings`); the screen
+reads them from there. A provider is a seam, not a second path: tests pass scripted findings
+through it, and a provider may answer `None` for "no triage here", which the screen shows as
+such rather than as "all clear".
 """
 
 from __future__ import annotations
@@ -19,7 +18,6 @@ FindingsProvider = Callable[[Monitor, str], Sequence[Finding] | None]
 
 
 def monitor_findings(monitor: Monitor, endpoint: str) -> Sequence[Finding] | None:
-    """The findings the monitor holds for `endpoint`; None before the triage engine lands."""
+    """The findings the monitor holds for `endpoint` (None for an endpoint it does not know)."""
     view = monitor.endpoints.get(endpoint)
-    found = getattr(view, "findings", None) if view is not None else None
-    return None if found is None else tuple(found)
+    return None if view is None else tuple(view.findings)

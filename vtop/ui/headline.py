@@ -13,7 +13,7 @@ from urllib.parse import urlsplit
 from vtop.model import Severity
 from vtop.monitor import EndpointView
 from vtop.ui import fmt
-from vtop.ui.thresholds import level
+from vtop.ui.thresholds import FALLBACK, Table, level
 
 HEALTHY = ("connected", "simulated")
 """Source states that are as good as it gets (`FrameSource.status`)."""
@@ -51,7 +51,7 @@ def model_of(view: EndpointView) -> str:
     return name + (f" +{len(models) - 1}" if len(models) > 1 else "")
 
 
-def headline(view: EndpointView, status: str) -> Headline:
+def headline(view: EndpointView, status: str, table: Table = FALLBACK) -> Headline:
     """The header for one endpoint; `status` is the source's one-line connection state."""
     store = view.store
     now = store.now
@@ -75,6 +75,6 @@ def headline(view: EndpointView, status: str) -> Headline:
         status_level=lvl,
         # Two digits: the poll's own latency jitters, and each new digit is a repaint.
         latency=f"poll {fmt.seconds(latency, digits=2)}" if last is not None and last.ok else "",
-        latency_level=level("scrape_latency", latency) if last is not None and last.ok
+        latency_level=level("scrape_latency", latency, table) if last is not None and last.ok
         else Severity.OK,
     )  # fmt: skip

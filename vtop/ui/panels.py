@@ -17,14 +17,14 @@ percentiles over the last minute. Window statistics are over the chosen window (
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Literal
 
 from vtop.model import ALL, Knob, SeriesKey, Severity
 from vtop.signals.store import Store
 from vtop.ui import chart as draw
 from vtop.ui import fmt, trend
-from vtop.ui.thresholds import level
+from vtop.ui.thresholds import FALLBACK, Table, level
 
 PanelKind = Literal["gauge", "rate", "latency"]
 
@@ -78,6 +78,8 @@ class View:
     interval_s: float
     model: str = ALL
     engine: str = ALL
+    thresholds: Table = field(default_factory=lambda: FALLBACK)
+    """The levels that colour values: the rules' own (`thresholds.table_for`)."""
 
     def key(self, signal: str, label: str = "") -> SeriesKey:
         return SeriesKey(signal, self.model, self.engine, label)
@@ -121,21 +123,23 @@ def read(spec: PanelSpec, v: View) -> Reading:
     if spec.kind == "gauge":
         last = s.last(k)
         value = (fmt.pct if spec.ratio else fmt.num)(last)
-        lvl = level(spec.signal, last)
+        lvl = level(spec.signal, last, v.thresholds)
         if spec.id == "running":
             cap, _ = _cap(v.knobs, "max_num_seqs")
             if cap is not None:
                 value = f"{value} / {fmt.num(cap)}"
                 if last is not None:
-                    lvl = max(lvl, level("running_of_cap", last / cap))
+                    lvl = max(lvl, level("running_of_cap", last / cap, v.thresholds))
         return Reading(value, lvl)
     if spec.kind == "rate":
         now = s.per_second(k, v.recent_s)
-        return Reading(fmt.num(now), level(spec.signal, now))
+        return Reading(fmt.num(now), level(spec.signal, now, v.thresholds))
     recent = min(RECENT_S, v.window_s)
     p50 = s.hist_quantile(0.5, k, recent)
     p99 = s.hist_quantile(0.99, k, recent)
-    return Reading(f"p50 {fmt.seconds(p50)} p99 {fmt.seconds(p99)}", level(spec.signal, p99))
+    return Reading(
+        f"p50 {fmt.seconds(p50)} p99 {fmt.seconds(p99)}", level(spec.signal, p99, v.thresholds)
+    )
 
 
 def summarize(spec: PanelSpec, v: View) -> Summary:

@@ -67,8 +67,8 @@ def lines(findings: Sequence[Finding] | None, *, error: str | None = None,
         out.append(Line("error", error, Severity.CRITICAL, label="DOWN"))
     for f in order(findings):
         if f.state == "firing":
-            out.append(Line("firing", f"{f.title}: {f.summary}", f.severity, f,
-                            LABELS[f.severity]))  # fmt: skip
+            # The rule's summary is the diagnosis with its numbers; the title is in the detail.
+            out.append(Line("firing", f.summary or f.title, f.severity, f, LABELS[f.severity]))
             fix = flags(f)
             out.append(Line("action", f"→ {fix}" if fix else "→ no flag change: see details",
                             f.severity, f))  # fmt: skip

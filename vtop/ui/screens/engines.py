@@ -27,7 +27,9 @@ def engine_rows(view: View) -> list[tuple[str, ...]]:
     if len(pairs) > 1:  # unlabelled series (process_*) are not an engine of their own
         pairs = [p for p in pairs if p != ("", "")]
     for model, engine in pairs:
-        scoped = View(view.store, view.knobs, view.window_s, view.interval_s, model, engine)
+        scoped = View(
+            view.store, view.knobs, view.window_s, view.interval_s, model, engine, view.thresholds
+        )
         cells = [model or "–", engine or "–"]
         for pid in COLUMNS:
             cells.append(panels.read(panels.BY_ID[pid], scoped).value)

@@ -17,10 +17,11 @@ from textual.screen import ModalScreen
 from textual.widgets import Static
 
 from vtop.signals.catalog import BY_NAME
-from vtop.ui.thresholds import THRESHOLDS
+from vtop.ui.thresholds import FALLBACK, Table
 
 
-def explain_text(title: str, signals: Sequence[str], extra: str = "") -> Content:
+def explain_text(title: str, signals: Sequence[str], extra: str = "",
+                 table: Table = FALLBACK) -> Content:  # fmt: skip
     parts: list[str | tuple[str, str]] = []
     for i, name in enumerate(signals):
         sig = BY_NAME.get(name)
@@ -33,12 +34,9 @@ def explain_text(title: str, signals: Sequence[str], extra: str = "") -> Content
         parts.append(sig.help)
         if sig.aliases:
             parts.append(("\nvLLM names: " + ", ".join(sig.aliases), "$text-muted"))
-        th = THRESHOLDS.get(name)
+        th = table.get(name)
         if th is not None:
-            levels = ", ".join(f"{lvl} at {v:g}" for lvl, v in
-                               (("warning", th.warning), ("critical", th.critical))
-                               if v is not None)  # fmt: skip
-            parts.append((f"\nColoured {levels} ({th.source}).", "$text-muted"))
+            parts.append((f"\nColoured {th.describe()} ({th.source}).", "$text-muted"))
     if extra:
         parts.append("\n\n" + extra)
     return Content.assemble(*parts)

@@ -14,7 +14,7 @@ from textual.geometry import Size
 
 from vtop.model import GpuReading, GpuStatus, Severity
 from vtop.ui import fmt
-from vtop.ui.thresholds import level
+from vtop.ui.thresholds import FALLBACK, Table, level
 from vtop.ui.widgets.fields import Field, FieldsWidget
 
 MAX_GPUS = 8
@@ -24,7 +24,7 @@ COLUMNS = (("head", 4), ("util", 9), ("power", 15), ("temp", 5), ("clock", 12), 
            ("proc", 13), ("name", 40))  # fmt: skip
 
 
-def gpu_fields(g: GpuReading) -> dict[str, Content]:
+def gpu_fields(g: GpuReading, table: Table = FALLBACK) -> dict[str, Content]:
     """`GPU0 RTX 4090 | util 92% | mem 21.3/24.0 GiB | power 310/450 W | 72°C | SM … | vLLM …`."""
     head = Content.styled(f"GPU{g.index}", "bold")
     name = Content.styled(g.name, "$text-muted")
@@ -36,6 +36,7 @@ def gpu_fields(g: GpuReading) -> dict[str, Content]:
         return f"{v:.0f}{unit}" if v is not None else fmt.DASH
 
     clock = f"{g.sm_clock_mhz:.0f} MHz" if g.sm_clock_mhz is not None else fmt.DASH
+    temp_style = TEMP_STYLE[level("gpu_temp", g.temp_c, table)]
     out = {
         "head": head,
         "name": name,
@@ -44,7 +45,7 @@ def gpu_fields(g: GpuReading) -> dict[str, Content]:
                                 f"{fmt.gib(g.mem_used_bytes)}/{fmt.gib(g.mem_total_bytes)} GiB"),
         "power": Content.assemble(("power ", "$text-muted"),
                                   f"{fmt.num(g.power_w)}/{fmt.num(g.power_limit_w)} W"),
-        "temp": Content.styled(whole(g.temp_c, "°C"), TEMP_STYLE[level("gpu_temp", g.temp_c)]),
+        "temp": Content.styled(whole(g.temp_c, "°C"), temp_style),
         "clock": Content.assemble(("SM ", "$text-muted"), clock),
     }  # fmt: skip
     if g.process_mem_bytes is not None:
@@ -73,14 +74,14 @@ class GpuPanel(FieldsWidget, can_focus=True):
     def get_content_height(self, container: Size, viewport: Size, width: int) -> int:
         return max(1, len(self._rows))
 
-    def show(self, status: GpuStatus, *, remote_only: bool) -> None:
+    def show(self, status: GpuStatus, *, remote_only: bool, table: Table = FALLBACK) -> None:
         rows: list[dict[str, Content]] = []
         if status.unavailable or not status.gpus:
             why = status.unavailable or "NVML found no GPU"
             rows.append({"head": Content.assemble(("no GPU readable: ", "bold"),
                                                   (why, "$text-muted"))})  # fmt: skip
         else:
-            rows.extend(gpu_fields(g) for g in status.gpus[:MAX_GPUS])
+            rows.extend(gpu_fields(g, table) for g in status.gpus[:MAX_GPUS])
             if remote_only:
                 note = "these are this host's GPUs; the server is remote"
                 rows.append({"head": Content.styled(note, "$text-muted")})
