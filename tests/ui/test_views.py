@@ -205,6 +205,16 @@ def test_verdict_orders_firing_then_pending_then_suppressed() -> None:
     assert lines[2].text.startswith("budget-too-small: 40 of 60 s")
 
 
+def test_rules_waiting_for_evidence_are_not_all_clear() -> None:
+    waiting = Finding(rule="memory-ceiling", title="KV cache is the wall", endpoint=EP,
+                      severity=Severity.OK, state="insufficient",
+                      summary="not enough data yet: 12 of 30 polls")  # fmt: skip
+    lines = verdict.lines([waiting, PENDING], polls=12)
+    assert [line.kind for line in lines] == ["info", "pending", "insufficient"]
+    assert lines[0].text == "gathering evidence before judging"
+    assert lines[2].text == "memory-ceiling: not enough data yet: 12 of 30 polls"
+
+
 def test_verdict_with_error_none_and_nothing() -> None:
     assert verdict.lines([], polls=0)[0].text == "collecting the first polls…"
     assert verdict.lines([], polls=5)[0].text == "no bottleneck found"

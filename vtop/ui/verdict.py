@@ -2,9 +2,11 @@
 
 Order is what a user should read first: firing findings by severity (critical first), then
 pending ones (dimmed, with how long their condition has held of how long the rule waits),
-then suppressed ones (explained by a root cause, so they give no advice). A firing finding
-takes two lines: what is wrong, then the flags that fix it. With nothing firing the panel
-still says something useful: that the rules hold, or that the server cannot be reached.
+then suppressed ones (explained by a root cause, so they give no advice), then the rules
+whose condition holds but which wait for more evidence (too few polls since a restart). A
+firing finding takes two lines: what is wrong, then the flags that fix it. With nothing
+firing the panel still says something useful: that the rules hold, that they are gathering
+evidence, or that the server cannot be reached.
 """
 
 from __future__ import annotations
@@ -15,7 +17,8 @@ from typing import Literal
 
 from vtop.model import Finding, Severity
 
-LineKind = Literal["firing", "action", "pending", "suppressed", "ok", "error", "info"]
+LineKind = Literal["firing", "action", "pending", "suppressed", "insufficient", "ok", "error",
+                   "info"]  # fmt: skip
 
 LABELS = {Severity.CRITICAL: "CRIT", Severity.WARNING: "WARN", Severity.INFO: "INFO",
           Severity.OK: "OK"}  # fmt: skip
@@ -34,7 +37,7 @@ class Line:
 
 def order(findings: Sequence[Finding]) -> list[Finding]:
     """Firing by severity, then pending by progress, then suppressed."""
-    rank = {"firing": 0, "pending": 1, "suppressed": 2}
+    rank = {"firing": 0, "pending": 1, "suppressed": 2, "insufficient": 3}
 
     def key(f: Finding) -> tuple[int, int, float, str]:
         progress = f.held_s / f.for_s if f.for_s else 0.0
@@ -74,12 +77,16 @@ def lines(findings: Sequence[Finding] | None, *, error: str | None = None,
                             f.severity, f))  # fmt: skip
         elif f.state == "pending":
             out.append(Line("pending", f"{progress(f)}  {f.title}", f.severity, f, "…"))
+        elif f.state == "insufficient":
+            out.append(Line("insufficient", f"{f.rule}: {f.summary}", f.severity, f, "…"))
         else:
             why = f"explained by {f.suppressed_by}" if f.suppressed_by else "suppressed"
             out.append(Line("suppressed", f"{f.rule}: {why}", f.severity, f, "·"))
     if not any(line.kind == "firing" for line in out) and not error:
         if polls < 2:
             out.insert(0, Line("info", "collecting the first polls…", label="…"))
+        elif any(line.kind == "insufficient" for line in out):
+            out.insert(0, Line("info", "gathering evidence before judging", label="…"))
         else:
             out.insert(0, Line("ok", "no bottleneck found", label="OK"))
     return out
