@@ -439,3 +439,52 @@ def test_process_cpu_measures_over_a_span() -> None:
 
 def test_findings_fixture_is_unordered_on_purpose() -> None:
     assert FINDINGS[0].state == "pending"  # the panel must sort, not trust the order
+
+
+async def test_live_source_end_to_end_connects_then_reconnects() -> None:
+    """The real LiveSource against a real HTTP server that starts failing."""
+    from tests.pageserver import Answer, PageServer, Script
+    from vtop.sources.live import LiveSource
+    from vtop.sources.vllm import ScrapeOptions
+
+    maker = pages.PageMaker()
+    state = {"up": True}
+
+    def metrics() -> Answer:
+        if not state["up"]:
+            return Answer(b"gone", status=503)
+        return Answer(maker.page().encode())
+
+    script = Script({"/metrics": metrics, "/version": Answer(b'{"version": "0.32.0"}'),
+                     "/v1/models": Answer(b'{"data": [{"id": "qwen", "max_model_len": 8192}]}')})  # fmt: skip
+    with PageServer(script) as srv:
+        source = LiveSource([srv.url], ScrapeOptions(timeout_s=2.0))
+        app = VtopApp(source, Monitor(), interval=0.5, self_cpu=lambda: 0.4)
+        app.interval = 0.05
+        async with app.run_test(size=SIZE) as pilot:
+            for _ in range(100):
+                await pilot.pause(0.05)
+                if app.monitor.frames >= 3:
+                    break
+            assert cell(app, "status") == "● connected"
+            assert cell(app, "version") == "vLLM 0.32.0" and cell(app, "model") == "qwen"
+            assert panel(app, "running").text("value").endswith("req")
+            state["up"] = False
+            for _ in range(100):
+                await pilot.pause(0.05)
+                if cell(app, "status").startswith("↻ reconnecting"):
+                    break
+            assert cell(app, "status").startswith("↻ reconnecting (attempt ")
+            assert app.triage.lines[0].kind == "error" and "503" in app.triage.lines[0].text
+            (view,) = app.monitor.endpoints.values()
+            assert view.store.count("running") >= 3, "the history collected stays"
+    assert source.endpoints and not app.is_running
+
+
+def test_cli_rejects_an_unknown_theme_in_one_line(capsys: pytest.CaptureFixture[str]) -> None:
+    from vtop.cli import build_parser, run_tui
+
+    args = build_parser().parse_args(["--url", "http://127.0.0.1:1", "--theme", "neon"])
+    assert run_tui(ScriptedSource(pages.frames([pages.Endpoint(EP)], 1)), args) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "unknown theme 'neon'" in err
