@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from pathlib import Path
 
 import pytest
 from textual.command import CommandPalette
@@ -249,11 +250,24 @@ async def test_copy_without_recommendation_says_so() -> None:
         assert app.triage.lines[0].text == "no bottleneck found"
 
 
-async def test_record_is_a_placeholder_that_says_so() -> None:
-    app, _ = build_app()
+async def test_record_key_writes_a_trace_that_reads_back(tmp_path: Path) -> None:
+    from vtop.trace.reader import TraceReader
+
+    app, source = build_app()
+    app.record_dir = tmp_path
     async with app.run_test(size=SIZE) as pilot:
         await pilot.press("r")
-        assert any(n.message == "recording not available yet" for n in app._notifications)
+        assert app.recorder is not None and cell(app, "cadence").startswith("⏺ rec")
+        for _ in range(5):
+            app.ingest(await source.poll())
+        await pilot.press("r")
+        assert app.recorder is None and not cell(app, "cadence").startswith("⏺")
+        assert any(n.title == "recording stopped" for n in app._notifications)
+    (trace,) = tmp_path.glob("vtop-*.vtrace")
+    with TraceReader(trace) as reader:
+        polls = list(reader.polls())
+    assert len(polls) == 5
+    assert polls[0].frame().scrapes[0].endpoint == EP
 
 
 async def test_engines_breakdown_for_data_parallelism() -> None:

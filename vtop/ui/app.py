@@ -24,6 +24,7 @@ import os
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import replace
+from pathlib import Path
 from typing import ClassVar
 
 from textual import events, work
@@ -36,6 +37,8 @@ from textual.widgets import Footer, Input
 from vtop.model import Frame
 from vtop.monitor import EndpointView, Monitor
 from vtop.sources.base import FrameSource
+from vtop.trace.recorder import Recorder
+from vtop.trace.writer import TraceWriteError
 from vtop.ui import fleet, fmt, osc52, verdict
 from vtop.ui.findings import FindingsProvider, monitor_findings
 from vtop.ui.headline import headline
@@ -122,6 +125,7 @@ class VtopApp(App[None]):
         thresholds: Table | None = None,
         self_cpu: SelfCpu | None = None,
         autopoll: bool = True,
+        record_dir: str | os.PathLike[str] = ".",
     ) -> None:
         super().__init__()
         self.source = source
@@ -137,6 +141,8 @@ class VtopApp(App[None]):
         self._timer: asyncio.TimerHandle | None = None
         self._poll_started: float | None = None
         self._poll_failures = 0
+        self.record_dir = Path(record_dir)
+        self.recorder: Recorder | None = None
         name = THEMES.get(theme, theme)
         if name not in self.available_themes:
             known = ", ".join(["dark", "light", *sorted(self.available_themes)])
@@ -167,6 +173,7 @@ class VtopApp(App[None]):
     async def on_unmount(self) -> None:
         if self._timer is not None:
             self._timer.cancel()
+        self._stop_recording()
         await self.source.aclose()
 
     def on_descendant_focus(self, event: events.DescendantFocus) -> None:
@@ -203,8 +210,10 @@ class VtopApp(App[None]):
             self._arm(self.interval - (time.monotonic() - started))
 
     def ingest(self, frame: Frame) -> None:
-        """Feed one frame to the monitor and redraw (unless paused)."""
+        """Feed one frame to the monitor (and the recorder) and redraw (unless paused)."""
         self.monitor.feed(frame)
+        if self.recorder is not None:
+            self.recorder.feed(frame)
         if self.paused:
             self._show_header()
         else:
@@ -247,6 +256,8 @@ class VtopApp(App[None]):
         cadence = f"{fmt.interval(self.interval)} · {fmt.window(self.window_s)}"
         if self.paused:
             cadence = "⏸ paused · " + cadence
+        if self.recorder is not None and self.recorder.active:
+            cadence = "⏺ rec · " + cadence
         cpu = self._self_cpu()
         cost = f"vtop {cpu:.1f}%" if cpu is not None else "vtop –"
         self.header.show(head, cadence=cadence, cost=cost)
@@ -364,7 +375,30 @@ class VtopApp(App[None]):
             self.push_screen(EnginesScreen(view))
 
     def action_record(self) -> None:
-        self.notify("recording not available yet", severity="warning", timeout=4)
+        """Start recording every frame to a new trace here, or stop (the file stays valid)."""
+        if self.recorder is not None and self.recorder.active:
+            self._stop_recording()
+        else:
+            path = self.record_dir / time.strftime("vtop-%Y%m%d-%H%M%S.vtrace")
+            try:
+                self.recorder = Recorder(
+                    path, sources=list(self.monitor.endpoints), interval_s=self.interval,
+                    notify=lambda message: self.notify(message, severity="error", timeout=10),
+                )  # fmt: skip
+            except TraceWriteError as exc:
+                self.notify(f"cannot record: {exc}", severity="error", timeout=8)
+                return
+            self.notify(f"recording to {path} (r stops)", title="recording", timeout=5)
+        self._show_header()
+
+    def _stop_recording(self) -> None:
+        recorder, self.recorder = self.recorder, None
+        if recorder is None:
+            return
+        recorder.close()
+        if recorder.error is None:
+            self.notify(f"{recorder.path}: {recorder.polls} polls, {recorder.bytes // 1024} KiB",
+                        title="recording stopped", timeout=6)  # fmt: skip
 
     def get_system_commands(self, screen: Screen[object]) -> Iterable[SystemCommand]:
         yield from super().get_system_commands(screen)

@@ -22,7 +22,7 @@ KEYS: tuple[tuple[str, str], ...] = (
     ("b", "per-engine breakdown (data parallelism)"),
     ("1-9", "choose an endpoint (several --url)"),
     ("tab", "next panel; arrows move inside it"),
-    ("r", "record a trace (not available yet)"),
+    ("r", "start / stop recording a trace (vtop --replay FILE plays it)"),
     ("ctrl+p", "command palette"),
 )
 
