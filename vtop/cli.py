@@ -121,9 +121,10 @@ def _engine(args: argparse.Namespace) -> Engine:
     return engine
 
 
-DEMO_ONCE_POLLS = 60
-"""`--demo --once` watches one simulated minute: virtual time is free, and window statistics
-over two polls would hide symptoms that come in bursts (preemptions, waves)."""
+DEMO_ONCE_POLLS = 300
+"""`--demo --once` watches five simulated minutes: virtual time is free, window statistics
+over two polls would hide symptoms that come in bursts (preemptions, waves), and the rules
+need a few minutes of history before they may speak."""
 
 
 async def _once(source: FrameSource, interval: float, polls: int,

@@ -170,3 +170,11 @@ def test_nvml_and_a_page_naming_the_same_gpu_count_it_once() -> None:
     assert s.values(SeriesKey("gpu_util", ALL, ALL, "1")) == [70.0, 70.0, 70.0]
     assert s.last(SeriesKey("gpu_util", ALL, ALL, ALL)) == 70.0  # GPUs combine by max
     assert len(s.times()) == 3
+
+
+def test_a_window_shorter_than_float_resolution_still_holds_the_latest_poll() -> None:
+    s = Store(EP)
+    for i in range(3):
+        s.ingest(scrape(1.8e9 + i, running=float(i)))
+    assert s.values("running", 1e-9) == [2.0]
+    assert s.last("running") == 2.0

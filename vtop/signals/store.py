@@ -259,7 +259,9 @@ class Store:
     def _start(self, window_s: float | None) -> int:
         if window_s is None or not self._t:
             return 0
-        return bisect_right(self._t, self._t[-1] - window_s)
+        # The window (now - w, now] always holds the latest poll, however short w is (a
+        # window below the timestamps' float resolution would otherwise come back empty).
+        return min(bisect_right(self._t, self._t[-1] - window_s), len(self._t) - 1)
 
     def times(self, window_s: float | None = None) -> Sequence[float]:
         return self._t[self._start(window_s) :]
