@@ -18,8 +18,8 @@ the way vtop does, through its /metrics page once a second:
 The twin is read through its own /metrics page with the same reader, and both are measured
 over the same window after the same warm-up, so the comparison is page against page. Each
 real configuration loads the server for `--seconds` (default 75) after a 15 s warm-up.
-Before starting, the bench refuses to run beside another vLLM server (two on two cores would
-measure each other).
+It never runs beside another vLLM server (two on two cores would measure each other): see
+bench/_realserver.py.
 
     .venv/bin/python bench/calibrate.py fit
     .venv/bin/python bench/calibrate.py [compare] [--twin-only] [--seconds S]
@@ -34,15 +34,17 @@ import time
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import httpx
-import psutil
+from _realserver import measured_alone, start_alone, stop_on_sigterm
 
 from tools.vllm_cpu.load import LoadResult, closed_loop
 from tools.vllm_cpu.load import Shape as LoadShape
-from tools.vllm_cpu.server import VllmServer, make_server
+from tools.vllm_cpu.server import VllmServer
 from vtop.sim.calibration import (
     CONFIGS,
     MEASURED,
@@ -63,16 +65,6 @@ WARMUP_S = 15.0
 
 
 # --- the real server ----------------------------------------------------------------------------
-
-
-def other_vllm_servers() -> list[str]:
-    """Command lines of vLLM API servers already running on this machine."""
-    found = []
-    for proc in psutil.process_iter(["cmdline"]):
-        cmd = proc.info.get("cmdline") or []
-        if "vllm.entrypoints.openai.api_server" in cmd:
-            found.append(f"pid {proc.pid}: {' '.join(cmd)[:160]}")
-    return found
 
 
 async def wait_idle(url: str, http: httpx.AsyncClient, timeout: float = 120.0) -> None:
@@ -114,20 +106,13 @@ async def measure_real(
 
 
 def start(max_num_seqs: int, num_gpu_blocks: int) -> VllmServer:
-    others = other_vllm_servers()
-    while others:
-        print(f"  another vLLM server is running; waiting for it to stop: {others[0]}", flush=True)
-        time.sleep(30.0)
-        others = other_vllm_servers()
-    server = make_server("engine", max_num_seqs=max_num_seqs, num_gpu_blocks=num_gpu_blocks)
-    began = time.monotonic()
-    server.start()
-    print(
-        f"  vLLM engine up in {time.monotonic() - began:.0f} s: max_num_seqs {max_num_seqs}, "
-        f"{num_gpu_blocks} blocks ({server.url})",
-        flush=True,
-    )
-    return server
+    print(f"  starting vLLM: max_num_seqs {max_num_seqs}, {num_gpu_blocks} blocks", flush=True)
+    return start_alone(max_num_seqs=max_num_seqs, num_gpu_blocks=num_gpu_blocks)
+
+
+def measure(server: VllmServer, **kw: Any) -> tuple[Figures, LoadResult]:
+    """`measure_real` on `server`, repeated if another vLLM server ran meanwhile."""
+    return measured_alone(server, lambda: asyncio.run(measure_real(server.url, **kw)))
 
 
 # --- the twin -----------------------------------------------------------------------------------
@@ -187,14 +172,8 @@ def fit_command(seconds: float) -> None:
     points: list[StepPoint] = []
     try:
         for fp in FIT_POINTS:
-            f, res = asyncio.run(
-                measure_real(
-                    server.url,
-                    clients=fp.clients,
-                    prompt=fp.prompt,
-                    output=fp.output,
-                    seconds=seconds,
-                )
+            f, res = measure(
+                server, clients=fp.clients, prompt=fp.prompt, output=fp.output, seconds=seconds
             )
             p = to_point(fp, f)
             points.append(p)
@@ -265,14 +244,12 @@ def compare_command(seconds: float, twin_only: bool) -> int:
             server = start(seqs, blocks)
             try:
                 for c in cfgs:
-                    f, res = asyncio.run(
-                        measure_real(
-                            server.url,
-                            clients=c.clients,
-                            prompt=c.prompt,
-                            output=c.output,
-                            seconds=seconds,
-                        )
+                    f, res = measure(
+                        server,
+                        clients=c.clients,
+                        prompt=c.prompt,
+                        output=c.output,
+                        seconds=seconds,
                     )
                     real[c.name] = f
                     print(
@@ -334,6 +311,7 @@ def main() -> int:
     )
     parser.add_argument("--twin-only", action="store_true", help="compare: skip the real server")
     opts = parser.parse_args()
+    stop_on_sigterm()
     if opts.command == "fit":
         fit_command(opts.seconds or 25.0)
         return 0

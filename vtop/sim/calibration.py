@@ -74,8 +74,25 @@ MEASURED_ON = (
 )
 """Where `MEASURED` comes from (bench/calibrate.py fit prints the same table)."""
 
-MEASURED: tuple[StepPoint, ...] = ()
-"""The points CPU_ENGINE's step time was fitted to (filled in from `bench/calibrate.py fit`)."""
+MEASURED: tuple[StepPoint, ...] = (
+    StepPoint("decode x1", 1.14, 1.00, 56, 0.01722),
+    StepPoint("decode x2", 2.25, 1.92, 107, 0.02028),
+    StepPoint("decode x4", 4.48, 3.84, 213, 0.01882),
+    StepPoint("decode x8", 8.99, 7.80, 433, 0.02578),
+    StepPoint("decode x12", 13.47, 11.52, 639, 0.03046),
+    StepPoint("decode x16", 18.03, 15.56, 864, 0.03772),
+    StepPoint("decode x4, long context", 25.83, 3.48, 1813, 0.04530),
+    StepPoint("prefill", 1911.36, 5.97, 1911, 2.27384),
+)
+"""The points CPU_ENGINE's step time is fitted to, as `bench/calibrate.py fit` printed them.
+
+Decode points: 1-16 closed-loop clients with 8-16-token prompts and 64-110 output tokens;
+step time = mean inter-token latency. Long context: 4 clients, 448-512-token prompts.
+Prefill: 12 clients sending 256-384-token prompts with max_tokens 1, requests always waiting;
+step time = seconds per engine step. What they say: a step costs ~16 ms plus ~1.2 ms per
+scheduled token, prefill or decode alike (two cores are compute-bound from the first token);
+neither a per-request nor a per-context-token cost is visible beside that (the fit drops both).
+"""
 
 
 # --- the fit ----------------------------------------------------------------------------------
