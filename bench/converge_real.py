@@ -25,7 +25,10 @@ Only one vLLM server runs at a time (two on two cores would measure each other):
 waits while another one is running, measures again when one ran meanwhile
 (bench/_realserver.py), and stops its own when done.
 
-    .venv/bin/python bench/converge_real.py [--watch S] [--no-sweep]
+`--twin` runs the same path and sweep on the twin (preset cpu-engine, virtual time, seconds):
+what the calibrated twin predicts the real server will do.
+
+    .venv/bin/python bench/converge_real.py [--watch S] [--no-sweep] [--twin]
 """
 
 from __future__ import annotations
@@ -35,7 +38,7 @@ import asyncio
 import sys
 import time
 from collections.abc import Callable, Coroutine
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import partial
 from pathlib import Path
 from typing import Any, TypeVar
@@ -48,9 +51,12 @@ from _realserver import measured_alone, start_alone, stop_on_sigterm
 
 from tools.vllm_cpu.load import Shape, closed_loop
 from tools.vllm_cpu.server import VllmServer
-from vtop.model import Finding
+from vtop.model import Finding, Frame, Knob
 from vtop.monitor import Monitor
+from vtop.signals.extract import PageReader
 from vtop.signals.parser import iter_samples
+from vtop.sim.calibration import real_twin, sample_twin
+from vtop.sources import discovery
 from vtop.sources.live import LiveSource
 from vtop.sources.local import LocalHost
 from vtop.sources.vllm import ScrapeOptions
@@ -60,7 +66,9 @@ T = TypeVar("T")
 BLOCKS = 160
 START_SEQS = 4
 CLIENTS = 32
-SHAPE = Shape(prompt_tokens=(16, 64), max_tokens=(64, 128))
+PROMPT = (16, 64)
+OUTPUT = (64, 128)
+SHAPE = Shape(prompt_tokens=PROMPT, max_tokens=OUTPUT)
 SWEEP = (4, 8, 16, 32, 64)
 APPLICABLE = ("max_num_seqs", "max_num_batched_tokens")
 SETTLE_POLLS = 10
@@ -228,6 +236,55 @@ def run_async(fn: Callable[..., Coroutine[Any, Any, T]], *args: Any) -> T:
     return asyncio.run(fn(*args))
 
 
+def twin_run(knobs: Knobs, seconds: float) -> Run:
+    """The same configuration and load on the twin (preset cpu-engine), watched by the same
+    catalog through the twin's page, with the knobs a process probe would find."""
+    twin = real_twin(
+        max_num_seqs=knobs.max_num_seqs,
+        num_gpu_blocks=BLOCKS,
+        clients=CLIENTS,
+        prompt=PROMPT,
+        output=OUTPUT,
+        max_num_batched_tokens=knobs.max_num_batched_tokens,
+    )
+    reader = PageReader()
+    monitor = Monitor(engine=Engine(Engine.from_catalog(user=False).rules))
+    process = {k: Knob(k, v, "process", "twin command line") for k, v in twin.knobs.items()}
+    ep = "http://127.0.0.1:8000"
+    findings: list[Finding] = []
+    settled = 0
+    last: tuple[str, ...] = ()
+    while twin.now < seconds:
+        twin.advance(1.0)
+        page = twin.metrics_text().decode()
+        scrape = reader.read(page, endpoint=ep, t=twin.now, latency_s=0.01)
+        knobs_seen = discovery.merge(
+            cache_info=dict(scrape.info), endpoint=twin.endpoint_info(), process=process
+        )
+        scrape = replace(scrape, knobs=knobs_seen, server=twin.endpoint_info())
+        monitor.feed(Frame(twin.now, (scrape,)))
+        findings = list(monitor.endpoints[ep].findings)
+        advice, _, _ = applicable(findings)
+        key = tuple(sorted(f"{k}={v}" for k, v in advice.items()))
+        settled = settled + 1 if advice and key == last else (1 if advice else 0)
+        last = key
+        if settled >= SETTLE_POLLS:
+            break
+    store = monitor.endpoints[ep].store
+    advice, other, fired = applicable(findings)
+    firing = [f for f in findings if f.firing]
+    return Run(
+        knobs,
+        store.rate("generation_tokens", WINDOW_S) or 0.0,
+        store.rate("preemptions", WINDOW_S) or 0.0,
+        twin.now,
+        fired,
+        advice,
+        other,
+        firing[0].summary if firing else "",
+    )
+
+
 def show(label: str, r: Run) -> None:
     fired = ", ".join(r.fired) or "no finding fires"
     print(
@@ -241,16 +298,40 @@ def show(label: str, r: Run) -> None:
         print(f"      advice not applied (not a knob of this bench): {' '.join(r.other_advice)}")
 
 
-def path(watch_s: float) -> tuple[list[Run], int]:
+def real_run(knobs: Knobs, watch_s: float) -> Run:
+    server = start(knobs)
+    try:
+        return measured_alone(server, partial(run_async, watch, server, knobs, watch_s))
+    finally:
+        server.stop()
+
+
+def real_sweep_point(seqs: int) -> tuple[float, float]:
+    server = start(Knobs(seqs))
+    try:
+        return measured_alone(server, partial(run_async, measure, server))
+    finally:
+        server.stop()
+
+
+def twin_sweep_point(seqs: int) -> tuple[float, float]:
+    twin = real_twin(
+        max_num_seqs=seqs,
+        num_gpu_blocks=BLOCKS,
+        clients=CLIENTS,
+        prompt=PROMPT,
+        output=OUTPUT,
+    )
+    f = sample_twin(twin, WINDOW_S, SWEEP_WARMUP_S)
+    return f.generation_tps, f.preemptions_per_s
+
+
+def path(watch_s: float, on_twin: bool) -> tuple[list[Run], int]:
     knobs = Knobs(START_SEQS)
     runs: list[Run] = []
     restarts = 0
     while True:
-        server = start(knobs)
-        try:
-            run = measured_alone(server, partial(run_async, watch, server, knobs, watch_s))
-        finally:
-            server.stop()
+        run = twin_run(knobs, watch_s) if on_twin else real_run(knobs, watch_s)
         runs.append(run)
         label = "start" if restarts == 0 else f"restart {restarts}"
         show(f"{label}: {knobs.label()}", run)
@@ -265,14 +346,10 @@ def path(watch_s: float) -> tuple[list[Run], int]:
         restarts += 1
 
 
-def sweep() -> list[tuple[int, float, float]]:
+def sweep(on_twin: bool) -> list[tuple[int, float, float]]:
     out = []
     for seqs in SWEEP:
-        server = start(Knobs(seqs))
-        try:
-            tps, pps = measured_alone(server, partial(run_async, measure, server))
-        finally:
-            server.stop()
+        tps, pps = twin_sweep_point(seqs) if on_twin else real_sweep_point(seqs)
         out.append((seqs, tps, pps))
         print(f"  sweep max_num_seqs={seqs:<3} {tps:7.0f} tok/s {pps:5.2f} preempt/s", flush=True)
     return out
@@ -282,6 +359,11 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--watch", type=float, default=300.0, help="most seconds per path step")
     parser.add_argument("--no-sweep", action="store_true")
+    parser.add_argument(
+        "--twin",
+        action="store_true",
+        help="the same path and sweep on the twin (preset cpu-engine), no vLLM",
+    )
     opts = parser.parse_args()
     stop_on_sigterm()
     print(
@@ -290,10 +372,12 @@ def main() -> int:
         f"start --max-num-seqs {START_SEQS}\n"
     )
     began = time.monotonic()
-    runs, restarts = path(opts.watch)
+    if opts.twin:
+        print("ON THE TWIN (preset cpu-engine), virtual time\n")
+    runs, restarts = path(opts.watch, opts.twin)
     if opts.no_sweep:
         return 0
-    points = sweep()
+    points = sweep(opts.twin)
     best_seqs, best, _ = max(points, key=lambda p: p[1])
     final = runs[-1]
     share = final.tokens_per_s / best if best else 0.0
