@@ -23,6 +23,8 @@ bench/_realserver.py.
 
     .venv/bin/python bench/calibrate.py fit
     .venv/bin/python bench/calibrate.py [compare] [--twin-only] [--seconds S]
+
+Outputs recorded on 2026-11-30 (fit and comparison): docs/calibration.md.
 """
 
 from __future__ import annotations

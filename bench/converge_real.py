@@ -29,6 +29,8 @@ waits while another one is running, measures again when one ran meanwhile
 what the calibrated twin predicts the real server will do.
 
     .venv/bin/python bench/converge_real.py [--watch S] [--no-sweep] [--twin]
+
+Output recorded on 2026-11-30 (path, sweep and the twin's prediction): docs/calibration.md.
 """
 
 from __future__ import annotations
@@ -49,7 +51,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import httpx
 from _realserver import measured_alone, start_alone, stop_on_sigterm
 
-from tools.vllm_cpu.load import Shape, closed_loop
+from tools.vllm_cpu.load import LoadResult, Shape, closed_loop
 from tools.vllm_cpu.server import VllmServer
 from vtop.model import Finding, Frame, Knob
 from vtop.monitor import Monitor
@@ -136,6 +138,16 @@ class Meter:
         return ((g1 - g0) / dt, (p1 - p0) / dt) if dt > 0 else (0.0, 0.0)
 
 
+async def stop_load(load: asyncio.Task[LoadResult]) -> None:
+    """Cancel the load and its client tasks (closed_loop's workers outlive a cancelled
+    closed_loop and would fail noisily on its closed HTTP client), and collect them."""
+    load.cancel()
+    others = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+    for t in others:
+        t.cancel()
+    await asyncio.gather(*others, return_exceptions=True)
+
+
 def applicable(findings: list[Finding]) -> tuple[dict[str, int], list[str], list[str]]:
     """(applicable knob -> value, other advice as flags, firing rule ids)."""
     advice: dict[str, int] = {}
@@ -183,8 +195,7 @@ async def watch(server: VllmServer, knobs: Knobs, max_s: float) -> Run:
                     break
                 await asyncio.sleep(max(0.0, 1.0 - (time.monotonic() - tick)))
     finally:
-        load.cancel()
-        await asyncio.gather(load, return_exceptions=True)
+        await stop_load(load)
         local.close()
     store = next(iter(monitor.endpoints.values())).store
     tps = store.rate("generation_tokens", WINDOW_S) or 0.0
@@ -227,8 +238,7 @@ async def measure(server: VllmServer) -> tuple[float, float]:
                     break
                 await asyncio.sleep(max(0.0, 1.0 - (time.monotonic() - tick)))
     finally:
-        load.cancel()
-        await asyncio.gather(load, return_exceptions=True)
+        await stop_load(load)
     return meter.rates()
 
 
