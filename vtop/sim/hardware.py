@@ -17,9 +17,9 @@ is `total * gpu_memory_utilization`, minus weights, minus the profiled activatio
 grows with `max_num_batched_tokens`) and non-torch memory; what is left, divided by the KV bytes
 of one block, is `num_gpu_blocks`.
 
-A preset is plain data. A later "tiny CPU model" preset fitted to the real vLLM CPU server sets
-`fitted` (a linear step-time fit) instead of relying on the roofline, and `gpu=None` so the twin
-reports no GPU, as that server would.
+A preset is plain data. The `cpu-engine` preset, fitted to the real vLLM CPU server, sets
+`fitted` (a linear step-time law, see vtop/sim/calibration.py) instead of relying on the
+roofline, and `gpu=None` so the twin reports no GPU, as that server would.
 """
 
 from __future__ import annotations
@@ -394,6 +394,46 @@ UNIT_STEP = Preset(
 )
 """The seeds count steps, not seconds: a kernel of 1 s and no host cost makes them equal."""
 
+CPU_ENGINE_MODEL = ModelSpec(
+    name="vtop/engine",
+    num_layers=8,
+    hidden_size=1024,
+    num_heads=8,
+    num_kv_heads=8,
+    head_dim=128,
+    intermediate_size=2816,
+    vocab_size=508,
+    num_params=103.8e6,
+    max_position=2048,
+)
+"""tools/vllm_cpu's `engine` model: a Llama shape with random weights, ~100M parameters."""
+
+CPU_ENGINE = Preset(
+    name="cpu-engine",
+    description=(
+        "The real vLLM CPU server of tools/vllm_cpu (vllm-cpu 0.32, 2 cores) with its ~100M "
+        "`engine` model; step time fitted to that server (vtop/sim/calibration.py)"
+    ),
+    model=CPU_ENGINE_MODEL,
+    served_model_name="vtop/engine",
+    weight_bytes=int(CPU_ENGINE_MODEL.num_params * 2),
+    gpu=None,
+    fitted=FittedStepTime(base_s=0.01560, per_token_s=0.001160, per_seq_s=0.0),
+    default_max_num_seqs=128,
+    default_max_num_batched_tokens=2048,
+)
+"""Step time fitted to the real server on 2026-11-30: 15.6 ms + 1.16 ms per scheduled token
+(`calibration.MEASURED` holds the points). vLLM's CPU defaults for the OpenAI server are 128
+seqs and 2048 batched tokens."""
+
 PRESETS: dict[str, Preset] = {
-    p.name: p for p in (QWEN_4090_BF16, QWEN_4090_AWQ, QWEN_H100_BF16, QWEN05_4090_BF16, UNIT_STEP)
+    p.name: p
+    for p in (
+        QWEN_4090_BF16,
+        QWEN_4090_AWQ,
+        QWEN_H100_BF16,
+        QWEN05_4090_BF16,
+        UNIT_STEP,
+        CPU_ENGINE,
+    )
 }
