@@ -105,7 +105,10 @@ class ReplayApp(VtopApp):
         autoplay: bool = True,
         capacity: int = 3600,
         warnings: Sequence[str] = (),
+        precomputed: tuple[Analysis, Sequence[Chunk]] | None = None,
     ) -> None:
+        """`precomputed`: a pass already made over this trace with these rules (`analyse`),
+        e.g. by tests, instead of making one in a worker."""
         self.player = Player(source, capacity=capacity, window_s=window_s)
         self.rules = engine
         self.training = train
@@ -124,6 +127,9 @@ class ReplayApp(VtopApp):
         self.timeline = Timeline()
         self._tick: asyncio.TimerHandle | None = None
         self._question: QuestionScreen | None = None
+        self._hidden: int | None = None
+        """The question the learner hid (Escape) to study the screen: `a` brings it back."""
+        self._precomputed = precomputed
         self._tick_failed = False
 
     # -- layout and start ------------------------------------------------------------------------
@@ -141,7 +147,13 @@ class ReplayApp(VtopApp):
     def on_mount(self) -> None:
         for message in self._warnings:
             self.notify(message, severity="warning", timeout=10)
-        self._analyse()
+        if self._precomputed is not None:
+            analysis, chunks = self._precomputed
+            for chunk in chunks:
+                self.findings_timeline.extend(chunk)
+            self.analysed(analysis)
+        else:
+            self._analyse()
         self._schedule()
 
     async def on_unmount(self) -> None:
@@ -235,9 +247,10 @@ class ReplayApp(VtopApp):
         if self.player.at_end and self.replay.playing:
             self.replay.pause()
             self.notify("end of the trace (space plays it again from the start)", timeout=4)
-        if self.session is not None and self.session.due(self.player.position) is not None:
+        q = self.session.due(self.player.position) if self.session is not None else None
+        if q is not None:
             self.replay.pause()
-            if self._question is None and self.autoplay:
+            if self._question is None and self._hidden != q.number:
                 self.action_answer()
         self._show_timeline()
 
@@ -428,10 +441,11 @@ class ReplayApp(VtopApp):
         self.push_screen(screen, self._answered)
 
     def _answered(self, result: Verdict | None) -> None:
-        self._question = None
+        question, self._question = self._question, None
         self.refresh_view()
         session = self.session
         if result is None or session is None:
+            self._hidden = question.question.number if question is not None else None
             return
         if session.done:
             self.push_screen(ScoreScreen(session.score))

@@ -33,7 +33,7 @@ PROMPTS = {
     "change": "And the fix: which server knob, which way? (or none)",
 }
 HINTS = {
-    "diagnosis": "↑↓ Enter picks · Escape hides the question to study the screen; a: back",
+    "diagnosis": "↑↓ Enter picks · Escape hides it to study the screen (a: back)",
     "change": "↑↓ Enter picks · Escape hides the question",
     "reveal": "Enter: back to the replay",
 }
@@ -52,7 +52,10 @@ def reveal(verdict: Verdict) -> Content:
 class QuestionScreen(ModalScreen[Verdict | None]):
     """One incident: diagnosis, change, reveal. Dismisses with the verdict (None: hidden)."""
 
-    BINDINGS: ClassVar[list[BindingType]] = [Binding("escape", "close", "Hide")]
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("escape", "close", "Hide"),
+        Binding("enter", "continue", "Continue", show=False),
+    ]
 
     def __init__(self, question: Question, total: int, when: str, grade: Grade) -> None:
         super().__init__()
@@ -107,7 +110,9 @@ class QuestionScreen(ModalScreen[Verdict | None]):
             reveal_box.focus()
         self.query_one("#question-hint", Static).update(HINTS[self.step])
 
-    def key_enter(self) -> None:
+    def action_continue(self) -> None:
+        """Enter on the reveal; a binding (not a key handler) so the key ends here, and does
+        not go on to close whatever screen comes next."""
         if self.step == "reveal":
             self.dismiss(self.verdict)
 
