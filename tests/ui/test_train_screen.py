@@ -87,6 +87,7 @@ async def test_answer_right_then_wrong_then_the_score() -> None:
         assert isinstance(screen, QuestionScreen) and screen.step == "reveal"
         revealed = str(screen.query_one("#question-answer").render())
         assert revealed.startswith("right: it was ttft-queueing")
+        assert "you: ttft-queueing, raise --max-num-seqs" in revealed
         assert "4 of 4 points" in revealed and "change: --max-num-seqs 64" in revealed
         assert "Queueing share of TTFT" in revealed, "the evidence, as the rule saw it"
         await pilot.press("enter")

@@ -83,3 +83,9 @@ class Session:
         s = self.score
         answered = f"{len(self.verdicts)} of {len(self.questions)} incidents answered"
         return f"{answered} · {s.points} of {s.possible} points" if self.verdicts else answered
+
+
+def answered(verdict: Verdict) -> str:
+    """What the learner said, as the choices say it: `memory-ceiling, raise --max-num-seqs`."""
+    a = verdict.answer
+    return f"{a.rule}, {Change(a.knob, a.direction).label if a.knob else 'no server knob'}"

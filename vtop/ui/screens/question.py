@@ -23,7 +23,7 @@ from textual.widgets import OptionList, Static
 from textual.widgets.option_list import Option
 
 from vtop.report.train import Question, Verdict
-from vtop.ui.training import Change, changes
+from vtop.ui.training import Change, answered, changes
 
 Grade = Callable[[Question, Change, str], Verdict]
 Step = Literal["diagnosis", "change", "reveal"]
@@ -43,7 +43,8 @@ def reveal(verdict: Verdict) -> Content:
     """The verdict's lines: the first coloured by right or wrong."""
     first, *rest = verdict.lines()
     style = "bold $success" if verdict.diagnosis else "bold $error"
-    parts: list[str | tuple[str, str]] = [(first, style)]
+    parts: list[str | tuple[str, str]] = [(first, style), (f"\nyou: {answered(verdict)}",
+                                                            "$text-muted")]  # fmt: skip
     for line in rest:
         parts += ["\n", (line, "$accent") if line.lstrip().startswith("change:") else line]
     return Content.assemble(*parts)

@@ -11,13 +11,8 @@ from textual.content import Content
 from textual.screen import ModalScreen
 from textual.widgets import Static
 
-from vtop.report.train import Score, Verdict
-
-
-def answered(v: Verdict) -> str:
-    a = v.answer
-    change = f"{a.direction or 'change'} {a.knob}" if a.knob else "no server knob"
-    return f"{a.rule}, {change}"
+from vtop.report.train import Score
+from vtop.ui.training import answered
 
 
 def body(score: Score) -> Content:
