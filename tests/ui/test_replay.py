@@ -270,21 +270,37 @@ async def test_the_pass_runs_in_a_worker_and_streams_findings_in() -> None:
         assert app.timeline.text("note").startswith("n: ttft-queueing at ")
 
 
-async def test_a_missing_trace_is_one_line_and_exit_3(tmp_path: Path) -> None:
+def test_an_unreadable_trace_is_one_line_and_exit_3(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import sys
+
     from vtop.cli import main
 
     bad = tmp_path / "nothing.vtrace"
     bad.write_bytes(b"not a trace")
+    monkeypatch.setattr(sys.stdout, "isatty", lambda: True)
+    assert main(["--replay", str(bad)]) == 3
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("vtop: ") and "nothing.vtrace" in err[0]
+
+
+@pytest.mark.parametrize(
+    ("argv", "tty", "screen"),
+    [
+        (["--replay", "t.vtrace"], True, True),
+        (["--replay", "t.vtrace", "--train"], True, True),
+        (["--replay", "t.vtrace", "--train"], False, False),  # the text quiz, on a pipe
+        (["--replay", "t.vtrace"], False, False),  # the usage error: add --report
+        (["--replay", "t.vtrace", "--report"], True, False),
+    ],
+)
+def test_the_command_line_sends_a_terminal_to_the_screen(
+    argv: list[str], tty: bool, screen: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
     import sys
 
-    class Tty:
-        def isatty(self) -> bool:
-            return True
+    from vtop.cli import build_parser, replay_screen_wanted
 
-    real = sys.stdout
-    sys.stdout = Tty()  # type: ignore[assignment]
-    try:
-        code = main(["--replay", str(bad)])
-    finally:
-        sys.stdout = real
-    assert code == 3
+    monkeypatch.setattr(sys.stdout, "isatty", lambda: tty)
+    assert replay_screen_wanted(build_parser().parse_args(argv)) is screen

@@ -24,7 +24,7 @@ def body(score: Score) -> Content:
             "\n",
             mark,
             f" {q.number}. {q.finding.rule}: {v.points} of {q.points}",
-            (f"   you: {answered(v)}", "$text-muted"),
+            (f"\n     you: {answered(v)}", "$text-muted"),
         ]
     return Content.assemble(*parts)
 
