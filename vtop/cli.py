@@ -1,5 +1,8 @@
 """Command line: arguments -> live TUI | --once | --report | --record | --replay | sim | rules.
 
+`--replay FILE` (with or without `--train`) opens the replay screen when stdout is a terminal;
+elsewhere it is headless: `--report`, or the text quiz for `--train` on a pipe.
+
 Sub-commands (`vtop sim`, `vtop rules`, `vtop trace`) are dispatched on the first word; every
 other invocation is the monitor, whose mode the flags choose. Errors the user can fix are one
 line on stderr and exit code 2 (usage) or 3 (UNKNOWN: nothing could be read), never a
@@ -14,7 +17,7 @@ import asyncio
 import json
 import math
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from vtop import __version__
@@ -65,7 +68,10 @@ def build_parser() -> argparse.ArgumentParser:
         "`vtop sim --list` names them)",
     )
     src.add_argument(
-        "--speed", type=float, default=1.0, help="simulated seconds per second with --demo"
+        "--speed",
+        type=float,
+        default=1.0,
+        help="simulated seconds per second with --demo; a replay's starting speed (1-1000)",
     )
     src.add_argument("--seed", type=int, default=0, help="random seed of the simulation")
     knobs = parser.add_argument_group("configuration the server does not expose")
@@ -179,6 +185,8 @@ def make_source(args: argparse.Namespace) -> FrameSource:
 
 
 def run_monitor(args: argparse.Namespace) -> int:
+    if replay_screen_wanted(args):
+        return run_replay_tui(args)
     if headless.wanted(args) and not args.once:
         return _headless(args)
     try:
@@ -206,6 +214,60 @@ def run_tui(source: FrameSource, args: argparse.Namespace) -> int:
     except ValueError as exc:
         return _fail(str(exc))
     app.run()
+    return 0
+
+
+def replay_screen_wanted(args: argparse.Namespace) -> bool:
+    """`--replay FILE` (and `--train`) on a terminal get the screen; a pipe gets the text quiz,
+    or the usage error that says to add --report."""
+    return (
+        bool(args.replay)
+        and not (args.report or args.record or args.once)
+        and (sys.stdout.isatty())
+    )
+
+
+def run_replay_tui(args: argparse.Namespace) -> int:
+    """The replay (or training) screen; Textual is imported only here."""
+    from vtop.sources.replay import ReplaySource
+    from vtop.trace.reader import TraceError, TraceReader
+
+    if args.url or args.demo:
+        return _fail("give one of --url, --demo or --replay")
+    if not 1.0 <= args.speed <= 1000.0:
+        return _fail("--speed of a replay goes from 1 to 1000")
+    pending: list[str] = []
+    shown: list[Callable[[str], None]] = []
+
+    def warn(message: str) -> None:  # the screen, once it runs; never stderr under it
+        (shown[0] if shown else pending.append)(message)
+
+    try:
+        reader = TraceReader(args.replay, warn=warn)
+    except TraceError as exc:
+        return _fail(str(exc), EXIT_UNKNOWN)
+    try:
+        start = headless.parse_when(args.from_, reader.start, reader.end) if args.from_ else None
+        end = headless.parse_when(args.to, reader.start, reader.end) if args.to else None
+        if start is not None and end is not None and end < start:
+            raise ValueError("--to is before --from")
+    except ValueError as exc:
+        reader.close()
+        return _fail(str(exc))
+    from vtop.ui.replay_app import ReplayApp
+
+    source = ReplaySource(reader, speed=args.speed, start=start, end=end, playing=not args.train)
+    capacity = max(3600, math.ceil(3600 / (reader.header.interval_s or 1.0)))
+    try:
+        app = ReplayApp(source, _engine(args), train=args.train, theme=args.theme,
+                        capacity=capacity, warnings=pending)  # fmt: skip
+    except ValueError as exc:
+        reader.close()
+        return _fail(str(exc))
+    shown.append(lambda message: app.notify(message, severity="warning", timeout=10))
+    app.run()
+    if app.session is not None:
+        print(f"vtop: training on {reader.name}: {app.session.score.summary()}")
     return 0
 
 

@@ -74,6 +74,19 @@ def test_header_index_and_totals(tmp_path: Path) -> None:
         assert r.end == pytest.approx(FRAMES[-1].t, abs=1e-6)
 
 
+def test_the_end_is_the_last_poll_as_decoded(tmp_path: Path) -> None:
+    """A live clock has sub-microsecond digits; the file keeps microseconds. The end must be
+    the last poll's decoded time, or a replay clamped to it never shows the last poll."""
+    from dataclasses import replace
+
+    path = tmp_path / "a.vtrace"
+    write(path, [replace(f, t=f.t + 0.3e-6) for f in FRAMES[:150]])
+    with TraceReader(path) as r:
+        last = list(r.times())[-1]
+        assert r.end == last
+        assert [f.t for f in r.frames(last - 1.5, r.end)][-1] == last
+
+
 def test_without_footer_the_index_is_rebuilt_identically(tmp_path: Path) -> None:
     a, b = tmp_path / "a.vtrace", tmp_path / "b.vtrace"
     write(a)

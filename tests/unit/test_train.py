@@ -12,7 +12,17 @@ import pytest
 from tests.fakerules import kv_full
 from vtop.model import Finding, Knob, Recommendation, Severity
 from vtop.report import train_cli
-from vtop.report.train import Answer, Choice, Question, grade, parse_value, questions
+from vtop.report.train import (
+    COMMON_KNOBS,
+    Answer,
+    Choice,
+    Question,
+    grade,
+    moves,
+    parse_value,
+    questions,
+)
+from vtop.triage.engine import Engine
 
 ROOT = Path(__file__).resolve().parents[2]
 TRACE = str(ROOT / "tests" / "golden" / "kv-pressure.vtrace")
@@ -25,7 +35,7 @@ CATALOG = [
 def test_one_question_where_the_rule_starts_firing() -> None:
     (q,) = questions(TRACE, CATALOG, findings=kv_full)
     assert q.finding.rule == "kv-cache-full" and q.choices == tuple(CATALOG)
-    assert q.knobs[0] == "gpu_memory_utilization" and "max_num_seqs" in q.knobs
+    assert q.knobs == COMMON_KNOBS, "the same knobs, in the same order, on every question"
     assert q.points == 4 and q.number == 1
     assert (
         questions(str(ROOT / "tests" / "golden" / "busy.vtrace"), CATALOG, findings=kv_full) == []
@@ -37,13 +47,19 @@ def test_a_rule_missing_from_the_catalog_is_still_offered() -> None:
     assert [c.rule for c in q.choices] == ["budget-too-small", "kv-cache-full"]
 
 
-def _question(new_value: object) -> Question:
+def _question(new_value: object, *, change: bool = True) -> Question:
     current = Knob("max_num_seqs", 16, "process")
     rec = Recommendation("max_num_seqs", current, new_value, "raise", "x2", {})  # type: ignore[arg-type]
     f = Finding(
-        "budget-too-small", "t", "e", Severity.WARNING, "firing", "s", recommendations=(rec,)
+        "budget-too-small",
+        "t",
+        "e",
+        Severity.WARNING,
+        "firing",
+        "s",
+        recommendations=(rec,) if change else (),
     )
-    return Question(1, 0.0, "e", f, tuple(CATALOG), ("max_num_seqs",))
+    return Question(1, 0.0, "e", f, tuple(CATALOG), COMMON_KNOBS)
 
 
 @pytest.mark.parametrize(
@@ -55,10 +71,36 @@ def _question(new_value: object) -> Question:
         (Answer("budget-too-small", "gpu_memory_utilization", 0.95), 2),
         (Answer("kv-cache-full", "max_num_seqs", 64), 2),
         (Answer("kv-cache-full"), 0),
+        (Answer("budget-too-small", "max_num_seqs", direction="raise"), 4),
+        (Answer("budget-too-small", "max_num_seqs", direction="lower"), 3),
+        (Answer("budget-too-small", "max_num_batched_tokens", direction="raise"), 2),
+        (Answer("budget-too-small"), 2),  # "no server knob", when one is recommended
     ],
 )
 def test_grading(answer: Answer, points: int) -> None:
     assert grade(_question(64), answer).points == points
+
+
+@pytest.mark.parametrize(
+    ("answer", "points"),
+    [
+        (Answer("budget-too-small"), 4),  # rightly no server knob
+        (Answer("budget-too-small", "max_num_seqs", direction="raise"), 2),
+        (Answer("kv-cache-full"), 2),
+    ],
+)
+def test_a_finding_without_a_change_is_worth_the_same(answer: Answer, points: int) -> None:
+    q = _question(64, change=False)
+    verdict = grade(q, answer)
+    assert q.points == 4 and verdict.points == points
+    assert "no server knob" in verdict.lines()[-1]
+
+
+def test_every_knob_a_shipped_rule_recommends_is_offered_with_its_direction() -> None:
+    for rule in Engine.from_catalog(user=False).rules:
+        for spec in rule.recommend:
+            assert spec.knob in COMMON_KNOBS, (rule.id, spec.knob)
+            assert spec.direction in moves(spec.knob), (rule.id, spec.knob, spec.direction)
 
 
 def test_values_parse_and_compare_by_kind() -> None:
@@ -72,7 +114,7 @@ def test_a_session_on_stdin_reveals_and_scores() -> None:
     out = io.StringIO()
     code = train_cli.run(
         TRACE,
-        stdin=io.StringIO("2\ngpu_memory_utilization\n0.95\n"),
+        stdin=io.StringIO("2\ngpu_memory_utilization\nraise\n"),
         stdout=out,
         findings=kv_full,
         catalog=CATALOG,

@@ -185,7 +185,7 @@ def _usage_problem(args: argparse.Namespace) -> str | None:
         if args.url or args.demo:
             return "give one of --url, --demo or --replay"
         if not args.report:
-            return "the replay screen is not available in this build; add --report for a verdict"
+            return "the replay screen needs a terminal; add --report for a verdict"
     return None
 
 

@@ -19,10 +19,12 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from vtop.model import Frame
+from vtop.monitor import Monitor
 from vtop.report.collect import Collector, FindingsFn, monitor_findings
 from vtop.report.window import LIGHT
 from vtop.sources.base import FrameSource
 from vtop.trace.reader import TraceReader, Warn
+from vtop.triage.engine import Engine
 
 if TYPE_CHECKING:
     from vtop.sources.sim import SimSource
@@ -151,8 +153,11 @@ def replay_collector(
     warn: Warn | None = None,
     max_evaluations: int = MAX_EVALUATIONS,
     resolve: Callable[[TraceReader], tuple[float | None, float | None]] | None = None,
+    engine: Engine | None = None,
 ) -> Collector:
-    """One pass over a trace into a `Collector` (see `replay_document`)."""
+    """One pass over a trace into a `Collector` (see `replay_document`).
+
+    `engine`: the rules to run (a fresh engine: it keeps state), else the shipped catalog."""
     with TraceReader(path, warn=warn) as reader:
         if resolve is not None:
             start, end = resolve(reader)
@@ -160,7 +165,11 @@ def replay_collector(
         t1 = end if end is not None else reader.end
         span = (t1 - t0) if t0 is not None and t1 is not None else None
         collector = Collector(
-            source_kind="replay", source_name=reader.name, findings=findings, expected_s=span
+            source_kind="replay",
+            source_name=reader.name,
+            findings=findings,
+            expected_s=span,
+            monitor=Monitor(engine=engine) if engine is not None else None,
         )
         step = span / max_evaluations if span else 0.0
         interval = reader.header.interval_s

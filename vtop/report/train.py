@@ -11,9 +11,12 @@ This module is the headless core, shared by the replay screen and the line-by-li
 (`replay_collector`), so training asks exactly about what a report would flag, and it grades
 answers without any notion of how they were typed.
 
-Grading: the diagnosis is worth 2 points; when the finding recommends a change, naming one of
-its knobs is worth 1 and a value within 25% of the recommendation (or the same setting, for
-non-numeric knobs) 1 more.
+Grading: the diagnosis is worth 2 points and the change 2 more, on every question, so that
+whether a change is asked for gives nothing away. When the finding recommends a change, naming
+one of its knobs is worth 1, and the right direction (raise, lower, set, enable, disable) or a
+value within 25% of the recommendation (the same setting, for non-numeric knobs) 1 more. When
+it recommends none (the client, not the server, has to change), answering "no server knob" is
+worth both. The knobs offered are the same on every question, in the same order.
 """
 
 from __future__ import annotations
@@ -21,12 +24,27 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Literal
 
 from vtop.model import Finding, KnobValue
-from vtop.report.collect import FindingsFn, monitor_findings
+from vtop.report.collect import Collector, FindingsFn, monitor_findings
 from vtop.trace.reader import Warn
 
 VALUE_TOLERANCE = 0.25
+
+Direction = Literal["raise", "lower", "set", "enable", "disable"]
+DIRECTIONS: tuple[Direction, ...] = ("raise", "lower", "set", "enable", "disable")
+SETTINGS = {"kv_cache_dtype", "long_prefill_token_threshold"}
+"""Knobs set to a value they did not have (fp8; a threshold where there was none)."""
+
+
+def moves(knob: str) -> tuple[Direction, ...]:
+    """The directions a knob can change in: switches turn on or off, settings are set."""
+    if knob.startswith("enable_"):
+        return ("enable", "disable")
+    if knob in SETTINGS:
+        return ("set",)
+    return ("raise", "lower")
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,7 +65,7 @@ class Question:
     finding: Finding
     choices: tuple[Choice, ...]
     knobs: tuple[str, ...]
-    """Knobs offered for the change: the recommended ones among the usual suspects."""
+    """Knobs offered for the change: every knob a rule may recommend, in a fixed order."""
 
     @property
     def has_change(self) -> bool:
@@ -55,14 +73,21 @@ class Question:
 
     @property
     def points(self) -> int:
-        return 4 if self.has_change else 2
+        return 4
+
+    def changes(self) -> list[tuple[str, Direction]]:
+        """Every (knob, direction) a learner may pick, in a fixed order (`moves`)."""
+        return [(k, d) for k in self.knobs for d in moves(k)]
 
 
 @dataclass(frozen=True, slots=True)
 class Answer:
+    """What the learner said; `knob` None is "no server knob"."""
+
     rule: str
     knob: str | None = None
     value: KnobValue = None
+    direction: Direction | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,6 +115,8 @@ class Verdict:
             f"  change: {r.flag}" + (f"  ({r.formula})" if r.formula else "")
             for r in f.recommendations
         )
+        if not f.recommendations:
+            out.append("  change: no server knob; the fix is outside vLLM's flags")
         return out
 
 
@@ -101,8 +128,12 @@ COMMON_KNOBS = (
     "kv_cache_dtype",
     "enable_prefix_caching",
     "enable_chunked_prefill",
+    "long_prefill_token_threshold",
     "tensor_parallel_size",
+    "api_server_count",
 )
+"""Every knob a shipped rule may recommend (a test holds them to it), and the usual suspects:
+the same list on every question, so the list itself never hints at the answer."""
 
 
 def questions(
@@ -115,11 +146,15 @@ def questions(
     """One question per rule (and endpoint) that begins firing in the trace, in time order."""
     from vtop.report.run import replay_collector
 
-    collector = replay_collector(path, findings=findings, warn=warn)
+    return questions_of(replay_collector(path, findings=findings, warn=warn), catalog)
+
+
+def questions_of(collector: Collector, catalog: Sequence[Choice]) -> list[Question]:
+    """The questions of a finished pass over a trace (the replay screen makes its own pass)."""
     out: list[Question] = []
     for t, f in collector.onsets():
         recommended = tuple(r.knob for r in f.recommendations)
-        knobs = tuple(dict.fromkeys((*recommended, *COMMON_KNOBS)))
+        knobs = tuple(dict.fromkeys((*COMMON_KNOBS, *recommended)))
         known = {c.rule for c in catalog}
         choices = tuple(catalog) if f.rule in known else (*catalog, Choice(f.rule, f.title))
         out.append(Question(len(out) + 1, t, f.endpoint, f, choices, knobs))
@@ -127,12 +162,21 @@ def questions(
 
 
 def grade(question: Question, answer: Answer) -> Verdict:
+    """`knob`: the right knob, or rightly none; `value`: the right direction or value."""
     f = question.finding
     diagnosis = answer.rule == f.rule
+    if not f.recommendations:
+        none = answer.knob is None
+        return Verdict(question, answer, diagnosis, none, none)
     recs = {r.knob: r for r in f.recommendations}
     rec = recs.get(answer.knob or "")
     knob = rec is not None
-    value = rec is not None and _close(answer.value, rec.new_value)
+    if rec is None:
+        value = False
+    elif answer.value is not None:
+        value = _close(answer.value, rec.new_value)
+    else:
+        value = answer.direction == rec.direction
     return Verdict(question, answer, diagnosis, knob, value)
 
 

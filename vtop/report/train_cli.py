@@ -4,9 +4,9 @@ The replay screen is where training belongs; this runner is the same quiz for a 
 (or a script, or a test) and the reference the screen is held to. For each question it shows
 what the learner would have seen on the dashboard in the five minutes before the pause (the
 key signals, with their trend, and the configuration), never the findings; asks for the
-diagnosis by number from the whole catalog, then the knob and its new value; reveals the
-finding with its evidence; and prints the score at the end. End of input ends the session
-early, with the score so far.
+diagnosis by number from the whole catalog, then the knob (or none) and which way to move it
+(or its new value); reveals the finding with its evidence; and prints the score at the end.
+End of input ends the session early, with the score so far.
 """
 
 from __future__ import annotations
@@ -20,7 +20,18 @@ from vtop.monitor import Monitor
 from vtop.report import fmt
 from vtop.report.collect import FindingsFn, monitor_findings
 from vtop.report.text import SIGNAL_ORDER
-from vtop.report.train import Answer, Choice, Question, Score, grade, parse_value, questions
+from vtop.report.train import (
+    DIRECTIONS,
+    Answer,
+    Choice,
+    Direction,
+    Question,
+    Score,
+    grade,
+    moves,
+    parse_value,
+    questions,
+)
 from vtop.trace.reader import TraceError
 
 CONTEXT_S = 300.0
@@ -125,19 +136,26 @@ def run(
                 out.write(f"  {i:>2}. {c.rule}: {c.title}\n")
             pick = _ask("diagnosis (number or rule id): ", inp.readline, out)
             rule = _choice(pick, q.choices)
-            knob = value = None
-            if q.has_change:
-                out.write("  knobs: " + ", ".join(q.knobs) + "\n")
-                knob = _ask("knob to change (empty: none): ", inp.readline, out) or None
-                if knob:
-                    value = parse_value(_ask(f"new value of {knob}: ", inp.readline, out))
-            verdict = grade(q, Answer(rule, knob, value))
+            knob = value = direction = None
+            out.write("  knobs: " + ", ".join(q.knobs) + "\n")
+            knob = _ask("knob to change (empty: no server knob): ", inp.readline, out) or None
+            if knob:
+                ways = "/".join(moves(knob))
+                said = _ask(f"{ways} {knob}, or its new value: ", inp.readline, out)
+                direction = _direction(said)
+                value = None if direction is not None else parse_value(said)
+            verdict = grade(q, Answer(rule, knob, value, direction))
             verdicts.append(verdict)
             out.write("\n".join("  " + line for line in verdict.lines()) + "\n")
     except EOFError:
         out.write("\n(end of input)\n")
     out.write(Score(verdicts).summary() + "\n")
     return 0
+
+
+def _direction(text: str) -> Direction | None:
+    low = text.strip().lower()
+    return next((d for d in DIRECTIONS if d == low), None)
 
 
 def _choice(text: str, choices: tuple[Choice, ...]) -> str:

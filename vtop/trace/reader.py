@@ -204,7 +204,9 @@ class TraceReader:
         self.data_end = index_at
         self.totals = TraceStats(polls, samples, t_first, t_last, self.size)
         self.poll_count = polls
-        self.end = t_last
+        # The footer holds the recorded float; frames decode from whole microseconds, so the
+        # end is that microsecond, or `frames(t, reader.end)` would miss the last poll.
+        self.end = round(t_last * 1e6) / 1e6 if t_last is not None else None
         return True
 
     def _scan(self) -> None:
