@@ -9,6 +9,8 @@ if [ ! -x .venv/bin/python ]; then
     "$PY" -m venv .venv
 fi
 .venv/bin/python -m pip install -q --disable-pip-version-check -e '.[test]'
+# A real Prometheus (and promtool) for tests/integration/test_prometheus*.py, which then must run.
+command -v promtool >/dev/null || { apt-get update -qq && apt-get install -y -qq --no-install-recommends prometheus >/dev/null; }; export VTOP_REQUIRE_PROMETHEUS=1
 
 .venv/bin/ruff check vtop tests bench tools
 .venv/bin/ruff format --check vtop tests bench tools
