@@ -231,10 +231,10 @@ def discover(servers: Iterable[VllmProcess] | None = None) -> list[Target]:
     return out
 
 
-def describe(proc: VllmProcess, width: int = 100) -> str:
+def describe(proc: VllmProcess, width: int = 120) -> str:
     """One line for `vtop --discover`: pid, URL, how it was matched, its command line."""
     how = "listening" if proc.matched_by == "socket" else "by --port"
-    argv = " ".join(proc.argv)
+    argv = " ".join([Path(proc.argv[0]).name, *proc.argv[1:]] if proc.argv else [])
     line = f"pid {proc.pid}  {discovered_url(proc)}  ({how})  {argv}"
     return line if len(line) <= width else line[: width - 1] + "…"
 
