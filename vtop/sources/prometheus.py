@@ -231,36 +231,65 @@ def _value(text: Any) -> float | None:
     return v if math.isfinite(v) else None
 
 
+_GPU, _TIME, _UP, _DURATION, _VLLM, _OTHER = range(6)
+
+
+@dataclass(frozen=True, slots=True)
+class _Series:
+    """What one result series is, worked out once (a backfill reuses it for every step)."""
+
+    kind: int
+    target: Target
+    head: str = ""
+    hosts: frozenset[str] = frozenset()
+
+
+def classify(metric: Mapping[str, str]) -> _Series:
+    name = metric.get("__name__", "")
+    target = (metric.get("job", ""), metric.get("instance", ""))
+    if name.startswith("DCGM_"):
+        hosts = {promql.host_of(target[1]), metric.get("Hostname", "")} - {""}
+        return _Series(_GPU, target, head(metric), frozenset(hosts))
+    if name == promql.SCRAPE_TIME:
+        return _Series(_TIME, target)
+    if name == "up":
+        return _Series(_UP, target)
+    if name == "scrape_duration_seconds":
+        return _Series(_DURATION, target)
+    return _Series(_VLLM if name.startswith("vllm:") else _OTHER, target, head(metric))
+
+
 class _Sorter:
     """Sorts result series into per-target samples, dcgm-exporter series kept per target."""
 
     def __init__(self) -> None:
         self.targets: dict[Target, _Sample] = {}
         self.gpu: dict[Target, list[str]] = {}
-        self.gpu_hosts: dict[Target, set[str]] = {}
+        self.gpu_hosts: dict[Target, frozenset[str]] = {}
 
-    def add(self, metric: Mapping[str, str], value: Any) -> None:
-        name = metric.get("__name__", "")
-        target = (metric.get("job", ""), metric.get("instance", ""))
-        if name.startswith("DCGM_"):
-            self.gpu.setdefault(target, []).append(f"{head(metric)} {value}")
-            hosts = self.gpu_hosts.setdefault(target, {promql.host_of(target[1])})
-            if metric.get("Hostname"):
-                hosts.add(metric["Hostname"])
+    def add(self, series: _Series, value: Any) -> None:
+        kind, target = series.kind, series.target
+        if kind == _GPU:
+            lines = self.gpu.get(target)
+            if lines is None:
+                lines = self.gpu[target] = []
+                self.gpu_hosts[target] = series.hosts
+            lines.append(f"{series.head} {value}")
             return
         sample = self.targets.get(target)
         if sample is None:
             sample = self.targets[target] = _Sample()
-        if name == promql.SCRAPE_TIME:
+        if kind == _VLLM:
+            sample.lines.append(f"{series.head} {value}")
+            sample.vllm = True
+        elif kind == _OTHER:
+            sample.lines.append(f"{series.head} {value}")
+        elif kind == _TIME:
             sample.time = _value(value)
-        elif name == "up":
+        elif kind == _UP:
             sample.up = _value(value)
-        elif name == "scrape_duration_seconds":
-            sample.duration = _value(value)
         else:
-            sample.lines.append(f"{head(metric)} {value}")
-            if name.startswith("vllm:"):
-                sample.vllm = True
+            sample.duration = _value(value)
 
     def gpu_lines(self, target: Target) -> list[str]:
         """GPU series for a vLLM target: its own page's, else its node's dcgm-exporter's."""
@@ -404,7 +433,7 @@ class PrometheusSource:
             value = item.get("value")
             metric = item.get("metric")
             if isinstance(metric, dict) and isinstance(value, list) and len(value) == 2:
-                sorter.add(metric, value[1])
+                sorter.add(classify(metric), value[1])
         return sorter
 
     async def _poll(self, now: float) -> Frame:
@@ -550,12 +579,13 @@ class PrometheusSource:
             metric, values = item.get("metric"), item.get("values")
             if not isinstance(metric, dict) or not isinstance(values, list):
                 continue
+            series = classify(metric)
             for point in values:
                 if isinstance(point, list) and len(point) == 2:
                     sorter = steps.get(point[0])
                     if sorter is None:
                         sorter = steps[point[0]] = _Sorter()
-                    sorter.add(metric, point[1])
+                    sorter.add(series, point[1])
         scrapes: list[Scrape] = []
         for at in sorted(steps, key=float):
             sorter = steps[at]
