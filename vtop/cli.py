@@ -17,6 +17,7 @@ from collections.abc import Sequence
 
 from vtop import __version__, targets
 from vtop.monitor import Monitor
+from vtop.report import cli as headless
 from vtop.sources import discovery, prometheus
 from vtop.sources.base import FrameSource
 from vtop.sources.live import LiveSource
@@ -75,6 +76,7 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="poll twice, one interval apart, print one JSON document and exit",
     )
+    headless.add_arguments(parser)
     return parser
 
 
@@ -182,6 +184,8 @@ def make_source(args: argparse.Namespace) -> FrameSource:
 
 
 def run_monitor(args: argparse.Namespace) -> int:
+    if headless.wanted(args) and not args.once:
+        return _headless(args)
     try:
         source = make_source(args)
     except UsageError as exc:
@@ -196,8 +200,26 @@ def run_monitor(args: argparse.Namespace) -> int:
     return _fail("the live TUI is not built yet; use --once")
 
 
+def _headless(args: argparse.Namespace) -> int:
+    """--report, --record, --replay … --report: vtop/report/cli.py runs them."""
+    if args.replay:
+        return headless.run(args, None, [])
+    try:
+        source = make_source(args)
+    except UsageError as exc:
+        return _fail(str(exc))
+    from vtop.sources.vllm import base_url, redact_url
+
+    names = [args.demo] if args.demo else [redact_url(base_url(u)) for u in args.url]
+    return headless.run(args, source, names)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["trace"]:
+        from vtop.trace.info import main as trace_main
+
+        return trace_main(argv[1:])
     if argv[:1] == ["sim"]:
         from vtop.sim import command as sim_command
 

@@ -29,9 +29,10 @@ ENUMERATED = ("finished_reason", "source", "reason", "sleep_state", "handler", "
 
 
 def real_pages() -> list[Path]:
-    """Every captured /metrics page (recursively; log captures and indexes are skipped)."""
+    """Every captured /metrics page with vLLM series (recursively; log captures, indexes and
+    the --disable-log-stats page, which has no vllm: series to compare, are skipped)."""
     pages = sorted(CANONICAL.rglob("*.txt")) if CANONICAL.is_dir() else []
-    pages = [p for p in pages if p.read_text().startswith("# HELP")]
+    pages = [p for p in pages if p.read_text().startswith("# HELP") and "\nvllm:" in p.read_text()]
     return pages or [COPY]
 
 

@@ -1,0 +1,44 @@
+"""Headless verdicts: a report document from frames, rendered as text, Markdown, JSON or HTML.
+
+`collect` turns frames into the document (the one source of truth), `window` keeps the window's
+figures, `run` drives sources into it, and `text`/`html` render it. JSON is the document itself,
+described by docs/report-schema.json.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import Any
+
+FORMATS = ("text", "markdown", "json", "html")
+
+
+def _finite(value: Any) -> Any:
+    """The document with NaN/inf replaced by None: JSON has no NaN, and unknown is null."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_finite(v) for v in value]
+    return value
+
+
+def render(doc: dict[str, Any], fmt: str) -> str:
+    """The document in one of `FORMATS`."""
+    if fmt == "json":
+        return json.dumps(_finite(doc), indent=2, ensure_ascii=False, allow_nan=False) + "\n"
+    if fmt == "markdown":
+        from vtop.report.text import render_markdown
+
+        return render_markdown(doc)
+    if fmt == "html":
+        from vtop.report.html import render_html
+
+        return render_html(doc)
+    if fmt == "text":
+        from vtop.report.text import render_text
+
+        return render_text(doc)
+    raise ValueError(f"unknown report format {fmt!r} (choose from {', '.join(FORMATS)})")

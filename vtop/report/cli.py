@@ -1,0 +1,349 @@
+"""The headless modes of the command line: `--report`, `--record` and `--replay … --report`.
+
+`vtop.cli` owns argument parsing as a whole; this module adds its own arguments and runs the
+modes they select, so the two stay apart. Nothing here imports Textual: a report or a
+recording in a script, a cron job or CI never loads the TUI.
+
+Signals: SIGINT, SIGTERM and SIGHUP (an SSH session dropping) end a live report early (it covers
+what was watched) and close a recording cleanly, footer included. Errors a user can fix are one
+line on stderr: exit 2 for usage, 3 (UNKNOWN) when nothing could be read.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import re
+import signal
+import sys
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from vtop.model import Frame
+from vtop.report import FORMATS, render
+from vtop.report.collect import duration_text, exit_code
+from vtop.sources.base import FrameSource
+from vtop.trace import TraceError, TraceReader, TraceWriteError
+from vtop.trace.recorder import Recorder
+
+EXIT_UNKNOWN = 3
+DEFAULT_REPORT_S = 30.0
+DEFAULT_DEMO_S = 300.0
+"""A simulated window costs no waiting, and most rules want minutes of evidence."""
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_argument_group("record, replay, report")
+    group.add_argument(
+        "--record",
+        metavar="FILE",
+        help="record every poll to FILE (headless unless a screen is running)",
+    )
+    group.add_argument("--replay", metavar="FILE", help="replay a recorded trace")
+    group.add_argument(
+        "--train",
+        action="store_true",
+        help="with --replay: findings hidden; at each incident name the diagnosis and the "
+        "knob change, then see the answer; a score at the end",
+    )
+    group.add_argument(
+        "--report",
+        action="store_true",
+        help="no screen: watch (or read the trace), print a verdict, exit 0/1/2/3",
+    )
+    group.add_argument(
+        "--format",
+        choices=FORMATS,
+        default="text",
+        dest="report_format",
+        help="report format (default text)",
+    )
+    group.add_argument(
+        "--duration",
+        metavar="TIME",
+        help="how long to watch: 30s, 5m, 1h30m (report default 30 s, 5 min of simulated time "
+        "with --demo, which runs it flat out; a recording runs until stopped)",
+    )
+    group.add_argument(
+        "--from",
+        dest="from_",
+        metavar="WHEN",
+        help="replay from: +5m after the trace's start, -10m before its end (write "
+        "--from=-10m), "
+        "15:04[:05] or an ISO time (UTC unless it says otherwise)",
+    )
+    group.add_argument("--to", metavar="WHEN", help="replay until (same forms as --from)")
+    group.add_argument(
+        "--fail-on",
+        choices=("warning", "critical"),
+        default="warning",
+        help="lowest status that makes the exit code non-zero (default warning)",
+    )
+    group.add_argument("-o", "--output", metavar="FILE", help="write the report to FILE")
+
+
+def wanted(args: argparse.Namespace) -> bool:
+    """True when the arguments select a mode this module runs."""
+    return bool(args.report or args.record or args.replay or args.train)
+
+
+def _notify(message: str) -> None:
+    print(f"vtop: {message}", file=sys.stderr)
+
+
+def _notify_monitoring(message: str) -> None:
+    print(f"vtop: {message}; monitoring continues", file=sys.stderr)
+
+
+def _fail(message: str, code: int = 2) -> int:
+    print(f"vtop: {message}", file=sys.stderr)
+    return code
+
+
+_UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
+_PART = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h|d)")
+
+
+def parse_duration(text: str) -> float:
+    """'90', '90s', '5m', '1h30m', '250ms' -> seconds; ValueError names the bad text."""
+    t = text.strip().lower()
+    try:
+        return float(t)
+    except ValueError:
+        pass
+    pos, total = 0, 0.0
+    for m in _PART.finditer(t):
+        if m.start() != pos:
+            break
+        total += float(m.group(1)) * _UNITS[m.group(2)]
+        pos = m.end()
+    if pos != len(t) or not t:
+        raise ValueError(f"{text!r} is not a duration (try 30s, 5m, 1h30m)")
+    return total
+
+
+def parse_when(text: str, start: float | None, end: float | None) -> float:
+    """A --from/--to value against a trace spanning [start, end]."""
+    t = text.strip()
+    if t[:1] in "+-" and start is not None and end is not None:
+        offset = parse_duration(t[1:])
+        return start + offset if t[0] == "+" else end - offset
+    with contextlib.suppress(ValueError):
+        return start + parse_duration(t) if start is not None else parse_duration(t)
+    m = re.fullmatch(r"(\d{1,2}):(\d{2})(?::(\d{2}(?:\.\d+)?))?", t)
+    if m and start is not None:
+        day = datetime.fromtimestamp(start, UTC).replace(hour=0, minute=0, second=0, microsecond=0)
+        at = day + timedelta(
+            hours=int(m.group(1)), minutes=int(m.group(2)), seconds=float(m.group(3) or 0)
+        )
+        value = at.timestamp()
+        return value + 86400.0 if value < start - 1 else value
+    try:
+        stamp = datetime.fromisoformat(t.replace("Z", "+00:00"))
+    except ValueError:
+        raise ValueError(
+            f"{text!r} is not a time (try +5m, -10m, 15:04 or 2025-06-15T15:04:00Z)"
+        ) from None
+    if stamp.tzinfo is None:
+        stamp = stamp.replace(tzinfo=UTC)
+    return stamp.timestamp()
+
+
+def _signals(stop: asyncio.Event) -> None:
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        with contextlib.suppress(NotImplementedError, RuntimeError):
+            loop.add_signal_handler(sig, stop.set)
+
+
+def _emit(doc: dict[str, Any], args: argparse.Namespace) -> int:
+    text = render(doc, args.report_format)
+    if args.output:
+        try:
+            with open(args.output, "w", encoding="utf-8") as fh:
+                fh.write(text)
+        except OSError as exc:
+            return _fail(f"cannot write {args.output}: {exc.strerror}")
+    else:
+        from vtop.trace.info import write_stdout
+
+        write_stdout(text)
+    if doc["status"] == "UNKNOWN":
+        print(f"vtop: UNKNOWN: {doc['reason']}", file=sys.stderr)
+    return exit_code(doc["status"], args.fail_on)
+
+
+def _usage_problem(args: argparse.Namespace) -> str | None:
+    if (args.from_ or args.to) and not args.replay:
+        return "--from/--to select part of a trace; use them with --replay FILE"
+    if args.train and (not args.replay or args.report or args.record):
+        return "--train goes with --replay FILE alone: it quizzes on a recorded incident"
+    if args.replay and not args.train:
+        if args.record:
+            return "--record records a live or simulated server; a replay has nothing new"
+        if args.url or args.demo:
+            return "give one of --url, --demo or --replay"
+        if not args.report:
+            return "the replay screen is not available in this build; add --report for a verdict"
+    return None
+
+
+def run(args: argparse.Namespace, source: FrameSource | None, names: list[str]) -> int:
+    """Run the mode the arguments select. `source` is the live or simulated one (None with
+    --replay); `names` name its endpoints (URLs without secrets) or its scenario."""
+    try:
+        duration = parse_duration(args.duration) if args.duration else None
+    except ValueError as exc:
+        return _closing(source, _fail(f"--duration: {exc}"))
+    if duration is not None and duration <= 0:
+        return _closing(source, _fail("--duration must be positive"))
+    problem = _usage_problem(args)
+    if problem is not None:
+        return _closing(source, _fail(problem))
+    if args.train:
+        from vtop.report import train_cli
+
+        return train_cli.run(args.replay)
+    if args.replay:
+        return _report_replay(args)
+    assert source is not None
+    kind = "demo" if args.demo else "live"
+    recorder = None
+    if args.record:
+        seed = f" (seed {args.seed})" if args.demo else ""
+        try:
+            recorder = Recorder(
+                args.record,
+                sources=[f"{kind} {n}{seed}" for n in names],
+                interval_s=args.interval,
+                notify=_notify_monitoring if args.report else _notify,
+            )
+        except TraceWriteError as exc:
+            return _closing(source, _fail(str(exc)))
+    try:
+        if args.demo and (args.report or duration is not None):
+            return _demo(args, source, recorder, duration, names)
+        if args.report:
+            return asyncio.run(_report_live(args, source, recorder, duration, names))
+        assert recorder is not None
+        return asyncio.run(_record(args, source, recorder, duration))
+    finally:
+        if recorder is not None:
+            recorder.close()
+
+
+def _closing(source: FrameSource | None, code: int) -> int:
+    if source is not None:
+        asyncio.run(source.aclose())
+    return code
+
+
+def _demo(
+    args: argparse.Namespace,
+    source: FrameSource,
+    recorder: Recorder | None,
+    duration: float | None,
+    names: list[str],
+) -> int:
+    """The simulator in virtual time, flat out: a report, a recording of a set length, or both."""
+    from vtop.report.run import simulated_document
+    from vtop.sources.sim import SimSource
+
+    assert isinstance(source, SimSource)
+    window = duration or DEFAULT_DEMO_S
+    doc = simulated_document(
+        source,
+        name=" ".join(names),
+        duration_s=window,
+        on_frame=recorder.feed if recorder else None,
+    )
+    if recorder is not None and not args.report:
+        recorder.close()
+        if recorder.error:
+            return 1
+        print(
+            f"vtop: recorded {recorder.polls} polls ({duration_text(window)} of simulated time, "
+            f"{recorder.bytes / 1024:.1f} KiB) to {recorder.path}",
+            file=sys.stderr,
+        )
+        return 0
+    return _emit(doc, args)
+
+
+async def _report_live(
+    args: argparse.Namespace,
+    source: FrameSource,
+    recorder: Recorder | None,
+    duration: float | None,
+    urls: list[str],
+) -> int:
+    from vtop.report.run import live_document
+
+    stop = asyncio.Event()
+    _signals(stop)
+    on_frame = recorder.feed if recorder is not None else None
+    try:
+        doc = await live_document(
+            source,
+            name=" ".join(urls),
+            interval_s=args.interval,
+            duration_s=duration or DEFAULT_REPORT_S,
+            on_frame=on_frame,
+            stop=stop,
+        )
+    finally:
+        await source.aclose()
+    return _emit(doc, args)
+
+
+async def _record(
+    args: argparse.Namespace, source: FrameSource, recorder: Recorder, duration: float | None
+) -> int:
+    from vtop.report.run import watch
+
+    stop = asyncio.Event()
+    _signals(stop)
+    first: list[float] = []
+
+    def take(frame: Frame) -> None:
+        if not first:
+            first.append(frame.t)
+        recorder.feed(frame)
+        if not recorder.active:
+            stop.set()
+
+    until = f"for {duration_text(duration)}" if duration else "until Ctrl-C"
+    print(f"vtop: recording to {recorder.path} every {args.interval:g} s {until}", file=sys.stderr)
+    try:
+        await watch(source, args.interval, take, duration_s=duration, stop=stop)
+    finally:
+        await source.aclose()
+        recorder.close()
+    if recorder.error:
+        return 1
+    print(
+        f"vtop: recorded {recorder.polls} polls ({recorder.bytes / 1024:.1f} KiB) "
+        f"to {recorder.path}",
+        file=sys.stderr,
+    )
+    return 0
+
+
+def _report_replay(args: argparse.Namespace) -> int:
+    from vtop.report.run import replay_document
+
+    def resolve(reader: TraceReader) -> tuple[float | None, float | None]:
+        start = parse_when(args.from_, reader.start, reader.end) if args.from_ else None
+        end = parse_when(args.to, reader.start, reader.end) if args.to else None
+        if start is not None and end is not None and end < start:
+            raise ValueError("--to is before --from")
+        return start, end
+
+    try:
+        doc = replay_document(args.replay, resolve=resolve)
+    except TraceError as exc:
+        return _fail(str(exc), EXIT_UNKNOWN)
+    except ValueError as exc:
+        return _fail(str(exc))
+    return _emit(doc, args)

@@ -1,0 +1,386 @@
+"""From frames to a verdict: the report document that every format renders.
+
+One path for every source: frames (live, simulated, replayed) go into a `Monitor`, exactly as
+the TUI feeds them, and the rules' findings are read back from it after each evaluation;
+the same frames also go into `WindowStats` for the window's figures. A long trace cannot be
+evaluated at every poll in the time a script allows, so `add(frame, evaluate=False)` takes a
+light frame for the figures only; what such polls announce (knobs, server info, events) is
+held and handed to the monitor with the next evaluated frame, so nothing is lost by skipping.
+
+A finding is reported if it *fired* at any evaluation of the window (with the first and last
+time it did, and whether it still fired at the end); the status is the worst of those. The
+document is plain JSON data, versioned (`REPORT_VERSION`) and described by
+docs/report-schema.json; text, Markdown and HTML are views of it, so they cannot disagree.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime
+from typing import Any, Literal
+
+from vtop import __version__
+from vtop.model import EndpointInfo, Event, Finding, Frame, Knob, Severity
+from vtop.monitor import Monitor
+from vtop.report.window import RATES, EndpointStats, WindowStats
+
+REPORT_VERSION = 1
+Status = Literal["OK", "WARNING", "CRITICAL", "UNKNOWN"]
+EXIT_CODES: dict[str, int] = {"OK": 0, "WARNING": 1, "CRITICAL": 2, "UNKNOWN": 3}
+FindingsFn = Callable[[Monitor], Iterable[Finding]]
+"""Every current finding of every endpoint the monitor watches."""
+MAX_EVENTS = 200
+
+UNITS = {
+    "running": "requests",
+    "waiting": "requests",
+    "kv_usage": "ratio",
+    "preemptions_per_s": "1/s",
+    "generation_tokens_per_s": "tokens/s",
+    "prompt_tokens_per_s": "tokens/s",
+    "requests_per_s": "requests/s",
+}
+
+
+def monitor_findings(monitor: Monitor) -> Iterable[Finding]:
+    """The findings the monitor's rule engine holds for every endpoint after the last feed."""
+    out: list[Finding] = []
+    for view in monitor.endpoints.values():
+        out.extend(getattr(view, "findings", ()))
+    return out
+
+
+def iso(t: float | None) -> str | None:
+    """UTC time with seconds, e.g. 2025-06-15T15:06:41Z (reports are read across zones)."""
+    if t is None:
+        return None
+    return datetime.fromtimestamp(t, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+@dataclass(slots=True)
+class _Track:
+    finding: Finding
+    first_t: float
+    last_t: float
+    worst: Severity
+    fired: bool
+    evaluations: int = 1
+    active: bool = True
+    starts: list[float] = field(default_factory=list)
+    """Times it began firing (again): where a replay's timeline puts its marks."""
+    onset: Finding | None = None
+    """The finding as it was when it first fired: what training reveals."""
+
+
+class Collector:
+    """Feeds frames to a monitor and the window statistics; `document()` is the report."""
+
+    def __init__(
+        self,
+        *,
+        source_kind: str,
+        source_name: str,
+        findings: FindingsFn = monitor_findings,
+        expected_s: float | None = None,
+        capacity: int = 3600,
+        monitor: Monitor | None = None,
+    ) -> None:
+        self.source_kind = source_kind
+        self.source_name = source_name
+        self.monitor = monitor or Monitor(capacity=capacity)
+        self.stats = WindowStats(expected_s)
+        self._findings = findings
+        self._tracks: dict[tuple[str, str], _Track] = {}
+        self._knobs: dict[str, dict[str, Knob]] = {}
+        self._server: dict[str, EndpointInfo] = {}
+        self._pending_knobs: dict[str, dict[str, Knob]] = {}
+        self._pending_server: dict[str, EndpointInfo] = {}
+        self._pending_events: list[Event] = []
+        self.events: list[Event] = []
+        self.evaluations = 0
+        self.last_evaluated: float | None = None
+        self.step_s: float | None = None
+
+    def add(self, frame: Frame, *, evaluate: bool = True) -> None:
+        """One poll. With `evaluate`, the frame must be complete and the rules run on it."""
+        self.observe(frame)
+        if evaluate:
+            self.judge(frame)
+
+    def observe(self, frame: Frame, *, light: bool = False) -> None:
+        """Count a poll in the window's figures; a `light` frame carries no GPU readings."""
+        self.stats.add(frame, gpu=not light)
+        for s in frame.scrapes:
+            if s.knobs is not None:
+                self._knobs[s.endpoint] = dict(s.knobs)
+                self._pending_knobs[s.endpoint] = dict(s.knobs)
+            if s.server is not None:
+                self._server[s.endpoint] = s.server
+                self._pending_server[s.endpoint] = s.server
+        for ev in frame.events:
+            if len(self.events) < MAX_EVENTS:
+                self.events.append(ev)
+        self._pending_events.extend(frame.events)
+        del self._pending_events[:-MAX_EVENTS]
+
+    def observe_latency(self, frame: Frame) -> None:
+        """Take a complete frame's histograms for a poll already observed as a light frame."""
+        for s in frame.scrapes:
+            ep = self.stats.endpoints.get(s.endpoint)
+            if ep is not None and s.ok:
+                ep.add_latency(s)
+
+    def judge(self, frame: Frame) -> None:
+        """Feed a complete frame (already observed) to the monitor and evaluate the rules."""
+        self.monitor.feed(self._with_pending(frame))
+        self.evaluations += 1
+        self.last_evaluated = frame.t
+        self._evaluate(frame.t)
+
+    def _with_pending(self, frame: Frame) -> Frame:
+        """The frame with what skipped polls announced (their own events are already in it)."""
+        if not (self._pending_knobs or self._pending_server or self._pending_events):
+            return frame
+        scrapes = []
+        for s in frame.scrapes:
+            knobs = s.knobs if s.knobs is not None else self._pending_knobs.get(s.endpoint)
+            server = s.server if s.server is not None else self._pending_server.get(s.endpoint)
+            scrapes.append(replace(s, knobs=knobs, server=server))
+        events = tuple(self._pending_events)
+        self._pending_knobs.clear()
+        self._pending_server.clear()
+        self._pending_events.clear()
+        return replace(frame, scrapes=tuple(scrapes), events=events)
+
+    def _evaluate(self, t: float) -> None:
+        seen = set()
+        for f in self._findings(self.monitor):
+            if f.state not in ("firing", "suppressed"):
+                continue  # pending, or not enough evidence yet: not a verdict
+            key = (f.endpoint, f.rule)
+            seen.add(key)
+            firing = f.state == "firing"
+            track = self._tracks.get(key)
+            if track is None:
+                onset = f if firing else None
+                starts = [t] if firing else []
+                self._tracks[key] = _Track(f, t, t, f.severity, firing, starts=starts, onset=onset)
+                continue
+            if firing and (not track.active or track.finding.state != "firing"):
+                track.starts.append(t)
+            if firing and track.onset is None:
+                track.onset = f
+            if firing and not track.fired:  # it fires now: what it said while explained away goes
+                track.finding, track.worst, track.fired = f, f.severity, True
+            elif firing or not track.fired:
+                track.finding, track.worst = f, max(track.worst, f.severity)
+            track.last_t = t
+            track.evaluations += 1
+            track.active = True
+        for key, track in self._tracks.items():
+            if key not in seen:
+                track.active = False
+
+    def onsets(self) -> list[tuple[float, Finding]]:
+        """(time, finding) where each rule first fired on each endpoint, in time order."""
+        out = [
+            (tr.starts[0], tr.onset)
+            for tr in self._tracks.values()
+            if tr.onset is not None and tr.starts
+        ]
+        return sorted(out, key=lambda x: x[0])
+
+    def marks(self) -> list[tuple[float, str]]:
+        """(time, "SEVERITY rule") wherever a finding began firing, in time order."""
+        out = [
+            (t, f"{tr.worst.name} {tr.finding.rule}")
+            for tr in self._tracks.values()
+            for t in tr.starts
+        ]
+        return sorted(out)
+
+    # -- the document --------------------------------------------------------------------------
+
+    def status(self) -> tuple[Status, str]:
+        eps = self.stats.endpoints
+        if not eps or self.stats.polls == 0:
+            return "UNKNOWN", "no polls in the window"
+        reachable = [e for e in eps.values() if e.polls > e.failed]
+        if not reachable:
+            first = next(iter(eps.values()))
+            return "UNKNOWN", first.last_error or f"{first.url} could not be read"
+        if not any(e.vllm for e in reachable):
+            return "UNKNOWN", f"{reachable[0].url} exposes no vLLM metrics"
+        firing = [t for t in self._tracks.values() if t.fired]
+        worst = max((t.worst for t in firing), default=Severity.OK)
+        down = [e.url for e in eps.values() if e.polls == e.failed]
+        if worst >= Severity.WARNING:
+            top = sorted(firing, key=lambda t: (-t.worst, t.first_t))[0]
+            more = f" (+{len(firing) - 1} more)" if len(firing) > 1 else ""
+            status: Status = "CRITICAL" if worst >= Severity.CRITICAL else "WARNING"
+            return (
+                status,
+                f"{top.finding.rule} on {top.finding.endpoint}: {top.finding.summary}{more}",
+            )
+        if down:
+            return "WARNING", f"{down[0]} could not be read during the window"
+        span = _span(self.stats.t_first, self.stats.t_last)
+        return "OK", f"no findings over {span} ({self.stats.polls} polls)"
+
+    def document(self) -> dict[str, Any]:
+        status, reason = self.status()
+        st = self.stats
+        endpoints = [self._endpoint(e) for e in st.endpoints.values()]
+        primary = endpoints[0] if endpoints else None
+        findings = sorted(self._tracks.values(), key=lambda t: (-t.worst, t.first_t))
+        duration = (st.t_last - st.t_first) if st.t_first is not None and st.t_last else 0.0
+        first_ep = next(iter(st.endpoints.values()), None)
+        return {
+            "report_version": REPORT_VERSION,
+            "vtop": __version__,
+            "status": status,
+            "exit_code": EXIT_CODES[status],
+            "reason": reason,
+            "source": {"kind": self.source_kind, "name": self.source_name},
+            "window": {
+                "from": iso(st.t_first),
+                "to": iso(st.t_last),
+                "start_t": st.t_first,
+                "end_t": st.t_last,
+                "duration_s": duration,
+                "polls": st.polls,
+                "evaluations": self.evaluations,
+                "step_s": self.step_s,
+            },
+            "endpoint": primary["url"] if primary else None,
+            "knobs": primary["knobs"] if primary else {},
+            "signals": primary["signals"] if primary else {},
+            "latency": primary["latency"] if primary else {},
+            "findings": [_finding(t) for t in findings],
+            "endpoints": endpoints,
+            "gpus": self._gpus(),
+            "events": [
+                {
+                    "t": e.t,
+                    "time": iso(e.t),
+                    "kind": e.kind,
+                    "endpoint": e.endpoint,
+                    "message": e.message,
+                }
+                for e in self.events
+            ],
+            "timeline": first_ep.timeline.series() if first_ep else {"t": []},
+        }
+
+    def _endpoint(self, e: EndpointStats) -> dict[str, Any]:
+        server = self._server.get(e.url) or EndpointInfo()
+        signals: dict[str, Any] = {}
+        for name, stat in e.gauges.items():
+            signals[name] = {**_pick(stat.summary()), "unit": UNITS[name]}
+        for name in RATES:
+            signals[name] = {**e.counters[name].summary(), "unit": UNITS[name]}
+        state = "ok"
+        if e.polls == e.failed:
+            state = "unreachable"
+        elif not e.vllm:
+            state = "no_vllm"
+        elif e.failed:
+            state = "partial"
+        return {
+            "url": e.url,
+            "status": state,
+            "error": e.last_error,
+            "server": {
+                "version": server.version,
+                "models": list(server.models),
+                "max_model_len": server.max_model_len,
+            },
+            "polls": e.polls,
+            "failed_polls": e.failed,
+            "restarts": e.restarts,
+            "knobs": knobs_json(self._knobs.get(e.url, {})),
+            "signals": signals,
+            "latency": {name: lat.summary() for name, lat in e.latency.items()},
+        }
+
+    def _gpus(self) -> list[dict[str, Any]]:
+        out = []
+        for index, (name, stats, total) in sorted(self.stats.gpu.gpus.items()):
+            entry: dict[str, Any] = {"index": index, "name": name, "mem_total_bytes": total}
+            for f, s in stats.items():
+                entry[f] = _pick(s.summary()) if s.n else None
+            out.append(entry)
+        return out
+
+
+def _pick(summary: dict[str, float | None]) -> dict[str, float | None]:
+    return {k: summary[k] for k in ("avg", "max", "last")}
+
+
+def knobs_json(knobs: dict[str, Knob]) -> dict[str, Any]:
+    return {
+        n: {"value": k.value, "provenance": k.provenance, "detail": k.detail}
+        for n, k in sorted(knobs.items())
+    }
+
+
+def _finding(track: _Track) -> dict[str, Any]:
+    f = track.finding
+    return {
+        "rule": f.rule,
+        "title": f.title,
+        "endpoint": f.endpoint,
+        "severity": track.worst.name,
+        "state": f.state,
+        "summary": f.summary,
+        "evidence": [{"name": n, "value": v} for n, v in f.evidence],
+        "recommendations": [
+            {
+                "knob": r.knob,
+                "from": r.current.value if r.current is not None else None,
+                "to": r.new_value,
+                "flag": r.flag,
+                "direction": r.direction,
+                "formula": r.formula,
+                "confidence": r.confidence,
+                "tradeoff": r.tradeoff,
+                "assumed": r.current.assumed if r.current is not None else True,
+            }
+            for r in f.recommendations
+        ],
+        "suppressed_by": f.suppressed_by,
+        "first_t": track.first_t,
+        "last_t": track.last_t,
+        "first": iso(track.first_t),
+        "last": iso(track.last_t),
+        "evaluations": track.evaluations,
+        "active_at_end": track.active,
+    }
+
+
+def _span(t0: float | None, t1: float | None) -> str:
+    if t0 is None or t1 is None:
+        return "0 s"
+    return duration_text(t1 - t0)
+
+
+def duration_text(seconds: float) -> str:
+    """12 s, 5m 03s, 2h 04m, 1d 02h."""
+    s = round(seconds)
+    if s < 60:
+        return f"{s} s"
+    if s < 3600:
+        return f"{s // 60}m {s % 60:02d}s"
+    if s < 86400:
+        return f"{s // 3600}h {s % 3600 // 60:02d}m"
+    return f"{s // 86400}d {s % 86400 // 3600:02d}h"
+
+
+def exit_code(status: str, fail_on: str = "warning") -> int:
+    """The process exit code: UNKNOWN is always 3; below `fail_on`, a status exits 0."""
+    code = EXIT_CODES[status]
+    if status == "UNKNOWN":
+        return code
+    threshold = EXIT_CODES[fail_on.upper()]
+    return code if code >= threshold else 0

@@ -1,0 +1,182 @@
+"""Driving a report (and a headless recording) from a source to a finished document.
+
+`watch()` is the one headless poll loop: it polls a `FrameSource` once per interval (never two
+polls at once, never a backlog: a slow poll delays the next instead of stacking), hands every
+frame to its consumers (the report's collector, the recorder) and stops on request, after a
+duration, or both. `replay_document()` reads a trace in one pass: every poll counts in the
+window's figures through a light frame (gauges and counters), and the rules (and the latency
+figures, which need only cumulative histograms) run on full frames at most `MAX_EVALUATIONS`
+times over the window, so a day-long trace reports in seconds while a short
+one is evaluated at every poll, as live.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import math
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from vtop.model import Frame
+from vtop.report.collect import Collector, FindingsFn, monitor_findings
+from vtop.report.window import LIGHT
+from vtop.sources.base import FrameSource
+from vtop.trace.reader import TraceReader, Warn
+
+if TYPE_CHECKING:
+    from vtop.sources.sim import SimSource
+
+MAX_EVALUATIONS = 2000
+
+
+async def watch(
+    source: FrameSource,
+    interval_s: float,
+    on_frame: Callable[[Frame], None],
+    *,
+    duration_s: float | None = None,
+    min_polls: int = 1,
+    stop: asyncio.Event | None = None,
+) -> int:
+    """Poll until `stop` is set, or `duration_s` has passed and `min_polls` were made."""
+    loop = asyncio.get_running_loop()
+    started = loop.time()
+    polls = 0
+    while stop is None or not stop.is_set():
+        tick = loop.time()
+        frame = await source.poll()
+        on_frame(frame)
+        polls += 1
+        elapsed = loop.time() - started
+        if duration_s is not None and elapsed >= duration_s and polls >= min_polls:
+            break
+        delay = max(0.0, tick + interval_s - loop.time())
+        if stop is None:
+            await asyncio.sleep(delay)
+            continue
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(stop.wait(), delay)
+    return polls
+
+
+async def live_document(
+    source: FrameSource,
+    *,
+    name: str,
+    interval_s: float,
+    duration_s: float,
+    on_frame: Callable[[Frame], None] | None = None,
+    findings: FindingsFn = monitor_findings,
+    stop: asyncio.Event | None = None,
+) -> dict[str, Any]:
+    """Watch a live source for `duration_s` (at least two polls, so rates exist)."""
+    collector = Collector(
+        source_kind="live", source_name=name, findings=findings, expected_s=duration_s
+    )
+    collector.step_s = interval_s
+
+    def take(frame: Frame) -> None:
+        if on_frame is not None:
+            on_frame(frame)
+        collector.add(frame)
+
+    await watch(source, interval_s, take, duration_s=duration_s, min_polls=2, stop=stop)
+    return collector.document()
+
+
+def simulated_document(
+    source: SimSource,
+    *,
+    name: str,
+    duration_s: float,
+    on_frame: Callable[[Frame], None] | None = None,
+    findings: FindingsFn = monitor_findings,
+) -> dict[str, Any]:
+    """The simulator for `duration_s` of virtual time, as fast as it computes (≥ two polls)."""
+    step = source.interval_s * source.speed
+    collector = Collector(
+        source_kind="demo", source_name=name, findings=findings, expected_s=duration_s
+    )
+    collector.step_s = step
+    for _ in range(max(2, math.ceil(duration_s / step) + 1)):
+        frame = source.poll_now()
+        if on_frame is not None:
+            on_frame(frame)
+        collector.add(frame)
+    return collector.document()
+
+
+def replay_document(
+    path: str,
+    *,
+    start: float | None = None,
+    end: float | None = None,
+    findings: FindingsFn = monitor_findings,
+    warn: Warn | None = None,
+    max_evaluations: int = MAX_EVALUATIONS,
+    resolve: Callable[[TraceReader], tuple[float | None, float | None]] | None = None,
+) -> dict[str, Any]:
+    """Report over a trace (or its [start, end] part). Raises `TraceError` if unreadable.
+
+    `resolve`, given the opened reader, may return (start, end) instead, for bounds that are
+    relative to the trace (`--from -10m`)."""
+    return replay_collector(
+        path,
+        start=start,
+        end=end,
+        findings=findings,
+        warn=warn,
+        max_evaluations=max_evaluations,
+        resolve=resolve,
+    ).document()
+
+
+def finding_marks(
+    path: str, *, findings: FindingsFn = monitor_findings, warn: Warn | None = None
+) -> list[tuple[float, str]]:
+    """Where findings begin firing in a trace: the marks of a replay's timeline.
+
+    Runs the rules as a report does (coarsely on long traces), so a screen can compute them in
+    a worker thread and hand them to `ReplaySource.set_marks`."""
+    return replay_collector(path, findings=findings, warn=warn).marks()
+
+
+def replay_collector(
+    path: str,
+    *,
+    start: float | None = None,
+    end: float | None = None,
+    findings: FindingsFn = monitor_findings,
+    warn: Warn | None = None,
+    max_evaluations: int = MAX_EVALUATIONS,
+    resolve: Callable[[TraceReader], tuple[float | None, float | None]] | None = None,
+) -> Collector:
+    """One pass over a trace into a `Collector` (see `replay_document`)."""
+    with TraceReader(path, warn=warn) as reader:
+        if resolve is not None:
+            start, end = resolve(reader)
+        t0 = start if start is not None else reader.start
+        t1 = end if end is not None else reader.end
+        span = (t1 - t0) if t0 is not None and t1 is not None else None
+        collector = Collector(
+            source_kind="replay", source_name=reader.name, findings=findings, expected_s=span
+        )
+        step = span / max_evaluations if span else 0.0
+        interval = reader.header.interval_s
+        collector.step_s = max(step, interval or 0.0) or None
+        next_eval = -math.inf
+        last_t: float | None = None
+        final = t1 if t1 is not None else math.inf
+        for poll in reader.polls(start, end):
+            last_t = poll.t
+            if poll.t >= next_eval or poll.t >= final:
+                collector.add(poll.frame())
+                next_eval = poll.t + step
+            else:
+                collector.observe(poll.frame(LIGHT), light=True)
+        if last_t is not None and collector.last_evaluated != last_t:
+            for frame in reader.frames(last_t, last_t):  # the window's end is always judged
+                collector.observe_latency(frame)
+                collector.judge(frame)
+        return collector

@@ -1,0 +1,285 @@
+"""The report for a terminal, and as Markdown to paste into an issue.
+
+Both are views of the JSON document (never of live objects), laid out for their medium: the
+text version aligns columns for a monospace 100-column terminal; the Markdown version uses
+tables GitHub renders, code spans for flags, and the same unicode sparklines. Both are
+deterministic for a given document, which is what the golden-file tests hold them to.
+"""
+
+from __future__ import annotations
+
+import textwrap
+from typing import Any
+
+from vtop.report import fmt
+from vtop.report.collect import duration_text
+
+SIGNAL_ORDER = (
+    "running",
+    "waiting",
+    "kv_usage",
+    "preemptions_per_s",
+    "generation_tokens_per_s",
+    "prompt_tokens_per_s",
+    "requests_per_s",
+)
+SPARK_WIDTH = 24
+Doc = dict[str, Any]
+
+
+def _window_line(doc: Doc) -> str:
+    w = doc["window"]
+    frm, to = fmt.when(w["from"]), fmt.when(w["to"])
+    if w["from"] and w["to"] and w["from"][:10] == w["to"][:10]:
+        to = fmt.clock(w["to"])
+    step = w.get("step_s")
+    rules = f", rules every {fmt.num(step)} s" if step else ""
+    return f"{frm} → {to}  ({duration_text(w['duration_s'])}, {w['polls']} polls{rules})"
+
+
+def _server_line(ep: Doc) -> str:
+    srv = ep["server"]
+    parts = [ep["url"]]
+    if srv["version"]:
+        parts.append(f"vLLM {srv['version']}")
+    parts.extend(srv["models"][:3])
+    if srv["max_model_len"]:
+        parts.append(f"max_model_len {srv['max_model_len']}")
+    return "  ".join(parts)
+
+
+def _health(ep: Doc) -> str:
+    text = (
+        f"{ep['status']}: {ep['polls']} polls, {ep['failed_polls']} failed, "
+        f"{ep['restarts']} restarts"
+    )
+    return text + (f"; last error: {ep['error']}" if ep["error"] else "")
+
+
+def _gpu_line(g: Doc) -> str:
+    parts = [g["name"]]
+    util, mem, power, temp = g["util_pct"], g["mem_used_bytes"], g["power_w"], g["temp_c"]
+    if util:
+        parts.append(
+            f"util avg {fmt.num(util['avg'], 'percent')} max {fmt.num(util['max'], 'percent')}"
+        )
+    if mem:
+        of = f" of {fmt.num(g['mem_total_bytes'], 'bytes')}" if g["mem_total_bytes"] else ""
+        parts.append(f"memory max {fmt.num(mem['max'], 'bytes')}{of}")
+    if power:
+        parts.append(f"power avg {power['avg']:.0f} W")
+    if temp:
+        parts.append(f"temp max {temp['max']:.0f} °C")
+    return "  ".join(parts)
+
+
+def _trend(doc: Doc, name: str, width: int = SPARK_WIDTH) -> str:
+    values = doc["timeline"].get(name)
+    if not values:
+        return ""
+    return (
+        fmt.spark(values, width, lo=0.0, hi=1.0)
+        if name == "kv_usage"
+        else (fmt.spark(values, width))
+    )
+
+
+def _recommendation(r: Doc) -> str:
+    now = fmt.knob(r["from"])
+    assumed = ", assumed" if r["assumed"] else ""
+    return (
+        f"{r['flag']}  (now {now}{assumed}; {r['formula']})"
+        if r["formula"]
+        else (f"{r['flag']}  (now {now}{assumed})")
+    )
+
+
+def _finding_span(f: Doc) -> str:
+    end = "still firing at the end" if f["active_at_end"] else f"until {fmt.clock(f['last'])}"
+    return f"from {fmt.clock(f['first'])}, {end}"
+
+
+# -- text ---------------------------------------------------------------------------------------
+
+
+def render_text(doc: Doc) -> str:
+    out = [f"vtop report: {doc['status']} ({doc['reason']})"]
+    src = doc["source"]
+    out.append(f"  source    {src['kind']} {src['name']}")
+    if doc["window"]["from"]:
+        out.append(f"  window    {_window_line(doc)}")
+    for ep in doc["endpoints"]:
+        out.append(f"  endpoint  {_server_line(ep)}")
+        out.append(f"            {_health(ep)}")
+    for g in doc["gpus"]:
+        out.append(f"  GPU {g['index']}     {_gpu_line(g)}")
+    for i, ep in enumerate(doc["endpoints"]):
+        title = "signals" if len(doc["endpoints"]) == 1 else f"signals of {ep['url']}"
+        out.append("")
+        out.append(f"{title:<30}{'avg':>10}{'max':>11}{'last':>11}  " + ("trend" if i == 0 else ""))
+        for name in SIGNAL_ORDER:
+            s = ep["signals"].get(name)
+            if s is None:
+                continue
+            unit = s["unit"]
+            trend = _trend(doc, name) if i == 0 else ""
+            out.append(
+                f"  {fmt.LABELS[name]:<28}{fmt.num(s['avg'], unit):>10}"
+                f"{fmt.num(s['max'], unit):>11}{fmt.num(s['last'], unit):>11}  {trend}".rstrip()
+            )
+        lat = {k: v for k, v in ep["latency"].items() if v["observations"]}
+        if lat:
+            out.append("")
+            out.append(
+                f"{'latency over the window':<30}{'p50':>10}{'p90':>11}{'p99':>11}"
+                f"{'mean':>11}{'count':>11}"
+            )
+            for name, v in lat.items():
+                out.append(
+                    f"  {fmt.LABELS[name]:<28}{fmt.num(v['p50'], 'seconds'):>10}"
+                    f"{fmt.num(v['p90'], 'seconds'):>11}{fmt.num(v['p99'], 'seconds'):>11}"
+                    f"{fmt.num(v['mean'], 'seconds'):>11}"
+                    f"{fmt.num(v['observations']):>11}"
+                )
+    out.append("")
+    if not doc["findings"]:
+        out.append("findings  none")
+    else:
+        out.append("findings")
+        for f in doc["findings"]:
+            out.append(
+                f"  {f['severity']:<9}{f['rule']}  {_finding_span(f)}"
+                + (f"  [{f['endpoint']}]" if len(doc["endpoints"]) > 1 else "")
+            )
+            out.extend(_wrap(f["summary"], "           "))
+            if f["suppressed_by"]:
+                out.append(f"           explained by {f['suppressed_by']}")
+            if f["evidence"]:
+                ev = "; ".join(f"{e['name']}: {e['value']}" for e in f["evidence"])
+                out.extend(_wrap(ev, "           evidence  ", "                     "))
+            for r in f["recommendations"]:
+                out.extend(
+                    _wrap(_recommendation(r), "           change    ", "                     ")
+                )
+    for ep in doc["endpoints"]:
+        if not ep["knobs"]:
+            continue
+        title = "configuration" if len(doc["endpoints"]) == 1 else f"configuration of {ep['url']}"
+        out.append("")
+        out.append(title)
+        for name, k in ep["knobs"].items():
+            out.append(
+                f"  {name:<28}{fmt.knob(k['value']):>10}  {k['provenance']:<9}"
+                f"{k['detail']}".rstrip()
+            )
+    if doc["events"]:
+        out.append("")
+        out.append("events")
+        for e in doc["events"][:20]:
+            out.append(f"  {fmt.when(e['time'])}  {e['kind']:<10} {e['endpoint']}  {e['message']}")
+        if len(doc["events"]) > 20:
+            out.append(f"  … {len(doc['events']) - 20} more")
+    return "\n".join(out) + "\n"
+
+
+def _wrap(text: str, first: str, rest: str | None = None) -> list[str]:
+    return textwrap.wrap(
+        text, 100, initial_indent=first, subsequent_indent=rest if rest is not None else first
+    ) or [first]
+
+
+# -- Markdown -----------------------------------------------------------------------------------
+
+
+def _md(text: str) -> str:
+    """Inline text made inert in a table cell: no pipes, no HTML, no line breaks."""
+    return text.replace("\\", "\\\\").replace("|", "\\|").replace("<", "&lt;").replace("\n", " ")
+
+
+def render_markdown(doc: Doc) -> str:
+    out = [f"## vtop report: **{doc['status']}**", "", f"> {_md(doc['reason'])}", ""]
+    src = doc["source"]
+    out.append("| | |")
+    out.append("|---|---|")
+    out.append(f"| source | {_md(src['kind'])} `{_md(src['name'])}` |")
+    if doc["window"]["from"]:
+        out.append(f"| window | {_md(_window_line(doc))} |")
+    for ep in doc["endpoints"]:
+        out.append(f"| endpoint | {_md(_server_line(ep))} — {_md(_health(ep))} |")
+    for g in doc["gpus"]:
+        out.append(f"| GPU {g['index']} | {_md(_gpu_line(g))} |")
+    for i, ep in enumerate(doc["endpoints"]):
+        out.append("")
+        many = len(doc["endpoints"]) > 1
+        out.append(f"### Signals of `{_md(ep['url'])}`" if many else "### Signals")
+        out.append("")
+        out.append(
+            "| signal | avg | max | last | trend |" if i == 0 else "| signal | avg | max | last |"
+        )
+        out.append("|---|---:|---:|---:|---|" if i == 0 else "|---|---:|---:|---:|")
+        for name in SIGNAL_ORDER:
+            s = ep["signals"].get(name)
+            if s is None:
+                continue
+            u = s["unit"]
+            row = (
+                f"| {fmt.LABELS[name]} | {fmt.num(s['avg'], u)} | {fmt.num(s['max'], u)} | "
+                f"{fmt.num(s['last'], u)} |"
+            )
+            if i == 0:
+                trend = _trend(doc, name)
+                row += f" {trend} |" if trend else " |"
+            out.append(row)
+        lat = {k: v for k, v in ep["latency"].items() if v["observations"]}
+        if lat:
+            out.append("")
+            out.append("| latency over the window | p50 | p90 | p99 | mean | count |")
+            out.append("|---|---:|---:|---:|---:|---:|")
+            for name, v in lat.items():
+                out.append(
+                    f"| {fmt.LABELS[name]} | {fmt.num(v['p50'], 'seconds')} | "
+                    f"{fmt.num(v['p90'], 'seconds')} | {fmt.num(v['p99'], 'seconds')} | "
+                    f"{fmt.num(v['mean'], 'seconds')} | {fmt.num(v['observations'])} |"
+                )
+    out.append("")
+    out.append("### Findings")
+    out.append("")
+    if not doc["findings"]:
+        out.append("None.")
+    for f in doc["findings"]:
+        where = f" on `{_md(f['endpoint'])}`" if len(doc["endpoints"]) > 1 else ""
+        out.append(
+            f"- **{f['severity']}** `{_md(f['rule'])}`{where}: {_md(f['summary'])} "
+            f"({_finding_span(f)})"
+        )
+        if f["suppressed_by"]:
+            out.append(f"  - explained by `{_md(f['suppressed_by'])}`")
+        for e in f["evidence"]:
+            out.append(f"  - {_md(e['name'])}: {_md(e['value'])}")
+        for r in f["recommendations"]:
+            assumed = ", assumed" if r["assumed"] else ""
+            formula = f"; {_md(r['formula'])}" if r["formula"] else ""
+            out.append(
+                f"  - change: `{_md(r['flag'])}` (now {_md(fmt.knob(r['from']))}{assumed}{formula})"
+            )
+    for ep in doc["endpoints"]:
+        if not ep["knobs"]:
+            continue
+        out.append("")
+        many = len(doc["endpoints"]) > 1
+        out.append(f"### Configuration of `{_md(ep['url'])}`" if many else "### Configuration")
+        out.append("")
+        out.append("<details><summary>knobs and where each value came from</summary>")
+        out.append("")
+        out.append("| knob | value | from | detail |")
+        out.append("|---|---:|---|---|")
+        for name, k in ep["knobs"].items():
+            out.append(
+                f"| `{_md(name)}` | {_md(fmt.knob(k['value']))} | {k['provenance']} | "
+                f"{_md(k['detail'])} |"
+            )
+        out.append("")
+        out.append("</details>")
+    out.append("")
+    out.append(f"<sub>vtop {doc['vtop']} · report format {doc['report_version']}</sub>")
+    return "\n".join(out) + "\n"

@@ -1,0 +1,188 @@
+"""Training on recorded incidents: where to pause, what to ask, how to grade, the score.
+
+`vtop --replay FILE --train` replays a trace with the findings hidden. Wherever a rule starts
+firing, the replay pauses and the learner names the diagnosis (from the whole rule catalog,
+not just the rules that fire in this trace, so the answer is not given away) and the knob to
+change, with its new value; then the finding is revealed with its evidence, as the rule saw it
+at that moment, and graded. The score comes at the end.
+
+This module is the headless core, shared by the replay screen and the line-by-line runner in
+`vtop.report.train_cli`: it finds the questions with the report's own pass over the trace
+(`replay_collector`), so training asks exactly about what a report would flag, and it grades
+answers without any notion of how they were typed.
+
+Grading: the diagnosis is worth 2 points; when the finding recommends a change, naming one of
+its knobs is worth 1 and a value within 25% of the recommendation (or the same setting, for
+non-numeric knobs) 1 more.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from vtop.model import Finding, KnobValue
+from vtop.report.collect import FindingsFn, monitor_findings
+from vtop.trace.reader import Warn
+
+VALUE_TOLERANCE = 0.25
+
+
+@dataclass(frozen=True, slots=True)
+class Choice:
+    """A diagnosis the learner can pick: a rule of the catalog."""
+
+    rule: str
+    title: str
+
+
+@dataclass(frozen=True, slots=True)
+class Question:
+    """A pause in the replay: at `t`, `finding` (hidden until revealed) began firing."""
+
+    number: int
+    t: float
+    endpoint: str
+    finding: Finding
+    choices: tuple[Choice, ...]
+    knobs: tuple[str, ...]
+    """Knobs offered for the change: the recommended ones among the usual suspects."""
+
+    @property
+    def has_change(self) -> bool:
+        return bool(self.finding.recommendations)
+
+    @property
+    def points(self) -> int:
+        return 4 if self.has_change else 2
+
+
+@dataclass(frozen=True, slots=True)
+class Answer:
+    rule: str
+    knob: str | None = None
+    value: KnobValue = None
+
+
+@dataclass(frozen=True, slots=True)
+class Verdict:
+    question: Question
+    answer: Answer
+    diagnosis: bool
+    knob: bool
+    value: bool
+
+    @property
+    def points(self) -> int:
+        return 2 * self.diagnosis + self.knob + self.value
+
+    def lines(self) -> list[str]:
+        """The reveal: right or wrong, the finding, its evidence and its recommendations."""
+        f = self.question.finding
+        out = [
+            f"{'right' if self.diagnosis else 'not quite'}: it was {f.rule} ({f.title}); "
+            f"{self.points} of {self.question.points} points",
+            f.summary,
+        ]
+        out.extend(f"  {name}: {value}" for name, value in f.evidence)
+        out.extend(
+            f"  change: {r.flag}" + (f"  ({r.formula})" if r.formula else "")
+            for r in f.recommendations
+        )
+        return out
+
+
+COMMON_KNOBS = (
+    "max_num_seqs",
+    "max_num_batched_tokens",
+    "gpu_memory_utilization",
+    "max_model_len",
+    "kv_cache_dtype",
+    "enable_prefix_caching",
+    "enable_chunked_prefill",
+    "tensor_parallel_size",
+)
+
+
+def questions(
+    path: str,
+    catalog: Sequence[Choice],
+    *,
+    findings: FindingsFn = monitor_findings,
+    warn: Warn | None = None,
+) -> list[Question]:
+    """One question per rule (and endpoint) that begins firing in the trace, in time order."""
+    from vtop.report.run import replay_collector
+
+    collector = replay_collector(path, findings=findings, warn=warn)
+    out: list[Question] = []
+    for t, f in collector.onsets():
+        recommended = tuple(r.knob for r in f.recommendations)
+        knobs = tuple(dict.fromkeys((*recommended, *COMMON_KNOBS)))
+        known = {c.rule for c in catalog}
+        choices = tuple(catalog) if f.rule in known else (*catalog, Choice(f.rule, f.title))
+        out.append(Question(len(out) + 1, t, f.endpoint, f, choices, knobs))
+    return out
+
+
+def grade(question: Question, answer: Answer) -> Verdict:
+    f = question.finding
+    diagnosis = answer.rule == f.rule
+    recs = {r.knob: r for r in f.recommendations}
+    rec = recs.get(answer.knob or "")
+    knob = rec is not None
+    value = rec is not None and _close(answer.value, rec.new_value)
+    return Verdict(question, answer, diagnosis, knob, value)
+
+
+def _close(given: KnobValue, wanted: KnobValue) -> bool:
+    if given is None or wanted is None:
+        return False
+    if isinstance(wanted, bool) or isinstance(given, bool):
+        return isinstance(wanted, bool) and isinstance(given, bool) and given == wanted
+    if isinstance(wanted, int | float) and isinstance(given, int | float):
+        if wanted == 0:
+            return given == 0
+        return math.isfinite(given) and abs(given - wanted) <= VALUE_TOLERANCE * abs(wanted)
+    return str(given).strip().lower() == str(wanted).strip().lower()
+
+
+def parse_value(text: str) -> KnobValue:
+    """What a learner typed for a knob value: a number, a boolean, or text."""
+    t = text.strip()
+    if not t:
+        return None
+    low = t.lower()
+    if low in ("true", "on", "yes", "enable"):
+        return True
+    if low in ("false", "off", "no", "disable"):
+        return False
+    for kind in (int, float):
+        try:
+            return kind(t)
+        except ValueError:
+            pass
+    return t
+
+
+@dataclass(slots=True)
+class Score:
+    verdicts: list[Verdict]
+
+    @property
+    def points(self) -> int:
+        return sum(v.points for v in self.verdicts)
+
+    @property
+    def possible(self) -> int:
+        return sum(v.question.points for v in self.verdicts)
+
+    def summary(self) -> str:
+        right = sum(v.diagnosis for v in self.verdicts)
+        n = len(self.verdicts)
+        return (
+            f"score {self.points} of {self.possible}: {right} of {n} diagnoses right"
+            if n
+            else "no incident to diagnose in this trace"
+        )

@@ -1,0 +1,152 @@
+"""`vtop --replay FILE --train` without a screen: the training loop on stdin and stdout.
+
+The replay screen is where training belongs; this runner is the same quiz for a plain terminal
+(or a script, or a test) and the reference the screen is held to. For each question it shows
+what the learner would have seen on the dashboard in the five minutes before the pause (the
+key signals, with their trend, and the configuration), never the findings; asks for the
+diagnosis by number from the whole catalog, then the knob and its new value; reveals the
+finding with its evidence; and prints the score at the end. End of input ends the session
+early, with the score so far.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+from typing import Any, TextIO
+
+from vtop.model import Finding
+from vtop.monitor import Monitor
+from vtop.report import fmt
+from vtop.report.collect import FindingsFn, monitor_findings
+from vtop.report.text import SIGNAL_ORDER
+from vtop.report.train import Answer, Choice, Question, Score, grade, parse_value, questions
+from vtop.trace.reader import TraceError
+
+CONTEXT_S = 300.0
+
+
+def catalog_of(monitor: Monitor) -> list[Choice]:
+    """Every rule the monitor's engine knows, as diagnoses to choose from."""
+    engine = getattr(monitor, "engine", None)
+    rules = getattr(engine, "rules", ())
+    return [Choice(str(r.id), str(r.title)) for r in rules]
+
+
+def _no_findings(monitor: Monitor) -> list[Finding]:
+    return []
+
+
+def context(path: str, q: Question) -> list[str]:
+    """The dashboard's numbers over the minutes before the pause, findings hidden."""
+    from vtop.report.run import replay_document
+
+    doc = replay_document(path, start=q.t - CONTEXT_S, end=q.t, findings=_no_findings)
+    ep = next((e for e in doc["endpoints"] if e["url"] == q.endpoint), None)
+    if ep is None:
+        return []
+    out = [
+        f"  the {fmt.clock(doc['window']['from'])} → {fmt.clock(doc['window']['to'])} "
+        f"before the pause on {q.endpoint}:"
+    ]
+    for name in SIGNAL_ORDER:
+        s = ep["signals"].get(name)
+        if s is None or s["avg"] is None:
+            continue
+        u = s["unit"]
+        trend = doc["timeline"].get(name) or []
+        spark = fmt.spark(trend, 20, lo=0.0, hi=1.0) if name == "kv_usage" else fmt.spark(trend, 20)
+        out.append(
+            f"    {fmt.LABELS[name]:<22}avg {fmt.num(s['avg'], u):>8}  max "
+            f"{fmt.num(s['max'], u):>8}  {spark}"
+        )
+    ttft = ep["latency"].get("ttft", {})
+    if ttft.get("p90") is not None:
+        out.append(
+            f"    {'TTFT p50 / p90':<22}{fmt.num(ttft['p50'], 'seconds'):>12}  "
+            f"{fmt.num(ttft['p90'], 'seconds'):>12}"
+        )
+    knobs: dict[str, Any] = ep["knobs"]
+    shown = [
+        f"{n} {fmt.knob(k['value'])}"
+        for n, k in knobs.items()
+        if n
+        in (
+            "max_num_seqs",
+            "max_num_batched_tokens",
+            "gpu_memory_utilization",
+            "max_model_len",
+            "kv_cache_dtype",
+            "enable_prefix_caching",
+        )
+    ]
+    if shown:
+        out.append("    config: " + ", ".join(shown))
+    return out
+
+
+def _ask(prompt: str, read: Callable[[], str], out: TextIO) -> str:
+    out.write(prompt)
+    out.flush()
+    line = read()
+    if not line:
+        raise EOFError
+    return line.strip()
+
+
+def run(
+    path: str,
+    *,
+    stdin: TextIO | None = None,
+    stdout: TextIO | None = None,
+    findings: FindingsFn = monitor_findings,
+    catalog: list[Choice] | None = None,
+) -> int:
+    """The whole session; returns an exit code (0, or 3 for an unreadable trace)."""
+    inp = stdin or sys.stdin
+    out = stdout or sys.stdout
+    try:
+        qs = questions(
+            path, catalog if catalog is not None else catalog_of(Monitor()), findings=findings
+        )
+    except TraceError as exc:
+        print(f"vtop: {exc}", file=sys.stderr)
+        return 3
+    verdicts = []
+    out.write(f"training on {path}: {len(qs)} incident(s); findings are hidden until you answer\n")
+    try:
+        for q in qs:
+            out.write(
+                f"\n[{q.number}/{len(qs)}] paused at {fmt.when(_iso(q.t))}: something "
+                "started to go wrong.\n"
+            )
+            out.write("\n".join(context(path, q)) + "\n")
+            for i, c in enumerate(q.choices, 1):
+                out.write(f"  {i:>2}. {c.rule}: {c.title}\n")
+            pick = _ask("diagnosis (number or rule id): ", inp.readline, out)
+            rule = _choice(pick, q.choices)
+            knob = value = None
+            if q.has_change:
+                out.write("  knobs: " + ", ".join(q.knobs) + "\n")
+                knob = _ask("knob to change (empty: none): ", inp.readline, out) or None
+                if knob:
+                    value = parse_value(_ask(f"new value of {knob}: ", inp.readline, out))
+            verdict = grade(q, Answer(rule, knob, value))
+            verdicts.append(verdict)
+            out.write("\n".join("  " + line for line in verdict.lines()) + "\n")
+    except EOFError:
+        out.write("\n(end of input)\n")
+    out.write(Score(verdicts).summary() + "\n")
+    return 0
+
+
+def _choice(text: str, choices: tuple[Choice, ...]) -> str:
+    if text.isdigit() and 1 <= int(text) <= len(choices):
+        return choices[int(text) - 1].rule
+    return text
+
+
+def _iso(t: float) -> str | None:
+    from vtop.report.collect import iso
+
+    return iso(t)

@@ -1,0 +1,419 @@
+"""Reading a trace back: header, index, frames from any time, and damage handled once.
+
+The file is memory-mapped, so opening a day-long trace costs the index, not the file: the
+footer lists every keyframe (time, offset), and a seek decodes forward from the last keyframe
+before the target, at most `KEYFRAME_EVERY` polls. Without a footer (the recorder was killed or
+the disk filled) the index is rebuilt by walking the record headers, checking each CRC.
+
+Damage is expected, not exceptional: a truncated or garbled tail, or a bad region inside, ends
+or skips decoding at that record (resuming at the next keyframe, found by its sync marker and
+CRC) and produces exactly one warning per reader. What cannot be a trace at all (wrong magic, no
+header, a newer format) raises `TraceError` with one line; the CLI turns it into UNKNOWN.
+
+Nothing here evaluates what it reads: JSON and fixed-width numbers only, every size checked
+against `wire`'s limits before allocation, every string cleaned before it can reach a screen.
+"""
+
+from __future__ import annotations
+
+import bisect
+import json
+import mmap
+import os
+import struct
+import sys
+import zlib
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from vtop.model import Frame
+from vtop.trace import wire
+from vtop.trace.codec import Decoder, clean
+from vtop.trace.wire import Damaged
+
+
+class TraceError(Exception):
+    """The file cannot be read as a trace at all; the message is one line."""
+
+
+Warn = Callable[[str], None]
+
+
+def _stderr_warning(message: str) -> None:
+    print(f"vtop: warning: {message}", file=sys.stderr)
+
+
+@dataclass(frozen=True, slots=True)
+class Keyframe:
+    t: float
+    offset: int
+    poll: int
+
+
+@dataclass(slots=True)
+class TraceStats:
+    polls: int
+    samples: int
+    t_first: float | None
+    t_last: float | None
+    bytes: int
+
+
+@dataclass(slots=True)
+class Header:
+    """The header record, validated; unknown fields are kept in `raw`."""
+
+    format: int
+    vtop: str
+    start_t: float | None
+    created: str
+    sources: list[str]
+    interval_s: float | None
+    endpoints: list[dict[str, Any]]
+    gpus: list[str]
+    raw: dict[str, Any] = field(default_factory=dict)
+
+
+class Poll:
+    """One decoded poll, valid while the iteration that yielded it stands on it."""
+
+    __slots__ = ("decoder", "first", "t")
+
+    def __init__(self) -> None:
+        self.t = 0.0
+        self.decoder = Decoder()
+        self.first = True
+
+    def frame(self, only: frozenset[str] | None = None) -> Frame:
+        """The poll as a `Frame`; `only` keeps just those signals' scalars and histograms."""
+        return self.decoder.frame(only, carry=self.first)
+
+    @property
+    def samples(self) -> int:
+        return self.decoder.samples
+
+
+class TraceReader:
+    """A trace opened for reading. Use as a context manager or call `close()`."""
+
+    def __init__(self, path: str | os.PathLike[str], *, warn: Warn | None = None) -> None:
+        self.path = os.fspath(path)
+        self.name = os.path.basename(self.path)
+        self._warn = warn if warn is not None else _stderr_warning
+        self.warned = False
+        try:
+            self._file = open(self.path, "rb")  # noqa: SIM115 - kept open for the mmap
+        except OSError as exc:
+            raise TraceError(f"cannot open {self.path}: {exc.strerror}") from None
+        try:
+            self.size = os.fstat(self._file.fileno()).st_size
+            if self.size < wire.PREAMBLE.size:
+                raise TraceError(f"{self.path} is not a vtop trace (too short)")
+            self._mm = mmap.mmap(self._file.fileno(), 0, access=mmap.ACCESS_READ)
+            self._open()
+        except BaseException:
+            self.close()
+            raise
+
+    def __enter__(self) -> TraceReader:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        mm: mmap.mmap | None = getattr(self, "_mm", None)
+        if mm is not None:
+            mm.close()
+            del self._mm
+        self._file.close()
+
+    # -- opening -------------------------------------------------------------------------------
+
+    def _open(self) -> None:
+        magic, version, _flags = wire.PREAMBLE.unpack_from(self._mm, 0)
+        if magic != wire.MAGIC:
+            raise TraceError(f"{self.path} is not a vtop trace")
+        if version > wire.FORMAT_VERSION:
+            raise TraceError(
+                f"{self.path} uses trace format {version}, newer than this vtop reads "
+                f"({wire.FORMAT_VERSION}); upgrade vtop to replay it"
+            )
+        if version < 1:
+            raise TraceError(f"{self.path} has an invalid trace format number {version}")
+        self.format = version
+        rec = self._record_at(wire.PREAMBLE.size)
+        if rec is None or rec[0] != wire.HEADER:
+            raise TraceError(f"{self.path} has no readable header; it is not a usable trace")
+        self.header = _parse_header(rec[1], self.path)
+        self.data_start = rec[2]
+        self.indexed = self._load_index()
+        if not self.indexed:
+            self._scan()
+        self.start = self.keyframes[0].t if self.keyframes else None
+        if not self.indexed:
+            self._find_end()
+
+    def _record_at(self, pos: int) -> tuple[int, memoryview, int] | None:
+        """(kind, payload, next offset) of a sound record at `pos`, or None."""
+        if pos + wire.RECORD.size > self.size:
+            return None
+        kind, length, crc = wire.RECORD.unpack_from(self._mm, pos)
+        end = pos + wire.RECORD.size + length
+        if kind not in wire.KINDS or length > wire.MAX_PAYLOAD or end > self.size:
+            return None
+        payload = memoryview(self._mm)[pos + wire.RECORD.size : end]
+        if wire.record_crc(kind, length, payload) != crc:
+            payload.release()
+            return None
+        return kind, payload, end
+
+    def _load_index(self) -> bool:
+        self.keyframes: list[Keyframe] = []
+        self.data_end = self.size
+        self.totals: TraceStats | None = None
+        tail = self._record_at(self.size - wire.TRAILER_SIZE) if self.size > 64 else None
+        if tail is None or tail[0] != wire.TRAILER:
+            return False
+        (index_at,) = wire.TRAILER_BODY.unpack(tail[1])
+        rec = self._record_at(index_at) if self.data_start <= index_at < self.size else None
+        if rec is None or rec[0] != wire.INDEX:
+            return False
+        payload = bytes(rec[1])
+        try:
+            (n,) = struct.unpack_from("<I", payload, 0)
+            if n > wire.MAX_INDEX or 4 + n * wire.INDEX_ENTRY.size > len(payload):
+                return False
+            entries = [
+                wire.INDEX_ENTRY.unpack_from(payload, 4 + i * wire.INDEX_ENTRY.size)
+                for i in range(n)
+            ]
+            summary = json.loads(payload[4 + n * wire.INDEX_ENTRY.size :])
+            polls, samples = int(summary["polls"]), int(summary["samples"])
+            t_first = _opt_float(summary.get("t_first"))
+            t_last = _opt_float(summary.get("t_last"))
+        except (ValueError, KeyError, TypeError, struct.error):
+            return False
+        last = self.data_start - 1
+        for _t, offset, _poll in entries:
+            if not last < offset < index_at:
+                return False
+            last = offset
+        self.keyframes = [Keyframe(t / 1e6, off, poll) for t, off, poll in entries]
+        self.data_end = index_at
+        self.totals = TraceStats(polls, samples, t_first, t_last, self.size)
+        self.poll_count = polls
+        self.end = t_last
+        return True
+
+    def _scan(self) -> None:
+        """Rebuild the index by walking the records; note damage (warned once, later)."""
+        pos = self.data_start
+        polls = 0
+        self.damage: list[tuple[int, int]] = []
+        while pos < self.size:
+            rec = self._record_at(pos)
+            if rec is None:
+                nxt = self._resync(pos + 1)
+                self.damage.append((pos, nxt))
+                if nxt >= self.size:
+                    break
+                pos = nxt
+                continue
+            kind, payload, end = rec
+            if kind == wire.KEYFRAME:
+                _sync, t_us, _poll = wire.KEYFRAME_HEAD.unpack_from(payload, 0)
+                self.keyframes.append(Keyframe(t_us / 1e6, pos, polls))
+                polls += 1
+            elif kind == wire.DELTA and self.keyframes:
+                polls += 1
+            payload.release()
+            pos = end
+        self.poll_count = polls
+        if self.damage:
+            start, _ = self.damage[0]
+            lost = sum(b - a for a, b in self.damage)
+            where = (
+                "at the end"
+                if len(self.damage) == 1 and self.damage[0][1] >= self.size
+                else (f"in {len(self.damage)} place(s)")
+            )
+            self.warn(
+                f"{self.name}: {lost} damaged or truncated bytes {where} "
+                f"(first at byte {start}); replaying what precedes and follows them"
+            )
+
+    def _resync(self, pos: int) -> int:
+        """Offset of the next sound keyframe record at or after `pos` (or the file size)."""
+        mm = self._mm
+        while True:
+            hit = mm.find(wire.KEYFRAME_SYNC, pos + wire.RECORD.size)
+            if hit < 0:
+                return self.size
+            start = hit - wire.RECORD.size
+            rec = self._record_at(start)
+            if rec is not None and rec[0] == wire.KEYFRAME:
+                rec[1].release()
+                return start
+            pos = hit + 1 - wire.RECORD.size
+
+    def _find_end(self) -> None:
+        """Time of the last poll: decode the last keyframe's segment."""
+        self.end = None
+        if self.keyframes:
+            for t, _ in self._walk(self.keyframes[-1]):
+                self.end = t
+
+    def warn(self, message: str) -> None:
+        """One warning per reader; later damage is silent (the first one said it)."""
+        if not self.warned:
+            self.warned = True
+            self._warn(message)
+
+    # -- reading -------------------------------------------------------------------------------
+
+    def _walk(
+        self, key: Keyframe, decoder: Decoder | None = None
+    ) -> Iterator[tuple[float, Decoder]]:
+        """Decode from a keyframe to the end; yields after each poll. Damage: warn, resync."""
+        dec = decoder or Decoder()
+        pos = key.offset
+        zd: Any = None
+        while pos < self.data_end:
+            rec = self._record_at(pos)
+            if rec is None:
+                nxt = self._resync(pos + 1)
+                nxt = min(nxt, self.data_end)
+                self.warn(f"{self.name}: damaged record at byte {pos}; skipped {nxt - pos} bytes")
+                pos, zd = nxt, None
+                continue
+            kind, payload, pos = rec
+            try:
+                if kind == wire.KEYFRAME:
+                    dec.reset()
+                    zd = zlib.decompressobj(-15)
+                    data = bytes(payload[wire.KEYFRAME_HEAD.size :])
+                elif kind == wire.DELTA and zd is not None:
+                    data = bytes(payload)
+                else:
+                    continue
+                body = zd.decompress(data + wire.SYNC_TAIL, wire.MAX_BODY)
+                if zd.unconsumed_tail:
+                    raise Damaged("a poll decompresses to more than the limit")
+                dec.decode(body)
+            except (Damaged, zlib.error) as exc:
+                self.warn(
+                    f"{self.name}: bad poll data at byte {pos}: {clean(str(exc), 200)}; "
+                    "skipping to the next keyframe"
+                )
+                zd = None
+                continue
+            finally:
+                payload.release()
+            yield dec.t, dec
+
+    def keyframe_before(self, t: float | None) -> Keyframe | None:
+        if not self.keyframes:
+            return None
+        if t is None:
+            return self.keyframes[0]
+        i = bisect.bisect_right([k.t for k in self.keyframes], t) - 1
+        return self.keyframes[max(0, i)]
+
+    def polls(self, start: float | None = None, end: float | None = None) -> Iterator[Poll]:
+        """Polls with start <= t <= end, decoded from the keyframe before `start`.
+
+        Each `Poll` materialises its frame on demand (in full, or only some signals), and is
+        valid until the iteration moves on. The first one carries the configuration that the
+        skipped polls announced, so a seek never loses the knobs."""
+        key = self.keyframe_before(start)
+        if key is None:
+            return
+        poll = Poll()
+        for t, dec in self._walk(key):
+            if start is not None and t < start:
+                continue
+            if end is not None and t > end:
+                return
+            poll.t, poll.decoder = t, dec
+            yield poll
+            poll.first = False
+
+    def frames(
+        self,
+        start: float | None = None,
+        end: float | None = None,
+        *,
+        only: frozenset[str] | None = None,
+    ) -> Iterator[Frame]:
+        """Frames with start <= t <= end; `only` keeps just those signals (see `polls`)."""
+        for poll in self.polls(start, end):
+            yield poll.frame(only)
+
+    def times(self, start: float | None = None, end: float | None = None) -> Iterator[float]:
+        """Poll times, without materialising frames."""
+        key = self.keyframe_before(start)
+        if key is None:
+            return
+        for t, _ in self._walk(key):
+            if start is not None and t < start:
+                continue
+            if end is not None and t > end:
+                return
+            yield t
+
+    def stats(self) -> TraceStats:
+        """Polls, samples and span: from the footer, else by decoding the whole trace."""
+        if self.totals is not None:
+            return self.totals
+        polls = samples = 0
+        t_first: float | None = None
+        t_last: float | None = None
+        key = self.keyframe_before(None)
+        if key is not None:
+            for t, dec in self._walk(key):
+                polls += 1
+                samples += dec.samples
+                t_first = t if t_first is None else t_first
+                t_last = t
+        self.totals = TraceStats(polls, samples, t_first, t_last, self.size)
+        return self.totals
+
+
+def _opt_float(v: Any) -> float | None:
+    return None if v is None else float(v)
+
+
+def _parse_header(payload: memoryview, path: str) -> Header:
+    try:
+        doc = json.loads(bytes(payload))
+    except (ValueError, RecursionError):
+        raise TraceError(f"{path} has an unreadable header") from None
+    if not isinstance(doc, dict):
+        raise TraceError(f"{path} has an unreadable header")
+
+    def text(key: str, limit: int = 200) -> str:
+        v = doc.get(key)
+        return clean(v, limit) if isinstance(v, str) else ""
+
+    def strings(key: str) -> list[str]:
+        v = doc.get(key)
+        return [clean(x, 300) for x in v[:64] if isinstance(x, str)] if isinstance(v, list) else []
+
+    start = doc.get("start_t")
+    interval = doc.get("interval_s")
+    eps = doc.get("endpoints")
+    endpoints = [e for e in eps[:64] if isinstance(e, dict)] if isinstance(eps, list) else []
+    fmt = doc.get("format")
+    return Header(
+        format=fmt if isinstance(fmt, int) else wire.FORMAT_VERSION,
+        vtop=text("vtop", 40),
+        start_t=float(start) if isinstance(start, int | float) else None,
+        created=text("created", 40),
+        sources=strings("sources"),
+        interval_s=float(interval) if isinstance(interval, int | float) else None,
+        endpoints=endpoints,
+        gpus=strings("gpus"),
+        raw=doc,
+    )
