@@ -208,9 +208,13 @@ def _headless(args: argparse.Namespace) -> int:
         source = make_source(args)
     except UsageError as exc:
         return _fail(str(exc))
-    from vtop.sources.vllm import base_url, redact_url
-
-    names = [args.demo] if args.demo else [redact_url(base_url(u)) for u in args.url]
+    if isinstance(source, prometheus.PrometheusSource):
+        match = "{" + ",".join(source.match) + "}" if source.match else ""
+        names = [f"Prometheus {source.url}{match}"]
+    elif isinstance(source, LiveSource):
+        names = list(source.endpoints)
+    else:
+        names = [args.demo]
     return headless.run(args, source, names)
 
 

@@ -29,7 +29,7 @@ from tests.prom import (
     history_openmetrics,
     twin_scrapes,
 )
-from vtop.model import ALL, Scrape, SeriesKey
+from vtop.model import ALL, Frame, Scrape, SeriesKey
 from vtop.monitor import Monitor
 from vtop.signals.extract import PageReader
 from vtop.sim.server import SimServer, serve
@@ -198,6 +198,37 @@ def test_backfill_reads_the_history_scrape_for_scrape(history: dict[str, object]
 async def _first(src: PrometheusSource):  # type: ignore[no-untyped-def]
     async with src:
         return await src.poll()
+
+
+def test_history_is_a_frame_per_step_and_then_poll_goes_on(history: dict[str, object]) -> None:
+    async def run() -> tuple[list[Frame], Frame]:
+        async with PrometheusSource(str(history["prom"]), backfill_s=15 * 60) as src:
+            return await src.history(), await src.poll()
+
+    frames, after = asyncio.run(run())
+    step = backfill_step(15 * 60)
+    assert abs(len(frames) - HISTORY_S / step) <= 3
+    for frame in frames[:-1]:
+        assert {s.endpoint for s in frame.scrapes} == set(SCENARIOS)  # one scrape each
+    times = [f.t for f in frames]
+    assert times == sorted(times) and times[-1] - times[0] > HISTORY_S - 60
+    assert sum(e.kind == "note" for e in frames[0].events) == len(SCENARIOS)
+    assert after.scrapes == ()  # nothing newer: the history is all there is
+
+
+def test_a_report_over_prometheus_covers_the_past(history: dict[str, object]) -> None:
+    url = str(history["prom"])
+    result = vtop("--prometheus", url, "--report", "--duration", "2", "--format", "json",
+                  "--interval", "0.5")  # fmt: skip
+    assert result.returncode in (0, 1, 2), result.stderr
+    doc = json.loads(result.stdout)
+    assert doc["source"]["name"] == f"Prometheus {url}"
+    assert doc["window"]["duration_s"] > HISTORY_S - 60  # the past 12 minutes, not 2 s
+    polls = {e["url"]: e["polls"] for e in doc["endpoints"]}
+    assert set(polls) == set(SCENARIOS)
+    assert all(n >= HISTORY_S / backfill_step(3600) - 3 for n in polls.values())
+    kv = {e["url"]: e["signals"]["kv_usage"]["avg"] for e in doc["endpoints"]}
+    assert kv["127.0.0.1:18101"] > 0.9  # memory-ceiling's pool, over the past
 
 
 def test_no_backfill_reads_only_the_latest(history: dict[str, object]) -> None:

@@ -55,7 +55,7 @@ def test_targets_file_watches_every_endpoint_with_its_knobs(tmp_path: Path) -> N
         fleet = tmp_path / "fleet.txt"
         fleet.write_text(f"# two replicas\n{one.url}  name=a  max_num_seqs=48\n"
                          f"{two.url.removeprefix('http://')}   # bare host:port\n")  # fmt: skip
-        result = vtop("--targets", str(fleet), "--once", "--interval", "0.2")
+        result = vtop("--targets", str(fleet), "--once", "--interval", "1")
     assert result.returncode == 0, result.stderr
     doc = json.loads(result.stdout)
     eps = {e["url"]: e for e in doc["endpoints"]}
@@ -110,7 +110,7 @@ def test_discover_prints_the_local_servers_and_watches_them(
 ) -> None:
     pid, port = stand_in_vllm
     start = time.monotonic()
-    result = vtop("--discover", "--once", "--interval", "0.2")
+    result = vtop("--discover", "--once", "--interval", "1")
     assert result.returncode == 0, result.stderr
     url = f"http://127.0.0.1:{port}"
     found = [line for line in result.stderr.splitlines() if f"pid {pid} " in line]

@@ -372,29 +372,46 @@ class PrometheusSource:
         await self.aclose()
 
     async def poll(self) -> Frame:
-        """The first poll backfills history; later ones return the scrapes that are new."""
+        """The first poll backfills history; later ones return the scrapes that are new.
+
+        The history comes in this one frame, oldest scrape first: any consumer gets the charts
+        and the rules' state over the past. A consumer that wants each backfill step as a frame
+        of its own (a report's timeline of findings) calls `history()` first instead."""
         now = self._clock()
         if self.error is not None and now < self._next_try:
             return Frame(t=now, scrapes=(), gpu=GpuStatus(unavailable=GPU_UNAVAILABLE))
         if self._started and not self._due(now):
             return Frame(t=now, scrapes=(), gpu=GpuStatus(unavailable=GPU_UNAVAILABLE))
+        frames = await self._frames(now, first=not self._started)
+        if len(frames) == 1:
+            return frames[0]
+        scrapes = sorted((s for f in frames for s in f.scrapes), key=lambda s: s.t)
+        return Frame(t=max(f.t for f in frames), scrapes=tuple(scrapes),
+                     gpu=GpuStatus(unavailable=GPU_UNAVAILABLE),
+                     events=tuple(e for f in frames for e in f.events))  # fmt: skip
+
+    async def history(self) -> list[Frame]:
+        """Before the first poll: the backfill as one frame per step (oldest first), then the
+        latest scrapes. Empty once started; a failure is one frame of failed scrapes."""
+        if self._started:
+            return []
+        return await self._frames(self._clock(), first=True)
+
+    async def _frames(self, now: float, *, first: bool) -> list[Frame]:
         try:
-            if not self._started:
-                frame = await self._start(now)
-                self._started = True
-            else:
-                frame = await self._poll(now)
+            frames = await self._history(now) if first else [await self._poll(now)]
+            self._started = True
         except PrometheusError as exc:
             self.error = str(exc)
             delay = BACKOFF_S[min(self._attempt, len(BACKOFF_S) - 1)]
             self._attempt += 1
             self._next_try = self._clock() + delay
-            return self._failed(now + self._skew, self.error)
-        events: tuple[Event, ...] = frame.events
+            return [self._failed(now + self._skew, self.error)]
         if self.error is not None:
-            events = (Event(now, "reconnect", self.url, "Prometheus answers again"), *events)
+            back = Event(now, "reconnect", self.url, "Prometheus answers again")
+            frames[0] = replace(frames[0], events=(back, *frames[0].events))
         self.error, self._attempt = None, 0
-        return replace(frame, events=events)
+        return frames
 
     # -- polling ---------------------------------------------------------------------------------
 
@@ -447,7 +464,7 @@ class PrometheusSource:
             # of its node are in the query (its GPUs), so read once more.
             for target in new:
                 got, evs = await self._backfill(self.instances[target], now)
-                scrapes.extend(got)
+                scrapes.extend(scrape for _, scrape in got)
                 events.extend(evs)
             sorter = await self._query_latest()
         for target, inst in self.instances.items():
@@ -529,7 +546,8 @@ class PrometheusSource:
 
     # -- start and backfill ----------------------------------------------------------------------
 
-    async def _start(self, now: float) -> Frame:
+    async def _history(self, now: float) -> list[Frame]:
+        """Find the instances, backfill each (one frame per step), then read the latest."""
         window = max(self.backfill_s, 5 * 60.0)
         result = await self.client.query(promql.instances_query(self.match, window), now)
         metrics = [item.get("metric") for item in result]
@@ -542,27 +560,33 @@ class PrometheusSource:
                 f"{sel} in the last {window / 60:g} min"
             )
         self._adopt(found)
-        scrapes: list[Scrape] = []
+        steps: dict[float, list[Scrape]] = {}
         events: list[Event] = []
         if self.backfill_s > 0:
             sem = asyncio.Semaphore(BACKFILL_CONCURRENCY)
 
-            async def one(inst: _Instance) -> tuple[list[Scrape], list[Event]]:
+            async def one(inst: _Instance) -> tuple[list[tuple[float, Scrape]], list[Event]]:
                 async with sem:
                     return await self._backfill(inst, now)
 
             for got, evs in await asyncio.gather(*(one(i) for i in self.instances.values())):
-                scrapes.extend(got)
+                for at, scrape in got:
+                    steps.setdefault(at, []).append(scrape)
                 events.extend(evs)
-        latest = await self._poll(now)
-        scrapes.extend(latest.scrapes)
-        scrapes.sort(key=lambda s: s.t)
-        t = max((s.t for s in scrapes), default=now)
-        return Frame(t=t, scrapes=tuple(scrapes), gpu=GpuStatus(unavailable=GPU_UNAVAILABLE),
-                     events=(*events, *latest.events))  # fmt: skip
+        frames = [
+            Frame(t=max(s.t for s in group), scrapes=tuple(sorted(group, key=lambda s: s.t)),
+                  gpu=GpuStatus(unavailable=GPU_UNAVAILABLE))
+            for _, group in sorted(steps.items())
+        ]  # fmt: skip
+        if frames:
+            frames[0] = replace(frames[0], events=tuple(events))
+        frames.append(await self._poll(now))
+        return frames
 
-    async def _backfill(self, inst: _Instance, now: float) -> tuple[list[Scrape], list[Event]]:
-        """The target's history as Scrapes, one per step at which it had been scraped anew."""
+    async def _backfill(
+        self, inst: _Instance, now: float
+    ) -> tuple[list[tuple[float, Scrape]], list[Event]]:
+        """The target's history as (step, Scrape), one per step at which it was scraped anew."""
         if inst.backfilled or self.backfill_s <= 0:
             return [], []
         inst.backfilled = True
@@ -586,20 +610,20 @@ class PrometheusSource:
                     if sorter is None:
                         sorter = steps[point[0]] = _Sorter()
                     sorter.add(series, point[1])
-        scrapes: list[Scrape] = []
+        scrapes: list[tuple[float, Scrape]] = []
         for at in sorted(steps, key=float):
             sorter = steps[at]
             sample = sorter.targets.get(inst.target)
             if sample is not None:
                 scrape = self._scrape(inst, sample, sorter.gpu_lines(inst.target), live=False)
                 if scrape is not None:
-                    scrapes.append(scrape)
+                    scrapes.append((float(at), scrape))
         events = []
         if scrapes:
-            minutes = (scrapes[-1].t - scrapes[0].t) / 60
-            events.append(Event(scrapes[0].t, "note", inst.name,
-                                f"history from Prometheus at {self.url}: {len(scrapes)} scrapes "
-                                f"over {minutes:.0f} min (step {step:g} s)"))  # fmt: skip
+            first, minutes = scrapes[0][1].t, (scrapes[-1][1].t - scrapes[0][1].t) / 60
+            said = (f"history from Prometheus at {self.url}: {len(scrapes)} scrapes over "
+                    f"{minutes:.0f} min (step {step:g} s)")  # fmt: skip
+            events.append(Event(first, "note", inst.name, said))
         return scrapes, events
 
 
