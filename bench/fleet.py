@@ -73,10 +73,22 @@ def _free_block(n: int) -> int:
 def cpu(endpoints: int, seconds: float, scenario: str) -> None:
     port = _free_block(endpoints)
     sim = subprocess.Popen(
-        [sys.executable, "-m", "vtop", "sim", "--scenario", scenario, "--instances",
-         str(endpoints), "--port", str(port)],
-        cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "vtop",
+            "sim",
+            "--scenario",
+            scenario,
+            "--instances",
+            str(endpoints),
+            "--port",
+            str(port),
+        ],
+        cwd=ROOT,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
     urls = [f"http://127.0.0.1:{port + i}" for i in range(endpoints)]
     try:
         deadline = time.monotonic() + 60
@@ -97,14 +109,20 @@ def cpu(endpoints: int, seconds: float, scenario: str) -> None:
         sim.wait(timeout=10)
     rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     lat = sorted(latencies)
-    print(f"CPU: {endpoints} endpoints ({scenario}) polled at 1 Hz for {wall_s:.0f} s "
-          f"({polls} polls), headless LiveSource + Monitor{engine}")  # fmt: skip
-    print(f"  vtop CPU {100 * cpu_s / wall_s:.1f}% of one core (target <= 15%); "
-          f"poll+ingest p50 {1e3 * statistics.median(lat):.0f} ms, "
-          f"p95 {1e3 * lat[int(0.95 * (len(lat) - 1))]:.0f} ms; max RSS {rss:.0f} MiB")  # fmt: skip
+    print(
+        f"CPU: {endpoints} endpoints ({scenario}) polled at 1 Hz for {wall_s:.0f} s "
+        f"({polls} polls), headless LiveSource + Monitor{engine}"
+    )
+    print(
+        f"  vtop CPU {100 * cpu_s / wall_s:.1f}% of one core (target <= 15%); "
+        f"poll+ingest p50 {1e3 * statistics.median(lat):.0f} ms, "
+        f"p95 {1e3 * lat[int(0.95 * (len(lat) - 1))]:.0f} ms; max RSS {rss:.0f} MiB"
+    )
 
 
-async def _poll(args: argparse.Namespace, seconds: float) -> tuple[int, float, float, list[float], str]:
+async def _poll(
+    args: argparse.Namespace, seconds: float
+) -> tuple[int, float, float, list[float], str]:
     source = make_source(args)
     monitor = Monitor()
     engine = " + rule engine" if getattr(monitor, "engine", None) is not None else ""
@@ -149,10 +167,18 @@ def first_screen(
         end = time.time() - 5
         start = end - minutes * 60
         t0 = time.perf_counter()
-        distinct = [list(twin_scrapes(scenarios[i % len(scenarios)], seed=i, start=start,
-                                      end=end, step_s=scrape_s)) for i in range(twins)]  # fmt: skip
-        pages = {("vllm", f"10.0.{i // 250}.{i % 250 + 1}:8000"): distinct[i % twins]
-                 for i in range(endpoints)}  # fmt: skip
+        distinct = [
+            list(
+                twin_scrapes(
+                    scenarios[i % len(scenarios)], seed=i, start=start, end=end, step_s=scrape_s
+                )
+            )
+            for i in range(twins)
+        ]
+        pages = {
+            ("vllm", f"10.0.{i // 250}.{i % 250 + 1}:8000"): distinct[i % twins]
+            for i in range(endpoints)
+        }
         om = tmp / "history.om"
         samples = history_openmetrics(pages, om)
         t1 = time.perf_counter()
@@ -160,20 +186,23 @@ def first_screen(
         t2 = time.perf_counter()
         size = om.stat().st_size
         om.unlink()
-        print(f"first screen from Prometheus: {endpoints} instances x {minutes:g} min scraped "
-              f"every {scrape_s:g} s ({samples / 1e6:.1f} M samples, {size / 1e6:.0f} MB of "
-              f"OpenMetrics from {twins} twins in {t1 - t0:.0f} s; promtool {t2 - t1:.0f} s)")  # fmt: skip
+        print(
+            f"first screen from Prometheus: {endpoints} instances x {minutes:g} min scraped "
+            f"every {scrape_s:g} s ({samples / 1e6:.1f} M samples, {size / 1e6:.0f} MB of "
+            f"OpenMetrics from {twins} twins in {t1 - t0:.0f} s; promtool {t2 - t1:.0f} s)"
+        )
         with PrometheusServer.start(tmp / "prom", data=tmp / "data") as prom:
             monitor, took = asyncio.run(_first(prom.url, minutes * 60))
         _print_first(monitor, took)
 
 
 def _print_first(monitor: Monitor, took: tuple[float, float, int, int, float, float]) -> None:
-    if True:
-        print(f"  first screen after {took[0] + took[1]:.1f} s: {took[2]} scrapes of "
-              f"{len(monitor.endpoints)} instances in {took[3]} queries; query + convert "
-              f"{took[0]:.1f} s (vtop CPU {took[4]:.1f} s), Monitor.feed {took[1]:.1f} s "
-              f"(CPU {took[5]:.1f} s)")  # fmt: skip
+    print(
+        f"  first screen after {took[0] + took[1]:.1f} s: {took[2]} scrapes of "
+        f"{len(monitor.endpoints)} instances in {took[3]} queries; query + convert "
+        f"{took[0]:.1f} s (vtop CPU {took[4]:.1f} s), Monitor.feed {took[1]:.1f} s "
+        f"(CPU {took[5]:.1f} s)"
+    )
 
 
 async def _first(
