@@ -22,7 +22,7 @@ import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import httpx
 import yaml
@@ -52,6 +52,7 @@ class PrometheusServer:
     url: str
     workdir: Path
     log: Path
+    _configs: ClassVar[dict[str, dict[str, Any]]] = {}
 
     @classmethod
     def start(
@@ -82,6 +83,7 @@ class PrometheusServer:
         }
         cfg = workdir / "prometheus.yml"
         cfg.write_text(yaml.safe_dump(config))
+        cls._configs[str(workdir)] = config
         data_dir = data or workdir / "data"
         data_dir.mkdir(parents=True, exist_ok=True)
         port = free_port()
@@ -112,6 +114,16 @@ class PrometheusServer:
                 server.close()
                 raise RuntimeError("prometheus did not become ready")
             time.sleep(0.1)
+
+    def scrape(self, jobs: Mapping[str, Sequence[str]]) -> None:
+        """Scrape these jobs from now on (rewrite the config, reload with SIGHUP)."""
+        config = dict(self._configs[str(self.workdir)])
+        config["scrape_configs"] = [
+            {"job_name": job, "static_configs": [{"targets": list(targets)}]}
+            for job, targets in jobs.items()
+        ]
+        (self.workdir / "prometheus.yml").write_text(yaml.safe_dump(config))
+        os.kill(self.proc.pid, signal.SIGHUP)
 
     def query(self, expr: str, t: float | None = None) -> list[dict[str, Any]]:
         params = {"query": expr} | ({"time": str(t)} if t is not None else {})

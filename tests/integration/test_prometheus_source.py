@@ -295,6 +295,37 @@ def test_live_polls_give_one_scrape_per_prometheus_scrape_and_notice_a_target_do
     assert src.status(up) == f"via Prometheus at {prom.url}"
 
 
+def test_an_instance_that_appears_later_is_read(tmp_path: Path) -> None:
+    one = PageServer(Script({"/metrics": Answer(PAGE.encode())}))
+    two = PageServer(Script({"/metrics": Answer(data_parallel(PAGE).encode())}))
+    with one, two:
+        a, b = one.url.removeprefix("http://"), two.url.removeprefix("http://")
+        with PrometheusServer.start(tmp_path, jobs={"vllm": [a]}) as prom:
+            prom.wait_for(lambda: len(prom.query("up == 1")) == 1, 20)
+            src = PrometheusSource(prom.url, backfill_s=600, interval_s=0.25)
+
+            async def run() -> list[Frame]:
+                frames = []
+                async with src:
+                    for i in range(60):
+                        if i == 4:
+                            prom.scrape({"vllm": [a, b]})  # the fleet grows
+                        frames.append(await src.poll())
+                        if any(s.endpoint == b for s in frames[-1].scrapes) and i > 8:
+                            break
+                        await asyncio.sleep(0.25)
+                return frames
+
+            frames = asyncio.run(run())
+    assert any(s.endpoint == a for s in frames[0].scrapes)
+    assert not any(s.endpoint == b for f in frames[:4] for s in f.scrapes)
+    later = [f for f in frames if any(s.endpoint == b for s in f.scrapes)]
+    assert later, "the new instance was never read"
+    assert b in src.endpoints and src.status(b) == f"via Prometheus at {src.url}"
+    (first,) = [s for s in later[0].scrapes if s.endpoint == b]
+    assert first.ok and first.knobs is not None  # read like any other: knobs on its first
+
+
 def src_instances(prom: PrometheusServer) -> list[str]:
     return [r["metric"]["instance"] for r in prom.query("up")]
 

@@ -42,6 +42,7 @@ import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
+from urllib.parse import urlsplit, urlunsplit
 
 import httpx
 
@@ -106,6 +107,12 @@ class PrometheusClient:
     async def aclose(self) -> None:
         await self._client.aclose()
 
+    def _api(self, path: str) -> str:
+        """The API path under the base URL (a proxy's path prefix and query are kept)."""
+        parts = urlsplit(self.base)
+        return urlunsplit((parts.scheme, parts.netloc, parts.path.rstrip("/") + path,
+                           parts.query, ""))  # fmt: skip
+
     async def query(self, expr: str, t: float | None = None) -> list[dict[str, Any]]:
         """An instant query; the result vector (`metric`, `value` per element)."""
         form = {"query": expr}
@@ -130,7 +137,7 @@ class PrometheusClient:
         try:
             async with (
                 asyncio.timeout(timeout),
-                self._client.stream("POST", self.base + path, data=dict(form),
+                self._client.stream("POST", self._api(path), data=dict(form),
                                     headers=self._headers, timeout=timeout) as resp,
             ):  # fmt: skip
                 chunks: list[bytes] = []
