@@ -364,7 +364,7 @@ class PrometheusSource:
             return (f"Prometheus unreachable: reconnecting (attempt {self._attempt}, "
                     f"next in {wait:.0f} s)")  # fmt: skip
         if inst is None:
-            return "unknown"
+            return self.error or "unknown"
         if inst.error is not None:
             return inst.error
         return f"via Prometheus at {self.url}"
