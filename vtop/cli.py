@@ -159,7 +159,7 @@ class UsageError(Exception):
 
 
 def make_source(args: argparse.Namespace) -> FrameSource:
-    """The source the flags ask for: --demo, else --url."""
+    """The source the flags ask for: --prometheus, --demo, else --url / --targets / --discover."""
     if args.interval <= 0:
         raise UsageError("--interval must be positive")
     if args.prometheus:
