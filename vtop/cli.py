@@ -14,6 +14,7 @@ import asyncio
 import json
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 
 from vtop import __version__, targets
 from vtop.monitor import Monitor
@@ -24,6 +25,7 @@ from vtop.sources.live import LiveSource
 from vtop.sources.local import LocalHost
 from vtop.sources.sim import DEFAULT_SCENARIO, SimSource
 from vtop.sources.vllm import HeaderError, ScrapeOptions
+from vtop.triage.engine import Engine
 
 EXIT_UNKNOWN = 3
 
@@ -70,6 +72,14 @@ def build_parser() -> argparse.ArgumentParser:
     knobs = parser.add_argument_group("configuration the server does not expose")
     knobs.add_argument("--max-num-seqs", type=int, metavar="N")
     knobs.add_argument("--max-num-batched-tokens", type=int, metavar="N")
+    triage = parser.add_argument_group("triage")
+    triage.add_argument(
+        "--rules",
+        action="append",
+        default=[],
+        metavar="DIR",
+        help="extra rule directory (repeatable); its rules replace shipped ones by id",
+    )
     out = parser.add_argument_group("output")
     out.add_argument(
         "--once",
@@ -119,15 +129,24 @@ def _prometheus_source(args: argparse.Namespace) -> FrameSource:
         raise UsageError(str(exc)) from None
 
 
+def _engine(args: argparse.Namespace) -> Engine:
+    """Shipped rules, the user's rule directory, then --rules; bad rules are reported, skipped."""
+    engine = Engine.from_catalog([Path(d) for d in args.rules])
+    for err in engine.errors:
+        print(f"vtop: rule skipped: {err}", file=sys.stderr)
+    return engine
+
+
 DEMO_ONCE_POLLS = 60
 """`--demo --once` watches one simulated minute: virtual time is free, and window statistics
 over two polls would hide symptoms that come in bursts (preemptions, waves)."""
 
 
-async def _once(source: FrameSource, interval: float, polls: int) -> dict[str, object]:
+async def _once(source: FrameSource, interval: float, polls: int,
+                engine: Engine | None = None) -> dict[str, object]:  # fmt: skip
     from vtop import summary
 
-    monitor = Monitor(capacity=max(16, polls))
+    monitor = Monitor(capacity=max(16, polls), engine=engine)
     try:
         for i in range(polls):
             if i and isinstance(source, LiveSource):
@@ -192,7 +211,7 @@ def run_monitor(args: argparse.Namespace) -> int:
         return _fail(str(exc))
     if args.once:
         polls = DEMO_ONCE_POLLS if args.demo else 2
-        doc = asyncio.run(_once(source, args.interval, polls))
+        doc = asyncio.run(_once(source, args.interval, polls, _engine(args)))
         print(json.dumps(doc, indent=2, sort_keys=False))
         endpoints = doc["endpoints"]
         assert isinstance(endpoints, list)
@@ -220,6 +239,10 @@ def _headless(args: argparse.Namespace) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["rules"]:
+        from vtop.triage.cli import main as rules_main
+
+        return rules_main(argv[1:])
     if argv[:1] == ["trace"]:
         from vtop.trace.info import main as trace_main
 

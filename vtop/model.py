@@ -222,7 +222,8 @@ def format_value(value: KnobValue) -> str:
     return str(value)
 
 
-FindingState = Literal["pending", "firing", "suppressed"]
+FindingState = Literal["pending", "firing", "suppressed", "insufficient"]
+"""`insufficient`: the condition holds but the rule's minimum of evidence is not in yet."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -246,3 +247,8 @@ class Finding:
     held_s: float = 0.0
     for_s: float = 0.0
     suppressed_by: str | None = None
+
+    @property
+    def firing(self) -> bool:
+        """Only firing findings count towards exit codes and advice."""
+        return self.state == "firing"

@@ -4,6 +4,9 @@ The TUI, `--report`, `--once` and replay all feed `Frame`s into a `Monitor` and 
 none of them keeps history of its own. This is the "one data path": whatever a source is, the
 numbers on the screen, in the report and in a replayed trace come from the same code.
 
+After each scrape the triage engine evaluates the endpoint (`EndpointView.findings`), so every
+consumer reads the same verdicts the same poll produced.
+
 GPU readings are attributed only to endpoints on this host: NVML sees the local GPUs, and
 charging them to a remote server would be a lie.
 """
@@ -12,9 +15,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from vtop.model import EndpointInfo, Event, Frame, GpuStatus, HostReading, Knob, Scrape
+from vtop.model import EndpointInfo, Event, Finding, Frame, GpuStatus, HostReading, Knob, Scrape
 from vtop.signals.store import Store
 from vtop.sources.live import is_local
+from vtop.triage.engine import Engine
 
 
 @dataclass(slots=True)
@@ -26,13 +30,16 @@ class EndpointView:
     knobs: dict[str, Knob] = field(default_factory=dict)
     server: EndpointInfo = field(default_factory=EndpointInfo)
     last: Scrape | None = None
+    findings: list[Finding] = field(default_factory=list)
+    """The rule engine's verdicts after the latest scrape (firing first)."""
 
 
 class Monitor:
-    """Ingests frames; owns the history of every endpoint."""
+    """Ingests frames; owns the history of every endpoint and the triage engine."""
 
-    def __init__(self, *, capacity: int = 3600) -> None:
+    def __init__(self, *, capacity: int = 3600, engine: Engine | None = None) -> None:
         self.capacity = capacity
+        self.engine = engine if engine is not None else Engine.from_catalog()
         self.endpoints: dict[str, EndpointView] = {}
         self.gpu = GpuStatus(unavailable="not read yet")
         self.host: HostReading | None = None
@@ -64,4 +71,5 @@ class Monitor:
                 view.server = scrape.server
             view.last = scrape
             events.extend(view.store.ingest(scrape, frame.gpu if view.local else None))
+            view.findings = self.engine.evaluate(view)
         return events

@@ -1,0 +1,108 @@
+"""`vtop rules list | check | test`: the rule catalog from the command line.
+
+`list` shows what would run (shipped rules, then the user's directory, then `--rules`),
+`check` validates rule files and exits 1 with one `file:line: rule-id: message` line per error
+(for CI and editors), and `test` runs rule tests (`*.test.yaml`, promtool style) and ends with
+the plain `N passed, N failed` line test runners print.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from vtop.triage.loader import check, load_catalog, load_paths
+from vtop.triage.ruletest import TestFileError, run_file, test_files
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="vtop rules", description="List, check and test rules.")
+    sub = p.add_subparsers(dest="cmd", required=True)
+    ls = sub.add_parser("list", help="the rules that would run: id, severity, title")
+    ls.add_argument("--rules", action="append", default=[], metavar="DIR", type=Path,
+                    help="extra rule directory (repeatable; later ones win by id)")  # fmt: skip
+    ls.add_argument("--no-user", action="store_true",
+                    help="ignore $XDG_CONFIG_HOME/vtop/rules")  # fmt: skip
+    ck = sub.add_parser("check", help="validate rule files (default: the whole catalog)")
+    ck.add_argument("paths", nargs="*", type=Path, metavar="PATH")
+    ts = sub.add_parser("test", help="run rule tests (*.test.yaml; default: tests/rules)")
+    ts.add_argument("paths", nargs="*", type=Path, metavar="PATH")
+    ts.add_argument("-q", "--quiet", action="store_true", help="print failures only")
+    return p
+
+
+def cmd_list(rules: Sequence[Path], user: bool) -> int:
+    loaded = load_catalog(rules, user=user)
+    for err in loaded.errors:
+        print(err, file=sys.stderr)
+    for rule in sorted(loaded.rules.values(), key=lambda r: (r.order, r.id)):
+        print(f"{rule.id:<28} {rule.severity.name.lower():<8} {rule.title}")
+    for rid in sorted(loaded.disabled):
+        print(f"{rid:<28} {'off':<8} (disabled by a user rule)")
+    return 1 if loaded.errors else 0
+
+
+def cmd_check(paths: Sequence[Path]) -> int:
+    if paths:
+        missing = [p for p in paths if not p.exists()]
+        for p in missing:
+            print(f"{p}:0: -: no such file or directory", file=sys.stderr)
+        loaded = load_catalog(user=False)
+        shipped_errors = len(loaded.errors)
+        own = load_paths([p for p in paths if p.exists()])
+        loaded.merge(own)
+        errors = loaded.errors[shipped_errors:] + [e for e in check(loaded) if e.rule in own.rules]
+        count = len(own.rules)
+        if missing:
+            return 1
+    else:
+        loaded = load_catalog(user=True)
+        errors = loaded.errors
+        count = len(loaded.rules)
+    for err in errors:
+        print(err, file=sys.stderr)
+    if errors:
+        print(f"{len(errors)} error(s)", file=sys.stderr)
+        return 1
+    print(f"ok: {count} rule(s)")
+    return 0
+
+
+def cmd_test(paths: Sequence[Path], quiet: bool) -> int:
+    if not paths:
+        default = Path("tests/rules")
+        if not default.is_dir():
+            print("vtop rules test: give rule test files or directories", file=sys.stderr)
+            return 2
+        paths = [default]
+    passed = failed = 0
+    for f in test_files(paths):
+        try:
+            outcomes = run_file(f)
+        except TestFileError as exc:
+            print(f"ERROR {exc}")
+            failed += 1
+            continue
+        for o in outcomes:
+            if o.ok:
+                passed += 1
+                if not quiet:
+                    print(f"PASS {o.file}: {o.name} ({o.evals} evaluations checked)")
+            else:
+                failed += 1
+                print(f"FAIL {o.file}: {o.name}")
+                for line in o.failures:
+                    print(f"  {line}")
+    print(f"{passed} passed, {failed} failed")
+    return 1 if failed else 0
+
+
+def main(argv: Sequence[str]) -> int:
+    args = _parser().parse_args(list(argv))
+    if args.cmd == "list":
+        return cmd_list(args.rules, not args.no_user)
+    if args.cmd == "check":
+        return cmd_check(args.paths)
+    return cmd_test(args.paths, args.quiet)

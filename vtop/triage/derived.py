@@ -1,0 +1,177 @@
+"""Derived signals and context values: the one table of what rules may read beyond the catalog.
+
+A rule condition reads canonical signals (`vtop.signals.catalog`) or the derived signals
+below, through functions that each map onto one PromQL function. Every entry carries its PromQL
+equivalent so that rules can be exported to Prometheus (issue 7) without guessing.
+
+- `instant` derived signals have a value at every poll, computed from that poll's columns
+  (`demand = running + waiting`); any function that works on a gauge works on them, and
+  `share_over_time` sub-conditions may compare them sample by sample. In PromQL they are
+  recording rules.
+- `window` derived signals only exist over a range (`prefix_hit_rate = Δhits / Δqueries`);
+  conditions read them with `value:`.
+
+Context values are numbers every expression (threshold, rule value, recommendation formula)
+may use besides the knobs: the KV fit and the demand the server has shown. Each names the knobs
+it depends on, so a recommendation can list every input with its provenance.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+DerivedKind = Literal["instant", "window"]
+
+
+@dataclass(frozen=True, slots=True)
+class Derived:
+    name: str
+    kind: DerivedKind
+    unit: str
+    help: str
+    promql: str
+    knobs: tuple[str, ...] = ()
+
+
+DERIVED: dict[str, Derived] = {
+    d.name: d
+    for d in (
+        Derived("demand", "instant", "requests",
+                "Requests in the server: running + waiting. Its high percentile is the batch "
+                "width the load asks for.",
+                "vllm:num_requests_running + vllm:num_requests_waiting"),
+        Derived("idle", "instant", "0/1",
+                "1 at polls where running = waiting = 0, else 0; avg_over_time(idle) is the "
+                "idle share.",
+                "(vllm:num_requests_running + vllm:num_requests_waiting) == bool 0"),
+        Derived("gauges_lie", "instant", "0/1",
+                "1 at polls that read an empty engine (running = waiting = 0), as did the poll "
+                "before, although tokens were generated between them: a starved API server "
+                "serves stale gauges while the counters climb (a server that really idles "
+                "generates nothing between two empty reads). avg_over_time(gauges_lie) is how "
+                "often.",
+                "((vllm:num_requests_running + vllm:num_requests_waiting) == bool 0) * "
+                "((vllm:num_requests_running + vllm:num_requests_waiting) offset 1s == bool 0) "
+                "* (idelta(vllm:generation_tokens_total[1m]) > bool 0)"),
+        Derived("kv_tokens_per_seq", "instant", "tokens",
+                "KV tokens held per running sequence: kv_usage × kv_capacity_tokens / running "
+                "(unknown when running or KV usage reads 0).",
+                "vllm:kv_cache_usage_perc * KV_CAPACITY / (vllm:num_requests_running > 0)",
+                ("kv_capacity_tokens",)),
+        Derived("kv_used_tokens", "instant", "tokens",
+                "KV tokens in use: kv_usage × kv_capacity_tokens.",
+                "vllm:kv_cache_usage_perc * KV_CAPACITY", ("kv_capacity_tokens",)),
+        Derived("batch_fill", "instant", "ratio",
+                "running / max_num_seqs: 1 when the batch sits at its cap.",
+                "vllm:num_requests_running / MAX_NUM_SEQS", ("max_num_seqs",)),
+        Derived("gpu_util_max", "instant", "percent",
+                "The busiest GPU's utilisation (NVML or DCGM); corroborates, never required.",
+                "max(DCGM_FI_DEV_GPU_UTIL)"),
+        Derived("prefix_hit_rate", "window", "ratio",
+                "Prefix-cache hit rate over the window: Δhits / Δqueries.",
+                "increase(vllm:prefix_cache_hits_total[W]) / "
+                "increase(vllm:prefix_cache_queries_total[W])"),
+        Derived("queue_share_of_ttft", "window", "ratio",
+                "Share of time to first token spent queueing: Δqueue_time_sum / Δttft_sum.",
+                "increase(vllm:request_queue_time_seconds_sum[W]) / "
+                "increase(vllm:time_to_first_token_seconds_sum[W])"),
+        Derived("prefill_share_of_ttft", "window", "ratio",
+                "Share of time to first token spent in prefill: Δprefill_time_sum / Δttft_sum.",
+                "increase(vllm:request_prefill_time_seconds_sum[W]) / "
+                "increase(vllm:time_to_first_token_seconds_sum[W])"),
+        Derived("iteration_fill", "window", "ratio",
+                "How full engine steps are: mean tokens per step / max_num_batched_tokens.",
+                "(increase(vllm:iteration_tokens_total_sum[W]) / "
+                "increase(vllm:iteration_tokens_total_count[W])) / MAX_NUM_BATCHED_TOKENS",
+                ("max_num_batched_tokens",)),
+        Derived("engine_steps_per_s", "window", "steps/s",
+                "Engine steps per second (observations of iteration_tokens). Counts steps even "
+                "when the gauges read 0.",
+                "rate(vllm:iteration_tokens_total_count[W])"),
+        Derived("decode_concurrency", "window", "requests",
+                "Sequences decoding at once, from counters only (Little's law): "
+                "rate(generation_tokens) × mean inter-token latency. Survives lying gauges.",
+                "rate(vllm:generation_tokens_total[W]) * "
+                "(rate(vllm:inter_token_latency_seconds_sum[W]) / "
+                "rate(vllm:inter_token_latency_seconds_count[W]))"),
+        Derived("demand_dispersion", "window", "ratio",
+                "Index of dispersion of demand (variance / mean of running + waiting). Requests "
+                "arriving independently keep it near 1 (the count in an unsaturated server is "
+                "Poisson); synchronised waves push it far above.",
+                "stdvar_over_time(demand[W]) / avg_over_time(demand[W])"),
+        Derived("prompt_len_spread", "window", "ratio",
+                "How much longer the longest prompts are than the typical one: prompt length "
+                "p99 / p50 over the window.",
+                "histogram_quantile(0.99, rate(vllm:request_prompt_tokens_bucket[W])) / "
+                "histogram_quantile(0.5, rate(vllm:request_prompt_tokens_bucket[W]))"),
+        Derived("ttft_spread", "window", "ratio",
+                "How much worse the TTFT tail is than the median: TTFT p99 / p50.",
+                "histogram_quantile(0.99, rate(vllm:time_to_first_token_seconds_bucket[W])) / "
+                "histogram_quantile(0.5, rate(vllm:time_to_first_token_seconds_bucket[W]))"),
+        Derived("length_finish_share", "window", "ratio",
+                "Share of finished requests that stopped at their max_tokens. Normal when "
+                "clients set max_tokens; never a fault by itself.",
+                "increase(vllm:request_success_total{finished_reason=\"length\"}[W]) / "
+                "increase(vllm:request_success_total[W])"),
+    )
+}  # fmt: skip
+
+
+@dataclass(frozen=True, slots=True)
+class ContextValue:
+    name: str
+    help: str
+    promql: str
+    knobs: tuple[str, ...] = ()
+
+
+CONTEXT_WINDOW_S = 300.0
+"""Window of the context values below (5 minutes, clamped to the data since a restart)."""
+
+CONTEXT: dict[str, ContextValue] = {
+    c.name: c
+    for c in (
+        ContextValue("tokens_per_seq",
+                     "KV tokens per running sequence at the 90th percentile over 5 min.",
+                     "quantile_over_time(0.9, kv_tokens_per_seq[5m])", ("kv_capacity_tokens",)),
+        ContextValue("kv_fit",
+                     "Sequences the KV pool holds at 90% full: 0.9 × kv_capacity_tokens / "
+                     "tokens_per_seq.",
+                     "0.9 * KV_CAPACITY / quantile_over_time(0.9, kv_tokens_per_seq[5m])",
+                     ("kv_capacity_tokens",)),
+        ContextValue("demand_p95",
+                     "Requests in the server (running + waiting) at the 95th percentile over "
+                     "5 min: the demand the load has shown.",
+                     "quantile_over_time(0.95, demand[5m])"),
+        ContextValue("uptime_s",
+                     "Seconds of history since vtop started watching or the server restarted.",
+                     "time() - process_start_time_seconds"),
+    )
+}  # fmt: skip
+
+KNOBS: dict[str, str] = {
+    "max_num_seqs": "batch width cap (scheduler budget)",
+    "max_num_batched_tokens": "tokens per engine step (prefill + decode)",
+    "kv_capacity_tokens": "KV pool size in tokens (kv_cache_size_tokens or blocks × block size)",
+    "num_gpu_blocks": "KV blocks",
+    "block_size": "tokens per KV block",
+    "gpu_memory_utilization": "share of GPU memory vLLM may use",
+    "max_model_len": "longest context a request may have",
+    "tensor_parallel_size": "GPUs one model copy is split across",
+    "pipeline_parallel_size": "pipeline stages",
+    "data_parallel_size": "model copies (engines)",
+    "kv_cache_dtype": "KV cache data type (auto, fp8, ...)",
+    "enable_prefix_caching": "prefix caching on or off",
+    "enable_chunked_prefill": "chunked prefill on or off",
+    "long_prefill_token_threshold": "prompt chunk above which a prefill counts as long",
+    "kv_cache_max_concurrency": "vLLM's own estimate of max_model_len requests KV holds",
+    "api_server_count": "API server processes in front of the engine",
+    "quantization": "weight quantisation method",
+}
+"""Knob names an expression may read (values come from `vtop.sources.discovery`)."""
+
+
+def name_known(name: str) -> bool:
+    """Whether an expression may read `name` (a knob or a context value)."""
+    return name in KNOBS or name in CONTEXT

@@ -1,0 +1,380 @@
+"""One evaluation's view of a store: windowed measures, computed once and shared by all rules.
+
+The catalog asks the same questions many times per evaluation (KV usage at the 90th
+percentile over two minutes is read by four rules); a `Snapshot` answers each distinct
+`Measure` once and keeps the answer until the next evaluation. Columns of derived signals
+(`demand`, `kv_tokens_per_seq`) are built once per window the same way.
+
+Windows never reach back past a server restart (or past the first poll): after a restart the
+configuration is usually the one the user just applied, and the old history is another server.
+Unknown is `None` throughout: a series never seen, a window with no samples, a knob not known.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+
+from vtop.model import ALL, Knob
+from vtop.signals.catalog import BY_NAME, Kind
+from vtop.signals.store import Store, key
+from vtop.triage.derived import CONTEXT_WINDOW_S
+from vtop.triage.expr import Expr, Value
+from vtop.triage.schema import (
+    All,
+    AnyOf,
+    Compare,
+    Cond,
+    IfKnown,
+    KnobIs,
+    Measure,
+    Not,
+    Operand,
+    Sample,
+)
+
+Column = list[float | None]
+
+
+def quantile(q: float, values: Sequence[float]) -> float | None:
+    """`quantile_over_time`: linear interpolation between order statistics (as the store)."""
+    if not values:
+        return None
+    vs = sorted(values)
+    pos = max(0.0, min(1.0, q)) * (len(vs) - 1)
+    lo = math.floor(pos)
+    hi = min(lo + 1, len(vs) - 1)
+    return vs[lo] + (vs[hi] - vs[lo]) * (pos - lo)
+
+
+def compare(value: Value, op: str, threshold: Value) -> bool | None:
+    """`value op threshold`, or None when either side is unknown or they do not compare."""
+    if value is None or threshold is None:
+        return None
+    try:
+        if op == "above":
+            return bool(value > threshold)  # type: ignore[operator]
+        if op == "at_least":
+            return bool(value >= threshold)  # type: ignore[operator]
+        if op == "below":
+            return bool(value < threshold)  # type: ignore[operator]
+        if op == "at_most":
+            return bool(value <= threshold)  # type: ignore[operator]
+        if op == "equals":
+            return value == threshold
+        return value != threshold
+    except TypeError:
+        return None
+
+
+class Snapshot:
+    """The store as one evaluation sees it; every answer cached for that evaluation."""
+
+    def __init__(self, store: Store, knobs: Mapping[str, Knob], restarted: float | None) -> None:
+        self.store = store
+        self.knobs = knobs
+        times = store.times()
+        self.now: float | None = times[-1] if times else None
+        first = times[0] if times else None
+        self.since = first if restarted is None or first is None else max(first, restarted)
+        self._measures: dict[Measure, float | None] = {}
+        self._columns: dict[tuple[Operand, float], Column] = {}
+        self._context: dict[str, Value] = {}
+        self._thresholds: dict[Expr, float | None] = {}
+
+    # -- time ----------------------------------------------------------------------------------
+
+    @property
+    def uptime_s(self) -> float:
+        """Seconds of usable history (since the first poll or the last restart)."""
+        if self.now is None or self.since is None:
+            return 0.0
+        return self.now - self.since
+
+    def span(self, window_s: float) -> float:
+        """The window, clamped so it never reaches back past a restart."""
+        return min(window_s, self.uptime_s + 1e-6)
+
+    # -- names -----------------------------------------------------------------------------------
+
+    def resolve(self, name: str) -> Value:
+        """A knob's value or a context value; None when unknown."""
+        knob = self.knobs.get(name)
+        if knob is not None:
+            v = knob.value
+            return v if isinstance(v, (int, float, str, bool)) else None
+        if name not in self._context:
+            self._context[name] = self._compute_context(name)
+        return self._context[name]
+
+    def names(self, expr: Expr, extra: Mapping[str, Value] | None = None) -> dict[str, Value]:
+        """The names `expr` reads, resolved (rule values in `extra` first)."""
+        out: dict[str, Value] = {}
+        for name in expr.names:
+            out[name] = extra[name] if extra is not None and name in extra else self.resolve(name)
+        return out
+
+    def number(self, threshold: float | Expr | None) -> float | None:
+        """A threshold's value this evaluation (expressions over knobs, cached)."""
+        if threshold is None or isinstance(threshold, float | int):
+            return threshold
+        if threshold not in self._thresholds:
+            self._thresholds[threshold] = threshold.number(self.names(threshold))
+        return self._thresholds[threshold]
+
+    def _compute_context(self, name: str) -> Value:
+        w = CONTEXT_WINDOW_S
+        if name == "uptime_s":
+            return self.uptime_s
+        if name == "demand_p95":
+            return self.measure(Measure("quantile_over_time", Operand("demand"), w, 0.95))
+        if name == "tokens_per_seq":
+            return self.measure(Measure("quantile_over_time", Operand("kv_tokens_per_seq"), w, 0.9))
+        if name == "kv_fit":
+            cap = self.resolve("kv_capacity_tokens")
+            per = self.resolve("tokens_per_seq")
+            if isinstance(cap, int | float) and isinstance(per, float) and per > 0:
+                return 0.9 * float(cap) / per
+            return None
+        return None
+
+    # -- columns ---------------------------------------------------------------------------------
+
+    def column(self, operand: Operand, window_s: float) -> Column:
+        """The operand at every poll of the window (aligned with `store.times(window)`)."""
+        w = self.span(window_s)
+        ck = (operand, w)
+        col = self._columns.get(ck)
+        if col is None:
+            col = self._columns[ck] = self._build_column(operand, w)
+        return col
+
+    def _signal(self, name: str, label: str, w: float) -> Column:
+        sig = BY_NAME[name]
+        n = len(self.store.times(w))
+        if sig.label == "gpu" and not label:
+            return self.column(Operand("gpu_util_max"), w) if name == "gpu_util" else [None] * n
+        col = self.store.values(key(name, label or (ALL if sig.label else "")), w)
+        return col if len(col) == n else [None] * n
+
+    def _build_column(self, operand: Operand, w: float) -> Column:
+        name = operand.name
+        if name in BY_NAME:
+            return self._signal(name, operand.label, w)
+        n = len(self.store.times(w))
+        col = self._derive(name, w, n)
+        # A column that does not line up with the poll times is unusable, never a crash.
+        return col if len(col) == n else [None] * n
+
+    def _derive(self, name: str, w: float, n: int) -> Column:
+        if name == "demand":
+            run, wait = self._signal("running", "", w), self._signal("waiting", "", w)
+            return [
+                None if r is None or q is None else r + q for r, q in zip(run, wait, strict=True)
+            ]
+        if name == "idle":
+            run, wait = self._signal("running", "", w), self._signal("waiting", "", w)
+            return [None if r is None or q is None else float(r == 0 and q == 0)
+                    for r, q in zip(run, wait, strict=True)]  # fmt: skip
+        if name == "gauges_lie":
+            run, wait = self._signal("running", "", w), self._signal("waiting", "", w)
+            gen = self._signal("generation_tokens", "", w)
+            out: Column = [None] * n
+            for i in range(1, n):
+                r0, q0, r1, q1 = run[i - 1], wait[i - 1], run[i], wait[i]
+                g0, g1 = gen[i - 1], gen[i]
+                if None in (r0, q0, r1, q1, g0, g1):
+                    continue
+                out[i] = float(r0 == q0 == r1 == q1 == 0 and g1 > g0)  # type: ignore[operator]
+            return out
+        if name in ("kv_tokens_per_seq", "kv_used_tokens"):
+            cap = self.resolve("kv_capacity_tokens")
+            if not isinstance(cap, int | float) or isinstance(cap, bool):
+                return [None] * n
+            kv = self._signal("kv_usage", "", w)
+            if name == "kv_used_tokens":
+                return [None if u is None else u * cap for u in kv]
+            run = self._signal("running", "", w)
+            return [u * cap / r if u is not None and r and u > 0 else None
+                    for u, r in zip(kv, run, strict=True)]  # fmt: skip
+        if name == "batch_fill":
+            cap = self.resolve("max_num_seqs")
+            if not isinstance(cap, int | float) or isinstance(cap, bool) or cap <= 0:
+                return [None] * n
+            return [None if r is None else r / cap for r in self._signal("running", "", w)]
+        if name == "gpu_util_max":
+            cols = [self.store.values(key("gpu_util", g), w) for g in self.store.labels("gpu_util")]
+            out = [None] * n
+            for col in cols:
+                if len(col) != n:
+                    continue
+                out = [
+                    a if b is None else b if a is None else max(a, b)
+                    for a, b in zip(out, col, strict=True)
+                ]
+            return out
+        return [None] * n
+
+    # -- measures --------------------------------------------------------------------------------
+
+    def measure(self, m: Measure) -> float | None:
+        """The value of one measure, computed once per evaluation."""
+        if m in self._measures:
+            return self._measures[m]
+        value = self._compute(m)
+        if value is not None and not math.isfinite(value):
+            value = None
+        self._measures[m] = value
+        return value
+
+    def _compute(self, m: Measure) -> float | None:
+        fn, operand = m.fn, m.operand
+        w = self.span(m.window_s)
+        if fn == "share_over_time":
+            return self._share(m.sub, m.window_s) if m.sub is not None else None
+        if operand is None:
+            return None
+        if fn == "value":
+            return self._window_value(operand.name, w)
+        sig = BY_NAME.get(operand.name)
+        if sig is not None and sig.kind is Kind.HISTOGRAM:
+            k = key(operand.name)
+            if fn == "histogram_quantile":
+                return self.store.hist_quantile(m.q or 0.5, k, w)
+            if fn == "histogram_mean":
+                return self.store.hist_mean(k, w)
+            return None
+        if fn in ("rate", "increase"):
+            if sig is None:
+                return None
+            k = key(operand.name, operand.label or (ALL if sig.label else ""))
+            return self.store.rate(k, w) if fn == "rate" else self.store.increase(k, w)
+        col = self.column(operand, m.window_s)
+        if fn == "last":
+            return col[-1] if col else None
+        vals = [v for v in col if v is not None]
+        if not vals:
+            return None
+        if fn == "avg_over_time":
+            return sum(vals) / len(vals)
+        if fn == "max_over_time":
+            return max(vals)
+        if fn == "min_over_time":
+            return min(vals)
+        if fn == "quantile_over_time":
+            return quantile(m.q if m.q is not None else 0.5, vals)
+        return None
+
+    def _ratio(self, num: float | None, den: float | None) -> float | None:
+        if num is None or den is None or den <= 0:
+            return None
+        return num / den
+
+    def _window_value(self, name: str, w: float) -> float | None:
+        st = self.store
+        if name == "prefix_hit_rate":
+            return self._ratio(st.increase("prefix_cache_hits", w),
+                               st.increase("prefix_cache_queries", w))  # fmt: skip
+        if name in ("queue_share_of_ttft", "prefill_share_of_ttft"):
+            part = st.hist_delta("queue_time" if name.startswith("queue") else "prefill_time", w)
+            ttft = st.hist_delta("ttft", w)
+            return self._ratio(part.sum if part else None, ttft.sum if ttft else None)
+        if name == "iteration_fill":
+            mbt = self.resolve("max_num_batched_tokens")
+            mean = st.hist_mean("iteration_tokens", w)
+            if isinstance(mbt, bool) or not isinstance(mbt, int | float):
+                return None
+            return self._ratio(mean, float(mbt))
+        if name == "engine_steps_per_s":
+            delta = st.hist_delta("iteration_tokens", w)
+            times = st.times(w)
+            seconds = times[-1] - times[0] if len(times) >= 2 else 0.0
+            return self._ratio(delta.count if delta else None, seconds)
+        if name == "decode_concurrency":
+            tokens = st.rate("generation_tokens", w)
+            itl = st.hist_mean("itl", w)
+            return None if tokens is None or itl is None else tokens * itl
+        if name in ("prompt_len_spread", "ttft_spread"):
+            sig = "prompt_len" if name.startswith("prompt") else "ttft"
+            return self._ratio(st.hist_quantile(0.99, sig, w), st.hist_quantile(0.5, sig, w))
+        if name == "demand_dispersion":
+            vals = [v for v in self.column(Operand("demand"), w) if v is not None]
+            if len(vals) < 2:
+                return None
+            mean = sum(vals) / len(vals)
+            var = sum((v - mean) ** 2 for v in vals) / len(vals)
+            return self._ratio(var, mean)
+        if name == "length_finish_share":
+            return self._ratio(st.increase(key("requests_finished", "length"), w),
+                               st.increase(key("requests_finished", ALL), w))  # fmt: skip
+        return None
+
+    # -- share_over_time ---------------------------------------------------------------------
+
+    def _share(self, sub: Cond, window_s: float) -> float | None:
+        n = len(self.store.times(self.span(window_s)))
+        truth = self._samples(sub, window_s, n)
+        known = [t for t in truth if t is not None]
+        return sum(known) / len(known) if known else None
+
+    def _samples(self, cond: Cond, window_s: float, n: int) -> list[bool | None]:
+        if isinstance(cond, Sample):
+            col = self.column(cond.operand, window_s)
+            thr = self.number(cond.threshold)
+            return [compare(v, cond.op, thr) for v in col] if len(col) == n else [None] * n
+        if isinstance(cond, Not):
+            return [None if t is None else not t for t in self._samples(cond.item, window_s, n)]
+        if isinstance(cond, IfKnown):
+            return [t is not False for t in self._samples(cond.item, window_s, n)]
+        if isinstance(cond, All | AnyOf):
+            parts = [self._samples(c, window_s, n) for c in cond.items]
+            out: list[bool | None] = []
+            for row in zip(*parts, strict=True):
+                out.append(_all(row) if isinstance(cond, All) else _any(row))
+            return out
+        if isinstance(cond, KnobIs):
+            return [self.knob_is(cond)] * n
+        if isinstance(cond, Compare):
+            return [None] * n
+        return [None] * n
+
+    def knob_is(self, cond: KnobIs) -> bool | None:
+        knob = self.knobs.get(cond.knob)
+        return None if knob is None else compare(knob.value, cond.op, cond.value)
+
+
+def _all(values: Sequence[bool | None]) -> bool | None:
+    if any(v is False for v in values):
+        return False
+    return None if any(v is None for v in values) else True
+
+
+def _any(values: Sequence[bool | None]) -> bool | None:
+    if any(v is True for v in values):
+        return True
+    return None if any(v is None for v in values) else False
+
+
+def holds(cond: Cond, snap: Snapshot, active: bool) -> bool | None:
+    """Three-valued truth of a condition; `active` switches comparisons to their clear level."""
+    if isinstance(cond, Compare):
+        value = snap.measure(cond.measure)
+        if active and cond.clear is not None:
+            clear = snap.number(cond.clear)
+            # Hysteresis: once active, `above X` holds until the value falls below the clear
+            # level, and `below X` until it rises above it.
+            op = "at_least" if cond.op in ("above", "at_least") else "at_most"
+            return compare(value, op, clear)
+        return compare(value, cond.op, snap.number(cond.threshold))
+    if isinstance(cond, KnobIs):
+        return snap.knob_is(cond)
+    if isinstance(cond, Not):
+        inner = holds(cond.item, snap, active)
+        return None if inner is None else not inner
+    if isinstance(cond, IfKnown):
+        return holds(cond.item, snap, active) is not False
+    if isinstance(cond, All):
+        return _all([holds(c, snap, active) for c in cond.items])
+    if isinstance(cond, AnyOf):
+        return _any([holds(c, snap, active) for c in cond.items])
+    return None

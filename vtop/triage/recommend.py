@@ -1,0 +1,132 @@
+"""A recommendation spec + this evaluation's numbers -> a concrete `Recommendation`.
+
+pgtune's lesson: every value is a pure function of its inputs, with bounds and rounding, and
+each input is shown with where it came from. The value formula runs in the safe evaluator over
+the knobs, the context values (KV fit, demand shown) and the rule's own values; `min` / `max`
+bound it; `round` makes it a whole number for integer knobs. A direction is a promise: a
+`raise` whose formula does not land above the current value says nothing rather than "raise
+max_num_seqs to 64" on a server already at 64.
+
+Confidence drops when an input was assumed rather than read (`Knob.assumed`): medium when any
+input was assumed, low when the very knob being changed was, and the trade-off note then says
+which values were assumed and how to tell vtop the real ones.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Literal
+
+from vtop.model import Knob, KnobValue, Recommendation
+from vtop.triage.derived import CONTEXT
+from vtop.triage.expr import Expr, Value
+from vtop.triage.measure import Snapshot
+from vtop.triage.schema import RecSpec, ValueDef
+from vtop.triage.template import render
+
+Confidence = Literal["high", "medium", "low"]
+
+
+def _number(x: Value) -> float | None:
+    if isinstance(x, bool) or not isinstance(x, int | float):
+        return None
+    return float(x)
+
+
+def _inputs(exprs: list[Expr], values: Mapping[str, Value], defs: Mapping[str, ValueDef],
+            snap: Snapshot) -> dict[str, Knob | float | None]:  # fmt: skip
+    """Every input the formulas read, expanded one level through rule values and context."""
+    out: dict[str, Knob | float | None] = {}
+    names: list[str] = []
+    for e in exprs:
+        names.extend(sorted(e.names))
+    seen: set[str] = set()
+    while names:
+        name = names.pop(0)
+        if name in seen:
+            continue
+        seen.add(name)
+        knob = snap.knobs.get(name)
+        if knob is not None:
+            out[name] = knob
+            continue
+        if name in values:
+            out[name] = _number(values[name])
+            d = defs.get(name)
+            if d is not None and d.expr is not None:
+                names.extend(sorted(d.expr.names))
+            continue
+        out[name] = _number(snap.resolve(name))
+        if name in CONTEXT:
+            names.extend(CONTEXT[name].knobs)
+            if name == "kv_fit":
+                names.append("tokens_per_seq")
+    return out
+
+
+def build(spec: RecSpec, values: Mapping[str, Value], defs: Mapping[str, ValueDef],
+          snap: Snapshot) -> Recommendation | None:  # fmt: skip
+    """The recommendation, or None when it does not apply or would not change anything."""
+
+    def ev(e: Expr) -> Value:
+        return e.eval(snap.names(e, values))
+
+    if spec.when is not None and not ev(spec.when):
+        return None
+    current = snap.knobs.get(spec.knob)
+    cur = current.value if current is not None else None
+    new: KnobValue
+    if spec.direction in ("enable", "disable"):
+        new = spec.direction == "enable"
+        if cur is new:
+            return None
+    else:
+        raw = ev(spec.value)
+        if isinstance(raw, str):
+            new = raw
+        else:
+            x = _number(raw)
+            if x is None:
+                return None
+            lo = _number(ev(spec.minimum)) if spec.minimum is not None else None
+            hi = _number(ev(spec.maximum)) if spec.maximum is not None else None
+            if lo is not None:
+                x = max(x, lo)
+            if hi is not None:
+                x = min(x, hi)
+            new = round(x) if spec.rounding == "int" else round(x, 4)
+        c = _number(cur)
+        n = _number(new)
+        if spec.direction == "raise" and c is not None and (n is None or n <= c):
+            return None
+        if spec.direction == "lower" and c is not None and (n is None or n >= c):
+            return None
+        if spec.direction == "set" and new == cur:
+            return None
+    exprs = [e for e in (spec.value, spec.minimum, spec.maximum) if e is not None]
+    inputs = _inputs(exprs, values, defs, snap)
+    if current is not None:
+        inputs = {spec.knob: current, **{k: v for k, v in inputs.items() if k != spec.knob}}
+    assumed = [k for k in inputs.values() if isinstance(k, Knob) and k.assumed]
+    confidence: Confidence = "high"
+    if assumed:
+        confidence = "medium"
+    if current is None or current.assumed:
+        confidence = "low"
+    names = {n: values[n] if n in values else snap.resolve(n) for n in spec.tradeoff_names}
+    note = render(spec.tradeoff, names)
+    if assumed:
+        said = "; ".join(f"{k.name} = {k.value} ({k.detail or k.provenance})" for k in assumed)
+        note = (note + " " if note else "") + f"Assumed, not read from the server: {said}."
+    formula = spec.value.text
+    if spec.minimum is not None or spec.maximum is not None:
+        lo_t = spec.minimum.text if spec.minimum is not None else "-inf"
+        hi_t = spec.maximum.text if spec.maximum is not None else "inf"
+        formula = f"clamp({formula}, {lo_t}, {hi_t})"
+    direction = spec.direction
+    c, n = _number(cur), _number(new)
+    if direction == "set" and c is not None and n is not None:
+        direction = "raise" if n > c else "lower"
+    return Recommendation(knob=spec.knob, current=current, new_value=new, direction=direction,
+                          formula=formula, inputs=inputs, tradeoff=note,
+                          confidence=confidence)  # fmt: skip

@@ -1,0 +1,174 @@
+"""The shape of a rule once loaded: frozen values the loader builds and the engine only reads.
+
+Conditions are a small tree, not code: comparisons of windowed measures (each one PromQL
+function over one operand), knob tests, and `all` / `any` / `not`. That keeps every rule
+exportable (`Measure.promql`) and lets the engine share one computed aggregate among every rule
+that asks for it (measures are hashable values, and the per-evaluation cache is keyed by them).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+from vtop.model import KnobValue, Severity
+from vtop.triage.expr import Expr
+
+Op = Literal["above", "at_least", "below", "at_most", "equals", "not_equals"]
+OPS: tuple[Op, ...] = ("above", "at_least", "below", "at_most", "equals", "not_equals")
+CLEAR = {"above": "clear_below", "at_least": "clear_below",
+         "below": "clear_above", "at_most": "clear_above"}  # fmt: skip
+"""The recovery threshold each comparison may carry (Grafana-style hysteresis)."""
+PROMQL_OP = {"above": ">", "at_least": ">=", "below": "<", "at_most": "<=",
+             "equals": "==", "not_equals": "!="}  # fmt: skip
+
+Function = Literal[
+    "last", "avg_over_time", "max_over_time", "min_over_time", "quantile_over_time",
+    "rate", "increase", "histogram_quantile", "histogram_mean", "share_over_time", "value",
+]  # fmt: skip
+FUNCTIONS: tuple[Function, ...] = (
+    "last", "avg_over_time", "max_over_time", "min_over_time", "quantile_over_time",
+    "rate", "increase", "histogram_quantile", "histogram_mean", "share_over_time", "value",
+)  # fmt: skip
+GAUGE_FUNCTIONS = frozenset({"last", "avg_over_time", "max_over_time", "min_over_time",
+                             "quantile_over_time"})  # fmt: skip
+
+Threshold = float | Expr
+Direction = Literal["raise", "lower", "set", "enable", "disable"]
+
+
+@dataclass(frozen=True, slots=True)
+class Operand:
+    """A canonical or derived signal; `label` selects one label value (ALL = every value)."""
+
+    name: str
+    label: str = ""
+
+    def __str__(self) -> str:
+        return f'{self.name}{{"{self.label}"}}' if self.label else self.name
+
+
+@dataclass(frozen=True, slots=True)
+class Sample:
+    """A per-poll comparison, only inside `share_over_time`."""
+
+    operand: Operand
+    op: Op
+    threshold: Threshold
+
+
+@dataclass(frozen=True, slots=True)
+class All:
+    items: tuple[Cond, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class AnyOf:
+    items: tuple[Cond, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Not:
+    item: Cond
+
+
+@dataclass(frozen=True, slots=True)
+class IfKnown:
+    """Holds when `item` holds or cannot be judged (no NVML, a series this vLLM lacks)."""
+
+    item: Cond
+
+
+@dataclass(frozen=True, slots=True)
+class Measure:
+    """One PromQL function over one operand (or a sub-condition, for share_over_time)."""
+
+    fn: Function
+    operand: Operand | None
+    window_s: float
+    q: float | None = None
+    sub: Cond | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Compare:
+    measure: Measure
+    op: Op
+    threshold: Threshold
+    clear: Threshold | None = None
+    line: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class KnobIs:
+    knob: str
+    op: Op
+    value: KnobValue
+
+
+Cond = Compare | KnobIs | All | AnyOf | Not | IfKnown | Sample
+
+
+@dataclass(frozen=True, slots=True)
+class ValueDef:
+    """A named number a rule computes for its text and formulas: a measure or an expression."""
+
+    name: str
+    measure: Measure | None = None
+    expr: Expr | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class RecSpec:
+    knob: str
+    direction: Direction
+    value: Expr
+    minimum: Expr | None = None
+    maximum: Expr | None = None
+    rounding: Literal["int", "float"] = "int"
+    when: Expr | None = None
+    tradeoff: str = ""
+    tradeoff_names: tuple[str, ...] = ()
+    """The placeholders `tradeoff` reads."""
+
+
+@dataclass(frozen=True, slots=True)
+class Escalation:
+    severity: Severity
+    when: Cond
+
+
+@dataclass(frozen=True, slots=True)
+class Requires:
+    """Evidence a rule needs before it may speak (Robusta KRR's "not enough data")."""
+
+    samples: int = 30
+    uptime_s: float = 60.0
+    finished: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class Rule:
+    id: str
+    title: str
+    severity: Severity
+    order: int
+    when: Cond
+    summary: str
+    file: str = ""
+    line: int = 0
+    description: str = ""
+    source: str = ""
+    for_s: float = 0.0
+    keep_firing_for_s: float = 0.0
+    requires: Requires = Requires()
+    explains: tuple[str, ...] = ()
+    kv_wall: bool = False
+    values: tuple[ValueDef, ...] = ()
+    evidence: tuple[tuple[str, str], ...] = ()
+    recommend: tuple[RecSpec, ...] = ()
+    escalate: tuple[Escalation, ...] = ()
+
+    @property
+    def where(self) -> str:
+        return f"{self.file}:{self.line}"
