@@ -257,11 +257,105 @@ def twin_scrapes(
     """
     from vtop.sim.twin import Twin
 
-    twin = Twin(scenario, seed=seed, epoch=0.0)
+    yield from (s for s, _ in twin_history(Twin(scenario, seed=seed, epoch=0.0), start=start,
+                                           end=end, step_s=step_s))  # fmt: skip
+
+
+def twin_history(
+    twin: Any, *, start: float, end: float, step_s: float
+) -> Iterator[tuple[Scraped, Any]]:
+    """(scrape, the twin just after it) every `step_s` of wall time from `start` to `end`.
+
+    The twin runs its scenario's warm-up first and its epoch is set so that its virtual clock
+    reads wall time. Each scrape takes as long as the twin's API server needs to answer it
+    (`scrape_delay`), recorded as `scrape_duration_seconds`, as `SimSource` reads it.
+    """
     twin.warm_up()
     twin.epoch = start - twin.now
     t = start
     while t <= end:
         twin.advance(max(0.0, t - (twin.epoch + twin.now)))
-        yield Scraped(t, twin.metrics_text().decode())
+        delay = twin.scrape_delay()
+        if delay:
+            twin.advance(delay)
+        yield Scraped(t, twin.metrics_text().decode(), max(delay, 0.001)), twin
         t += step_s
+
+
+class DataParallel:
+    """Several twins as the engines of one data-parallel server (engine i is twin i).
+
+    vLLM's data-parallel page carries each engine's series with its `engine` label and the rest
+    once; this renders the twins' pages that way (twin i's `engine="0"` series relabelled to
+    engine i, next to twin 0's of the same family), so a server whose engines carry different
+    loads can be served and scraped. It offers what `SimServer` and `twin_history` use of a
+    `Twin`."""
+
+    def __init__(self, twins: Sequence[Any]) -> None:
+        self.twins = list(twins)
+        self.scenario = self.twins[0].scenario
+
+    @property
+    def epoch(self) -> float:
+        return float(self.twins[0].epoch)
+
+    @epoch.setter
+    def epoch(self, value: float) -> None:
+        for t in self.twins:
+            t.epoch = value
+
+    @property
+    def now(self) -> float:
+        return float(self.twins[0].now)
+
+    def warm_up(self) -> None:
+        for t in self.twins:
+            t.warm_up()
+        latest = max(t.now for t in self.twins)
+        for t in self.twins:
+            t.advance(latest - t.now)
+
+    def advance(self, dt: float) -> None:
+        for t in self.twins:
+            t.advance(dt)
+
+    def scrape_delay(self) -> float:
+        return float(self.twins[0].scrape_delay())
+
+    def metrics_text(self, dialect: str | None = None) -> bytes:
+        pages = [t.metrics_text(dialect).decode() for t in self.twins]
+        model = f'model_name="{self.twins[0].endpoint_info().models[0]}"'
+        extra: dict[str, list[str]] = {}
+        for i, page in enumerate(pages[1:], 1):
+            own = f'model_name="{self.twins[i].endpoint_info().models[0]}"'
+            family = ""
+            for line in page.splitlines():
+                if line.startswith("# TYPE "):
+                    family = line.split()[2]
+                elif 'engine="0"' in line and not line.startswith("#"):
+                    line = line.replace('engine="0"', f'engine="{i}"').replace(own, model)
+                    extra.setdefault(family, []).append(line)
+        out: list[str] = []
+        family = ""
+        for line in pages[0].splitlines():
+            if line.startswith("# HELP ") and family:
+                out.extend(extra.pop(family, []))
+                family = ""
+            if line.startswith("# TYPE "):
+                family = line.split()[2]
+            out.append(line)
+        out.extend(extra.pop(family, []))
+        return ("\n".join(out) + "\n").encode()
+
+    def endpoint_info(self) -> Any:
+        return self.twins[0].endpoint_info()
+
+    def note_http(self, *args: Any) -> None:
+        self.twins[0].note_http(*args)
+
+    @property
+    def knobs(self) -> Any:
+        return self.twins[0].knobs
+
+    def gpu_status(self) -> Any:
+        return self.twins[0].gpu_status()

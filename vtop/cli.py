@@ -239,6 +239,10 @@ def _headless(args: argparse.Namespace) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:2] == ["rules", "export"]:
+        from vtop.triage.export import main as export_main
+
+        return export_main(argv[2:])
     if argv[:1] == ["rules"]:
         from vtop.triage.cli import main as rules_main
 
