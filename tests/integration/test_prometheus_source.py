@@ -193,6 +193,9 @@ def test_backfill_reads_the_history_scrape_for_scrape(history: dict[str, object]
     assert kv is not None and kv > 0.9  # the memory-ceiling server's pool is full
     queue = monitor.endpoints["127.0.0.1:18102"].store.avg("waiting", 300)
     assert queue is not None and queue > 10  # requests wait behind max_num_seqs 16
+    # the first frame already carries the rules' verdict over the history
+    firing = {f.rule for f in monitor.endpoints["127.0.0.1:18101"].findings if f.state == "firing"}
+    assert "memory-ceiling" in firing
 
 
 async def _first(src: PrometheusSource):  # type: ignore[no-untyped-def]
@@ -229,6 +232,12 @@ def test_a_report_over_prometheus_covers_the_past(history: dict[str, object]) ->
     assert all(n >= HISTORY_S / backfill_step(3600) - 3 for n in polls.values())
     kv = {e["url"]: e["signals"]["kv_usage"]["avg"] for e in doc["endpoints"]}
     assert kv["127.0.0.1:18101"] > 0.9  # memory-ceiling's pool, over the past
+    # the rules stepped through the past: the finding began firing minutes before vtop started
+    found = {(f["endpoint"], f["rule"]): f for f in doc["findings"]}
+    wall = found[("127.0.0.1:18101", "memory-ceiling")]
+    assert wall["first_t"] < float(history["end"]) - 120  # type: ignore[arg-type]
+    assert result.returncode == 2  # it is critical: preempting more than once a second
+    assert not any(ep == "127.0.0.1:18103" for ep, _ in found)  # the healthy one
 
 
 def test_no_backfill_reads_only_the_latest(history: dict[str, object]) -> None:
