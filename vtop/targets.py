@@ -46,9 +46,12 @@ KNOB_LABELS: Mapping[str, type] = {
     "data_parallel_size": int,
     "api_server_count": int,
     "long_prefill_token_threshold": int,
+    "kv_capacity_tokens": int,
     "gpu_memory_utilization": float,
 }
-"""Labels that set a knob of their endpoint (what no metric exposes), and the value's type."""
+"""Labels that set a knob of their endpoint, and the value's type: what no metric exposes, and
+`kv_capacity_tokens`, which the page has only as labels that PromQL cannot read as a number
+(`vtop rules export` needs it per instance)."""
 
 _LABEL_NAME = re.compile(r"[a-zA-Z_][a-zA-Z0-9_]*\Z")
 _WILDCARD_HOSTS = frozenset({"", "0.0.0.0", "::", "[::]", "*"})

@@ -1,8 +1,8 @@
 """`vtop rules export --format prometheus`: promtool accepts it, and a real Prometheus fires the
 exported rules on the same simulated servers where vtop's own engine fires its rules.
 
-The proof runs both on one stream of pages. Each scenario's twin renders six minutes of pages
-at 1 s; vtop's engine reads them (PageReader, Monitor, the shipped catalog, the knobs from the
+The proof runs both on one stream of pages. Each scenario's twin renders five minutes of
+pages, one every 2 s; vtop's engine reads them (PageReader, Monitor, the shipped catalog, the knobs from the
 twin's command line, as the live source would find them), and the same pages, labelled as
 Prometheus labels its scrapes, become TSDB blocks (promtool). Then the twins keep running live
 behind HTTP servers, Prometheus scrapes them every second and evaluates the exported rules
@@ -56,7 +56,10 @@ SCENARIOS = ["memory-ceiling", "budget-too-small", "past-sweet-spot", "prefix-ca
              "healthy", "data-parallel"]  # fmt: skip
 """Scenarios of the twin, and `data-parallel`: two engines, one at the memory ceiling, one
 lightly loaded (a `DataParallel` of a memory-ceiling twin and a healthy one)."""
-HISTORY_S = 360.0
+HISTORY_S = 300.0
+STEP_S = 2.0
+"""Five minutes of history (the rules' longest window) at a page every 2 s: 150 polls, more
+than any rule's `requires`, and the twins render it in seconds."""
 HOLDS = ("firing", "suppressed", "pending", "insufficient")
 TARGET_KNOBS = ("max_num_seqs", "max_num_batched_tokens", "kv_capacity_tokens",
                 "tensor_parallel_size", "gpu_memory_utilization")  # fmt: skip
@@ -164,7 +167,7 @@ def _vtop_findings(twin: Any, end: float) -> tuple[list[Scraped], dict[str, str]
     monitor = Monitor(engine=Engine.from_catalog(user=False))
     reader = PageReader()
     pages: list[Scraped] = []
-    for scraped, tw in twin_history(twin, start=end - HISTORY_S, end=end, step_s=1.0):
+    for scraped, tw in twin_history(twin, start=end - HISTORY_S, end=end, step_s=STEP_S):
         scrape = reader.read(scraped.page, endpoint="ep", t=scraped.t, latency_s=scraped.duration_s)
         if not pages:
             process = {k: Knob(k, v, "process", "sim command line") for k, v in tw.knobs.items()}

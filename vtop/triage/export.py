@@ -652,12 +652,11 @@ class _Translator:
             if folded is not None:
                 return _Q(_num(folded), "scalar", folded)
         if fn in ("min", "max"):
-            cmp = "<=" if fn == "min" else ">="
-            vecs = [self._vec(a) for a in args]
-            out = vecs[0]
-            for v in vecs[1:]:
-                out = f"((({out} {cmp} {v}) or {v}) or {out})"
-            return _Q(out, "vector")
+            # each argument tagged apart, then min/max over the tags: an unknown (absent)
+            # argument is skipped as vtop's min/max skip it, and each argument is written once
+            parts = " or ".join(f'label_replace({self._vec(a)}, "vtop_arg", "{i}", "", "")'
+                                for i, a in enumerate(args))  # fmt: skip
+            return _Q(f"{fn} by ({self.by}) ({parts})", "vector")
         if fn == "known":
             return _Q(f"({self._vec(args[0])} or {self._vec(args[1])})", "vector")
         x = args[0]
