@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import math
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -82,6 +83,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     out = parser.add_argument_group("output")
     out.add_argument(
+        "--theme", default="dark", metavar="NAME", help="dark (default), light, or a Textual theme"
+    )
+    out.add_argument(
         "--once",
         action="store_true",
         help="poll twice, one interval apart, print one JSON document and exit",
@@ -137,9 +141,10 @@ def _engine(args: argparse.Namespace) -> Engine:
     return engine
 
 
-DEMO_ONCE_POLLS = 60
-"""`--demo --once` watches one simulated minute: virtual time is free, and window statistics
-over two polls would hide symptoms that come in bursts (preemptions, waves)."""
+DEMO_ONCE_POLLS = 300
+"""`--demo --once` watches five simulated minutes: virtual time is free, window statistics
+over two polls would hide symptoms that come in bursts (preemptions, waves), and the rules
+need a few minutes of history before they may speak."""
 
 
 async def _once(source: FrameSource, interval: float, polls: int,
@@ -216,7 +221,21 @@ def run_monitor(args: argparse.Namespace) -> int:
         endpoints = doc["endpoints"]
         assert isinstance(endpoints, list)
         return 0 if any(e["status"] == "ok" for e in endpoints) else EXIT_UNKNOWN
-    return _fail("the live TUI is not built yet; use --once")
+    return run_tui(source, args)
+
+
+def run_tui(source: FrameSource, args: argparse.Namespace) -> int:
+    """The live dashboard; Textual is imported only here."""
+    from vtop.ui.app import VtopApp
+
+    capacity = max(3600, math.ceil(3600 / args.interval))  # an hour at the poll interval
+    try:
+        monitor = Monitor(capacity=capacity, engine=_engine(args))
+        app = VtopApp(source, monitor, interval=args.interval, theme=args.theme)
+    except ValueError as exc:
+        return _fail(str(exc))
+    app.run()
+    return 0
 
 
 def _headless(args: argparse.Namespace) -> int:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from vtop.model import ALL, GpuStatus, Knob, SeriesKey
+from vtop.model import ALL, Finding, GpuStatus, Knob, Recommendation, SeriesKey
 from vtop.monitor import EndpointView
 from vtop.signals.catalog import SIGNALS, Kind, Signal
 from vtop.signals.store import Store
@@ -71,6 +71,38 @@ def signals(store: Store, window_s: float | None = None, *, model: str = ALL,
     return out
 
 
+def recommendation(r: Recommendation) -> Json:
+    """A recommendation as data: the knob, from, to, and the flag that applies it."""
+    return {
+        "knob": r.knob,
+        "from": r.current.value if r.current is not None else None,
+        "to": r.new_value,
+        "flag": r.flag,
+        "engine_arg": r.engine_arg,
+        "direction": r.direction,
+        "formula": r.formula,
+        "confidence": r.confidence,
+        "tradeoff": r.tradeoff,
+        "assumed": r.current.assumed if r.current is not None else True,
+    }
+
+
+def finding(f: Finding) -> Json:
+    """A finding as data (the current evaluation's view of it)."""
+    return {
+        "rule": f.rule,
+        "title": f.title,
+        "severity": f.severity.name,
+        "state": f.state,
+        "summary": f.summary,
+        "evidence": [{"name": n, "value": v} for n, v in f.evidence],
+        "recommendations": [recommendation(r) for r in f.recommendations],
+        "suppressed_by": f.suppressed_by,
+        "held_s": round(f.held_s, 3),
+        "for_s": f.for_s,
+    }
+
+
 def knobs(values: dict[str, Knob]) -> Json:
     return {
         name: {"value": k.value, "provenance": k.provenance, "detail": k.detail}
@@ -118,6 +150,7 @@ def endpoint(view: EndpointView, window_s: float | None = None) -> Json:
         "polls": store.polls,
         "failed_polls": store.failed_polls,
         "restarts": len(store.restarts()),
+        "findings": [finding(f) for f in view.findings],
         "signals": signals(store, window_s),
         "engines": [
             {"model": m, "engine": e, "signals": signals(store, window_s, model=m, engine=e)}

@@ -12,6 +12,7 @@ Why this shape:
 
 from __future__ import annotations
 
+import asyncio
 import os
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
@@ -19,6 +20,8 @@ from typing import Any
 
 import pytest
 
+from tests.integration import kv_run
+from tests.integration.kv_run import KvRun
 from tools.vllm_cpu.server import ModelName, VllmServer, make_server, missing_setup
 
 
@@ -101,3 +104,10 @@ def vllm_server(vllm_pool: ServerPool) -> Callable[..., VllmServer]:
 def engine_server(vllm_pool: ServerPool) -> VllmServer:
     """The engine-bound model with max_num_seqs 16 and 24 KV blocks (shared; use deltas)."""
     return vllm_pool.get(ENGINE_KV)
+
+
+@pytest.fixture(scope="session")
+def kv_exhausted_run(vllm_pool: ServerPool) -> KvRun:
+    """The engine-bound server loaded past its KV pool once, watched raw and by vtop."""
+    server = vllm_pool.get(ENGINE_KV)
+    return asyncio.run(kv_run.run(server.url))

@@ -6,8 +6,8 @@ evaluates every poll through `Monitor`. The load comes from tools/vllm_cpu's clo
 clients. Rules wait for a minute or more of evidence, so each test loads the server for long
 enough to let them speak.
 
-- KV exhausted (16 seats, a 3,072-token pool, 40 clients): memory-ceiling fires, and at no
-  poll does any rule advise raising max_num_seqs.
+- KV exhausted (16 seats, a 3,072-token pool, 40 clients; the shared run of kv_run.py):
+  memory-ceiling fires, and at no poll does any rule advise raising max_num_seqs.
 - Budget too small (4 seats, a pool that holds far more, 16 clients): budget-too-small fires
   and recommends a higher max_num_seqs.
 """
@@ -20,6 +20,7 @@ from collections.abc import Callable
 
 import pytest
 
+from tests.integration.kv_run import KvRun
 from tools.vllm_cpu.load import Shape, closed_loop
 from tools.vllm_cpu.server import VllmServer
 from vtop.model import Finding
@@ -65,11 +66,8 @@ def raises_max_num_seqs(findings: list[Finding]) -> bool:
                for f in findings for r in f.recommendations)  # fmt: skip
 
 
-async def test_kv_exhausted_server_is_memory_ceiling_never_a_raise(
-    engine_server: VllmServer,
-) -> None:
-    shape = Shape(prompt_tokens=(16, 128), max_tokens=(100, 400))
-    history = await watch(engine_server.url, 130.0, 40, shape)
+def test_kv_exhausted_server_is_memory_ceiling_never_a_raise(kv_exhausted_run: KvRun) -> None:
+    history = kv_exhausted_run.findings
     assert not any(raises_max_num_seqs(fs) for fs in history)
     assert not any("budget-too-small" in firing(fs) for fs in history)
     seen = [firing(fs) for fs in history[-20:]]
@@ -87,7 +85,7 @@ async def test_budget_bound_server_is_told_a_higher_max_num_seqs(
 ) -> None:
     server = vllm_server(max_num_seqs=4, num_gpu_blocks=160)
     shape = Shape(prompt_tokens=(16, 64), max_tokens=(64, 128))
-    history = await watch(server.url, 260.0, 16, shape)
+    history = await watch(server.url, 240.0, 16, shape)
     final = firing(history[-1])
     assert "budget-too-small" in final, [(f.rule, f.state, f.summary) for f in history[-1]]
     rec = next(r for r in final["budget-too-small"].recommendations if r.knob == "max_num_seqs")

@@ -71,7 +71,7 @@ def rate(s: dict[str, Any], name: str) -> float:
 
 SYMPTOMS: dict[str, Callable[[dict[str, Any], dict[str, Any]], bool]] = {
     "healthy": lambda s, c: (
-        gauge(s, "waiting", "max") == 0
+        gauge(s, "waiting", "avg") < 0.1
         and gauge(s, "kv_usage", "max") < 0.8
         and rate(s, "preemptions") == 0
     ),

@@ -144,3 +144,37 @@ def test_rates_are_never_negative(values: list[float]) -> None:
         assert r is None or (r >= 0 and math.isfinite(r))
     p = s.per_second("preemptions")
     assert p is None or p >= 0
+
+
+def test_hist_values_are_aligned_with_times() -> None:
+    s = Store(EP)
+    k = SeriesKey("ttft", "m", "0", "")
+    for i in range(5):
+        h = Histogram((0.1, 1.0), (float(i), float(2 * i)), float(2 * i), float(i))
+        s.ingest(scrape(float(i), hists={k: h}) if i != 2 else scrape(float(i), ok=False))
+    got = s.hist_values("ttft", 2.5)
+    assert len(got) == len(s.times(2.5)) == 3
+    assert got[0] is None  # the poll at t=2 failed: unknown, not an empty histogram
+    assert got[1] is not None and got[1].count == 6.0
+    assert got[-1] is not None and got[-1].count == 8.0
+    assert s.hist_values("itl") == [None] * 5
+
+
+def test_nvml_and_a_page_naming_the_same_gpu_count_it_once() -> None:
+    s = Store(EP)
+    page_gpu = {SeriesKey("gpu_util", "", "", "0"): 10.0, SeriesKey("gpu_util", "", "", "1"): 70.0}
+    gpu = GpuStatus((GpuReading(0, "RTX 4090", util_pct=55.0),))
+    for t in range(3):
+        s.ingest(Scrape(EP, float(t), latency_s=0.01, scalars=page_gpu), gpu)
+    assert s.values(SeriesKey("gpu_util", ALL, ALL, "0")) == [55.0, 55.0, 55.0]
+    assert s.values(SeriesKey("gpu_util", ALL, ALL, "1")) == [70.0, 70.0, 70.0]
+    assert s.last(SeriesKey("gpu_util", ALL, ALL, ALL)) == 70.0  # GPUs combine by max
+    assert len(s.times()) == 3
+
+
+def test_a_window_shorter_than_float_resolution_still_holds_the_latest_poll() -> None:
+    s = Store(EP)
+    for i in range(3):
+        s.ingest(scrape(1.8e9 + i, running=float(i)))
+    assert s.values("running", 1e-9) == [2.0]
+    assert s.last("running") == 2.0

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any, Literal
 
-from vtop import __version__
+from vtop import __version__, summary
 from vtop.model import EndpointInfo, Event, Finding, Frame, Knob, Severity
 from vtop.monitor import Monitor
 from vtop.report.window import RATES, EndpointStats, WindowStats
@@ -318,11 +318,7 @@ def _pick(summary: dict[str, float | None]) -> dict[str, float | None]:
     return {k: summary[k] for k in ("avg", "max", "last")}
 
 
-def knobs_json(knobs: dict[str, Knob]) -> dict[str, Any]:
-    return {
-        n: {"value": k.value, "provenance": k.provenance, "detail": k.detail}
-        for n, k in sorted(knobs.items())
-    }
+knobs_json = summary.knobs
 
 
 def _finding(track: _Track) -> dict[str, Any]:
@@ -335,20 +331,7 @@ def _finding(track: _Track) -> dict[str, Any]:
         "state": f.state,
         "summary": f.summary,
         "evidence": [{"name": n, "value": v} for n, v in f.evidence],
-        "recommendations": [
-            {
-                "knob": r.knob,
-                "from": r.current.value if r.current is not None else None,
-                "to": r.new_value,
-                "flag": r.flag,
-                "direction": r.direction,
-                "formula": r.formula,
-                "confidence": r.confidence,
-                "tradeoff": r.tradeoff,
-                "assumed": r.current.assumed if r.current is not None else True,
-            }
-            for r in f.recommendations
-        ],
+        "recommendations": [summary.recommendation(r) for r in f.recommendations],
         "suppressed_by": f.suppressed_by,
         "first_t": track.first_t,
         "last_t": track.last_t,

@@ -164,7 +164,8 @@ SIGNALS: tuple[Signal, ...] = (
     # -- GPUs, as dcgm-exporter publishes them (NVML readings use the same names) ---------------
     _s("gpu_util", G, "percent", "DCGM_FI_DEV_GPU_UTIL",
        """GPU utilisation: the share of time any kernel ran. A small decode batch can read
-       high; it corroborates, it does not prove saturation.""", label="gpu", vllm=False),
+       high; it corroborates, it does not prove saturation.""", label="gpu", vllm=False,
+       combine="max"),
     _s("gpu_mem_used", G, "bytes", "DCGM_FI_DEV_FB_USED", """GPU memory in use.""",
        label="gpu", vllm=False, scale=1024.0 * 1024.0),
     _s("gpu_mem_free", G, "bytes", "DCGM_FI_DEV_FB_FREE", """GPU memory free.""",
@@ -172,9 +173,9 @@ SIGNALS: tuple[Signal, ...] = (
     _s("gpu_power", G, "watts", "DCGM_FI_DEV_POWER_USAGE", """GPU power draw.""",
        label="gpu", vllm=False),
     _s("gpu_temp", G, "celsius", "DCGM_FI_DEV_GPU_TEMP", """GPU temperature.""",
-       label="gpu", vllm=False),
+       label="gpu", vllm=False, combine="max"),
     _s("gpu_sm_clock", G, "MHz", "DCGM_FI_DEV_SM_CLOCK", """GPU SM clock.""",
-       label="gpu", vllm=False),
+       label="gpu", vllm=False, combine="max"),
     _s("gpu_mem_total", G, "bytes", (), """GPU memory in all (NVML).""", label="gpu",
        vllm=False),
     _s("gpu_power_limit", G, "watts", (), """GPU power limit (NVML).""", label="gpu",

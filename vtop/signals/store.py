@@ -40,6 +40,8 @@ _GPU_FIELDS = (
     ("gpu_sm_clock", "sm_clock_mhz"),
 )
 
+_GPU_SIGNALS = frozenset(signal for signal, _ in _GPU_FIELDS) | {"gpu_mem_free"}
+
 _RESTART_COUNTERS = frozenset({"generation_tokens", "prompt_tokens", "requests_finished",
                                "preemptions", "api_cpu_seconds"})  # fmt: skip
 
@@ -106,12 +108,17 @@ class Store:
             values[key("scrape_latency")] = scrape.latency_s
         if scrape.ok and scrape.size_bytes is not None:
             values[key("scrape_bytes")] = float(scrape.size_bytes)
-        if gpu is not None:
+        if gpu is not None and gpu.gpus:
+            # NVML reads this host's GPUs directly; it replaces what a page says of the same
+            # GPU (dcgm-exporter series), so one GPU is never counted twice.
+            nvml = {str(r.index) for r in gpu.gpus}
+            for k in [k for k in values if k.signal in _GPU_SIGNALS and k.label in nvml]:
+                del values[k]
             for reading in gpu.gpus:
                 for signal, attr in _GPU_FIELDS:
                     v = getattr(reading, attr)
                     if v is not None:
-                        values[SeriesKey(signal, ALL, ALL, str(reading.index))] = float(v)
+                        values[SeriesKey(signal, "", "", str(reading.index))] = float(v)
         if scrape.info:
             self.info = dict(scrape.info)
         self._ingest_scalars(values, n)
@@ -252,7 +259,9 @@ class Store:
     def _start(self, window_s: float | None) -> int:
         if window_s is None or not self._t:
             return 0
-        return bisect_right(self._t, self._t[-1] - window_s)
+        # The window (now - w, now] always holds the latest poll, however short w is (a
+        # window below the timestamps' float resolution would otherwise come back empty).
+        return min(bisect_right(self._t, self._t[-1] - window_s), len(self._t) - 1)
 
     def times(self, window_s: float | None = None) -> Sequence[float]:
         return self._t[self._start(window_s) :]
@@ -394,6 +403,19 @@ class Store:
     def hist_mean(self, k: SeriesKey | str, window_s: float | None = None) -> float | None:
         """Mean observation within the window (Δsum / Δcount)."""
         return hist.mean(self.hist_delta(k, window_s))
+
+    def hist_values(
+        self, k: SeriesKey | str, window_s: float | None = None
+    ) -> list[Histogram | None]:
+        """The cumulative (reset-adjusted) histograms over the window, aligned with `times()`.
+
+        Charts that draw a percentile per time bucket take the difference of two of these.
+        """
+        track = self._hists.get(_k(k))
+        start = self._start(window_s)
+        if track is None:
+            return [None] * (len(self._t) - start)
+        return track.values[start:]
 
     def hist_last(self, k: SeriesKey | str) -> Histogram | None:
         """The latest cumulative (reset-adjusted) histogram."""

@@ -1,0 +1,504 @@
+"""The dashboard driven by Pilot: every key and every state a user meets.
+
+The app is built as the CLI builds it (a `FrameSource` and a `Monitor`), over frames made by
+the real parser from vLLM-shaped pages; only the frames and the connection status are
+scripted.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from pathlib import Path
+
+import pytest
+from textual.command import CommandPalette
+
+from tests.ui import pages
+from tests.ui.scripted import EP, FINDINGS, FIRING, ScriptedSource, build_app, build_sim_app
+from vtop.model import Frame, Severity
+from vtop.monitor import Monitor
+from vtop.ui.app import VtopApp
+from vtop.ui.panels import Trend
+from vtop.ui.screens.engines import EnginesScreen
+from vtop.ui.screens.explain import ExplainScreen
+from vtop.ui.screens.finding import FindingScreen
+from vtop.ui.screens.help import HelpScreen
+from vtop.ui.widgets.fields import FieldsWidget
+
+SIZE = (120, 40)
+
+
+def cell(app: VtopApp, name: str) -> str:
+    return app.header.text(name)
+
+
+class Panel:
+    """One panel of the scheduler grid, as tests read it."""
+
+    def __init__(self, app: VtopApp, pid: str) -> None:
+        self.grid, self.pid = app.grid, pid
+
+    def text(self, part: str) -> str:
+        return self.grid.text(f"{self.pid}.{part}")
+
+    @property
+    def trend(self) -> Trend | None:
+        return self.grid.trend(self.pid)
+
+
+def panel(app: VtopApp, pid: str) -> Panel:
+    return Panel(app, pid)
+
+
+async def test_connected_shows_header_panels_triage_and_gpu() -> None:
+    app, _ = build_app()
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.pause()
+        assert cell(app, "endpoint") == "localhost:8000"
+        assert cell(app, "model") == "Qwen2.5-7B-Instruct"
+        assert cell(app, "version") == "vLLM 0.32.0"
+        assert cell(app, "status") == "● connected"
+        assert cell(app, "latency").startswith("poll ") and cell(app, "latency").endswith("ms")
+        assert cell(app, "cost") == "vtop 0.4%"
+        assert cell(app, "uptime").startswith("up 3h")
+        running = panel(app, "running").text("value")
+        assert running.endswith("/ 64 req"), running
+        assert panel(app, "kv").text("value").endswith("%")
+        assert panel(app, "ttft").text("value").startswith("p50 ")
+        assert "queue" in panel(app, "ttft").text("note")
+        lines = [line.text for line in app.triage.lines]
+        assert lines[0].startswith("KV cache ≥ 95% with an empty queue")
+        assert lines[1] == "→ --kv-cache-dtype fp8  --gpu-memory-utilization 0.95"
+        assert lines[2].startswith("budget-too-small: 40 of 60 s")
+        assert "explained by memory-ceiling" in lines[3]
+        assert "RTX 4090" in app.gpus.lines[0] and "util 91%" in app.gpus.lines[0]
+        assert not app.endpoint_list.display
+
+
+async def test_polling_ingests_frames_and_never_overlaps() -> None:
+    class SlowSource(ScriptedSource):
+        active = 0
+        most = 0
+
+        async def poll(self) -> Frame:
+            SlowSource.active += 1
+            SlowSource.most = max(SlowSource.most, SlowSource.active)
+            await asyncio.sleep(0.08)  # slower than the interval
+            SlowSource.active -= 1
+            return await super().poll()
+
+    eps = [pages.Endpoint(EP)]
+    source = SlowSource(pages.frames(eps, 50))
+    app = VtopApp(source, Monitor(), interval=0.5, self_cpu=lambda: 0.4)
+    app.interval = 0.02  # below the ladder, to poll fast in a test
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.pause(0.6)
+        assert source.polled >= 3
+        assert app.monitor.frames == source.polled or app.monitor.frames == source.polled - 1
+        assert SlowSource.most == 1
+    assert source.closed
+
+
+async def test_reconnecting_keeps_history_and_says_why() -> None:
+    ep = pages.Endpoint(EP, down=set(range(400, 440)))
+    status = "reconnecting (attempt 3, next in 4 s)"
+    app, _ = build_app(history=440, endpoints=[ep], status=lambda e: status)
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.pause()
+        assert cell(app, "status") == "↻ " + status
+        assert app.header.levels["status"] is Severity.CRITICAL
+        first = app.triage.lines[0]
+        assert first.kind == "error" and "connection refused" in first.text
+        assert panel(app, "running").text("value") == "– / 64"  # unknown, not 0
+        trend = panel(app, "running").trend
+        assert trend is not None
+        known = [v for v in trend.values if v is not None]
+        assert known, "history collected before the outage stays on the chart"
+        assert trend.values[-1] is None, "the outage is a gap, not a zero"
+
+
+async def test_restart_is_marked_on_the_charts() -> None:
+    ep = pages.Endpoint(EP, restart_at={300})
+    app, _ = build_app(endpoints=[ep])
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.pause()
+        trend = panel(app, "generation").trend
+        assert trend is not None and len(trend.restarts) == 1
+        assert all(v is None or v >= 0 for v in trend.values), "a reset never draws negative"
+
+
+async def test_pause_freezes_the_screen_but_not_the_monitor() -> None:
+    app, source = build_app()
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.pause()
+        before = panel(app, "generation").text("value")
+        await pilot.press("p")
+        assert app.paused and cell(app, "cadence").startswith("⏸ paused")
+        for _ in range(8):
+            app.ingest(await source.poll())
+        await pilot.pause()
+        assert app.monitor.frames == 408
+        assert panel(app, "generation").text("value") == before
+        await pilot.press("p")
+        await pilot.pause()
+        assert not app.paused and not cell(app, "cadence").startswith("⏸")
+        assert panel(app, "generation").text("value") != before
+
+
+async def test_interval_keys_step_through_the_ladder() -> None:
+    app, _ = build_app()
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.press("plus")
+        assert app.interval == 0.5 and cell(app, "cadence") == "0.5s · 5m"
+        await pilot.press("plus")
+        assert app.interval == 0.5  # the fastest rung
+        await pilot.press("minus", "minus", "minus")
+        assert app.interval == 5.0 and cell(app, "cadence") == "5s · 5m"
+
+
+async def test_window_key_cycles_and_redraws_stats() -> None:
+    app, _ = build_app()
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.pause()
+        seen = []
+        for _ in range(4):
+            await pilot.press("w")
+            await pilot.pause()
+            seen.append((app.window_s, panel(app, "running").text("stats").split()[0]))
+        assert seen == [(900.0, "15m"), (3600.0, "1h"), (60.0, "1m"), (300.0, "5m")]
+        assert app.query_one("#panels").border_title == "Scheduler · 5m"
+
+
+async def test_help_opens_and_closes() -> None:
+    app, _ = build_app()
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.press("question_mark")
+        assert isinstance(app.screen, HelpScreen)
+        await pilot.press("escape")
+        assert not isinstance(app.screen, HelpScreen)
+
+
+async def test_enter_opens_the_finding_with_formula_inputs_and_provenance() -> None:
+    app, _ = build_app()
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.pause()
+        assert app.focused is app.triage
+        await pilot.press("enter")
+        assert isinstance(app.screen, FindingScreen)
+        assert app.screen.finding is FIRING
+        body = str(app.screen.query_one("#finding-body").render())
+        assert "kv_usage avg 5m" in body and "97.2%" in body
+        assert "formula   fp8 halves KV bytes per token" in body
+        assert "kv_capacity_tokens = 53248 (read from the server" in body
+        assert "current   auto (read from the server" in body
+        await pilot.press("c")
+        assert app.clipboard == "--kv-cache-dtype fp8 --gpu-memory-utilization 0.95"
+        await pilot.press("escape")
+        assert app.screen is app.screen_stack[0]
+
+
+async def test_arrows_move_between_findings() -> None:
+    app, _ = build_app()
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.pause()
+        assert app.triage.selected is FIRING
+        await pilot.press("down")
+        assert app.triage.selected is not None and app.triage.selected.rule == "budget-too-small"
+        await pilot.press("enter")
+        assert isinstance(app.screen, FindingScreen)
+        assert "holding for 40 of 60 s" in str(app.screen.query_one("#finding-body").render())
+
+
+async def test_explain_shows_the_catalog_help_of_the_focused_panel() -> None:
+    app, _ = build_app()
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.pause()
+        app.grid.columns[0].focus()
+        await pilot.press("right", "right")  # running -> waiting -> KV cache
+        selected = app.grid.selected
+        assert selected is not None and selected.id == "kv"
+        await pilot.press("e")
+        assert isinstance(app.screen, ExplainScreen)
+        body = str(app.screen.query_one("#explain-body").render())
+        assert "Share of the KV-cache pool in use" in body
+        assert "vllm:kv_cache_usage_perc" in body and "warning at 0.9" in body
+        await pilot.press("escape")
+        app.triage.focus()
+        await pilot.press("e")
+        assert "pending while its condition holds" in str(
+            app.screen.query_one("#explain-body").render()
+        )
+
+
+async def test_copy_puts_every_recommended_flag_on_the_clipboard() -> None:
+    app, _ = build_app()
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.pause()
+        await pilot.press("tab")  # away from the triage panel: copy all firing flags
+        await pilot.press("c")
+        assert app.clipboard == "--kv-cache-dtype fp8 --gpu-memory-utilization 0.95"
+        assert any("copied" in (n.title or "") for n in app._notifications)
+
+
+async def test_copy_without_recommendation_says_so() -> None:
+    app, _ = build_app(findings=())
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.press("c")
+        assert app.clipboard == ""
+        assert any("nothing to copy" in n.message for n in app._notifications)
+        assert app.triage.lines[0].text == "no bottleneck found"
+
+
+async def test_record_key_writes_a_trace_that_reads_back(tmp_path: Path) -> None:
+    from vtop.trace.reader import TraceReader
+
+    app, source = build_app()
+    app.record_dir = tmp_path
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.press("r")
+        assert app.recorder is not None and cell(app, "cadence").startswith("⏺ rec")
+        for _ in range(5):
+            app.ingest(await source.poll())
+        await pilot.press("r")
+        assert app.recorder is None and not cell(app, "cadence").startswith("⏺")
+        assert any(n.title == "recording stopped" for n in app._notifications)
+    (trace,) = tmp_path.glob("vtop-*.vtrace")
+    with TraceReader(trace) as reader:
+        polls = list(reader.polls())
+    assert len(polls) == 5
+    assert polls[0].frame().scrapes[0].endpoint == EP
+
+
+async def test_engines_breakdown_for_data_parallelism() -> None:
+    ep = pages.Endpoint(EP, maker=pages.PageMaker(engines=2))
+    app, _ = build_app(endpoints=[ep])
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.press("b")
+        assert isinstance(app.screen, EnginesScreen)
+        from textual.widgets import DataTable
+
+        table = app.screen.query_one(DataTable)
+        assert table.row_count == 2
+        engines = [table.get_row_at(i)[1] for i in range(2)]
+        assert engines == ["0", "1"]
+        await pilot.press("escape")
+        assert not isinstance(app.screen, EnginesScreen)
+
+
+async def test_several_endpoints_get_rows_and_drill_down() -> None:
+    a = pages.Endpoint(EP)
+    b = pages.Endpoint("http://10.0.0.7:8000", maker=pages.PageMaker(pressure=0.3))
+    app, _ = build_app(endpoints=[a, b])
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.pause()
+        assert app.endpoint_list.display
+        rows = app.endpoint_list.rows
+        assert [r.name for r in rows] == ["localhost:8000", "10.0.0.7:8000"]
+        assert rows[0].verdict.startswith("CRIT Memory ceiling") and rows[1].verdict == "OK"
+        first = panel(app, "running").text("value")
+        await pilot.press("2")
+        assert cell(app, "endpoint") == "10.0.0.7:8000 (2/2)"
+        assert panel(app, "running").text("value") != first
+        app.endpoint_list.focus()
+        await pilot.press("up")
+        assert app.selected == 0
+
+
+async def test_no_gpu_says_why_in_one_line() -> None:
+    app, _ = build_app(gpu=pages.NO_GPU)
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.pause()
+        assert app.gpus.lines == ["no GPU readable: " + (pages.NO_GPU.unavailable or "")]
+
+
+async def test_the_engines_own_findings_reach_the_triage_panel() -> None:
+    app = build_sim_app("memory-ceiling", findings=None)  # the monitor runs the real rules
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.pause()
+        firing = [line for line in app.triage.lines if line.kind == "firing"]
+        assert firing and firing[0].finding is not None
+        assert firing[0].finding.rule == "memory-ceiling"
+        action = app.triage.lines[app.triage.lines.index(firing[0]) + 1]
+        assert action.kind == "action" and action.text.startswith("→ --")
+        await pilot.press("enter")
+        assert isinstance(app.screen, FindingScreen)
+        assert "formula" in str(app.screen.query_one("#finding-body").render())
+
+
+async def test_triage_absent_is_not_all_clear() -> None:
+    eps = [pages.Endpoint(EP)]
+    monitor = Monitor()
+    for frame in pages.frames(eps, 30):
+        monitor.feed(frame)
+    app = VtopApp(ScriptedSource(pages.frames(eps, 2, start=30)), monitor, autopoll=False,
+                  findings=lambda m, e: None, self_cpu=lambda: 0.4)  # fmt: skip
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.pause()
+        assert "not loaded" in app.triage.lines[0].text
+
+
+async def test_command_palette_offers_vtop_commands() -> None:
+    app, _ = build_app()
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.press("ctrl+p")
+        assert isinstance(app.screen, CommandPalette)
+        titles = [c.title for c in app.get_system_commands(app.screen_stack[0])]
+        assert {"Pause / resume", "Next window", "Copy recommended flags"} <= set(titles)
+
+
+async def test_quit_closes_the_source() -> None:
+    app, source = build_app()
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.press("q")
+    assert source.closed
+
+
+async def test_light_theme_and_unknown_theme() -> None:
+    app, _ = build_app(theme="light")
+    assert app.theme == "textual-light"
+    with pytest.raises(ValueError, match="unknown theme 'neon'"):
+        build_app(theme="neon")
+
+
+async def test_no_color_keeps_severity_readable(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("NO_COLOR", "1")
+    app, _ = build_app()
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.pause()
+        assert app.no_color
+        assert app.triage.lines[0].label == "CRIT"  # the word, not only a colour
+
+
+async def test_compact_layout_at_80x24_keeps_the_verdict_and_every_signal() -> None:
+    app, _ = build_app()
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.pause()
+        assert app.screen.has_class("-narrow") and app.grid.compact
+        assert app.triage.region.height >= 3 and app.triage.region.y < 24
+        assert app.grid.region.height == 9 + 2 and app.grid.region.bottom <= 23
+        assert [c.display for c in app.grid.columns] == [True, False, False]
+        for pid in app.grid.order:
+            trend = app.grid.trend(pid)
+            assert trend is not None and len(trend.values) >= 15, pid
+            assert app.grid.value(pid), pid
+        assert app.gpus.region.bottom <= 23
+
+
+async def test_wider_terminals_show_more_buckets_not_wider_cells() -> None:
+    widths = {}
+    for size in ((120, 40), (200, 60)):
+        app, _ = build_app()
+        async with app.run_test(size=size) as pilot:
+            await pilot.pause()
+            trend = panel(app, "running").trend
+            assert trend is not None
+            widths[size] = (trend.buckets.cells, trend.buckets.bucket_s)
+    (c1, b1), (c2, b2) = widths[(120, 40)], widths[(200, 60)]
+    assert c2 > c1 and b2 <= b1
+    assert c2 * b2 > c1 * b1 or b2 < b1
+
+
+async def test_repaints_only_what_changed() -> None:
+    app, source = build_app()
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.pause()
+        shown: list[str] = []
+        original = FieldsWidget.put
+
+        def spy(self: FieldsWidget, name: str, text: object) -> bool:
+            changed = original(self, name, text)  # type: ignore[arg-type]
+            if changed:
+                shown.append(f"{self.id}.{name}")
+            return changed
+
+        FieldsWidget.put = spy  # type: ignore[method-assign]
+        try:
+            frame = await source.poll()
+            app.ingest(frame)
+            first = list(shown)
+            shown.clear()
+            # The same page again one second later: only time-dependent text may change.
+            again = Frame(frame.t + 1.0, frame.scrapes, frame.gpu, frame.host)
+            app.ingest(again)
+        finally:
+            FieldsWidget.put = original  # type: ignore[method-assign]
+        assert first, "new data repaints something"
+        assert "header-info.model" not in shown and "header-info.version" not in shown
+        assert not [s for s in shown if ".chart" in s or ".stats" in s], (
+            "within a bucket, charts and statistics stay as they are"
+        )
+        assert len(shown) < len(first)
+
+
+async def test_cursor_blink_is_off_in_inputs() -> None:
+    app, _ = build_app()
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.press("ctrl+p")
+        await pilot.pause()
+        from textual.widgets import Input
+
+        assert all(not i.cursor_blink for i in app.screen.query(Input))
+
+
+def test_process_cpu_measures_over_a_span() -> None:
+    from vtop.ui.app import ProcessCpu
+
+    cpu = ProcessCpu()
+    assert cpu() is None
+    cpu._last = (time.monotonic() - 11.0, time.process_time() - 0.11)
+    value = cpu()
+    assert value is not None and 0.5 < value < 2.0
+
+
+def test_findings_fixture_is_unordered_on_purpose() -> None:
+    assert FINDINGS[0].state == "pending"  # the panel must sort, not trust the order
+
+
+async def test_live_source_end_to_end_connects_then_reconnects() -> None:
+    """The real LiveSource against a real HTTP server that starts failing."""
+    from tests.pageserver import Answer, PageServer, Script
+    from vtop.sources.live import LiveSource
+    from vtop.sources.vllm import ScrapeOptions
+
+    maker = pages.PageMaker()
+    state = {"up": True}
+
+    def metrics() -> Answer:
+        if not state["up"]:
+            return Answer(b"gone", status=503)
+        return Answer(maker.page().encode())
+
+    script = Script({"/metrics": metrics, "/version": Answer(b'{"version": "0.32.0"}'),
+                     "/v1/models": Answer(b'{"data": [{"id": "qwen", "max_model_len": 8192}]}')})  # fmt: skip
+    with PageServer(script) as srv:
+        source = LiveSource([srv.url], ScrapeOptions(timeout_s=2.0))
+        app = VtopApp(source, Monitor(), interval=0.5, self_cpu=lambda: 0.4)
+        app.interval = 0.05
+        async with app.run_test(size=SIZE) as pilot:
+            for _ in range(100):
+                await pilot.pause(0.05)
+                if app.monitor.frames >= 3:
+                    break
+            assert cell(app, "status") == "● connected"
+            assert cell(app, "version") == "vLLM 0.32.0" and cell(app, "model") == "qwen"
+            assert panel(app, "running").text("value").endswith("req")
+            state["up"] = False
+            for _ in range(100):
+                await pilot.pause(0.05)
+                if cell(app, "status").startswith("↻ reconnecting"):
+                    break
+            assert cell(app, "status").startswith("↻ reconnecting (attempt ")
+            assert app.triage.lines[0].kind == "error" and "503" in app.triage.lines[0].text
+            (view,) = app.monitor.endpoints.values()
+            assert view.store.count("running") >= 3, "the history collected stays"
+    assert source.endpoints and not app.is_running
+
+
+def test_cli_rejects_an_unknown_theme_in_one_line(capsys: pytest.CaptureFixture[str]) -> None:
+    from vtop.cli import build_parser, run_tui
+
+    args = build_parser().parse_args(["--url", "http://127.0.0.1:1", "--theme", "neon"])
+    assert run_tui(ScriptedSource(pages.frames([pages.Endpoint(EP)], 1)), args) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "unknown theme 'neon'" in err

@@ -1,0 +1,59 @@
+"""SVG snapshots of the dashboard at 80×24, 120×40 and 200×60, and of its other states.
+
+The main screens show five minutes of a fixed simulator scenario (fixed seed and epoch: the
+same frames at every run, through the real parser); the states the simulator does not
+produce (an outage, a second endpoint) come from scripted vLLM-shaped pages. Time on screen
+comes from the frames, vtop's own CPU is fixed and no timer runs (`autopoll=False`). The
+findings on the simulator screens are the triage engine's own, as the monitor computes them. A change in layout or wording fails here until the
+snapshots are reviewed and updated (`pytest tests/ui --snapshot-update`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import pytest
+from textual.pilot import Pilot
+
+from tests.ui import pages
+from tests.ui.scripted import EP, build_app, build_sim_app
+
+Compare = Callable[..., bool]
+
+
+@pytest.mark.parametrize("size", [(80, 24), (120, 40), (200, 60)], ids=lambda s: f"{s[0]}x{s[1]}")
+def test_main_screen(snap_compare: Compare, size: tuple[int, int]) -> None:
+    assert snap_compare(build_sim_app("memory-ceiling", findings=None), terminal_size=size)
+
+
+def test_light_theme(snap_compare: Compare) -> None:
+    app = build_sim_app("budget-too-small", findings=None, theme="light")
+    assert snap_compare(app, terminal_size=(120, 40))
+
+
+def test_reconnecting_compact(snap_compare: Compare) -> None:
+    ep = pages.Endpoint(EP, down=set(range(400, 440)))
+    app, _ = build_app(history=440, endpoints=[ep],
+                       status=lambda e: "reconnecting (attempt 4, next in 8 s)")  # fmt: skip
+    assert snap_compare(app, terminal_size=(80, 24))
+
+
+def test_finding_detail(snap_compare: Compare) -> None:
+    app = build_sim_app("memory-ceiling", findings=None)
+    assert snap_compare(app, press=["enter"], terminal_size=(120, 40))
+
+
+def test_help(snap_compare: Compare) -> None:
+    app, _ = build_app()
+    assert snap_compare(app, press=["question_mark"], terminal_size=(80, 24))
+
+
+def test_several_endpoints(snap_compare: Compare) -> None:
+    a = pages.Endpoint(EP)
+    b = pages.Endpoint("http://10.0.0.7:8000", maker=pages.PageMaker(pressure=0.3))
+    app, _ = build_app(endpoints=[a, b])
+
+    async def second(pilot: Pilot[None]) -> None:
+        await pilot.press("2")
+
+    assert snap_compare(app, terminal_size=(120, 40), run_before=second)

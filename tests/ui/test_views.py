@@ -1,0 +1,294 @@
+"""The screen's numbers without a terminal: buckets, charts, readings, verdict lines, formats."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.ui import pages
+from tests.ui.scripted import EP, FINDINGS, FIRING, PENDING
+from vtop.model import Finding, Histogram, Knob, Severity
+from vtop.monitor import Monitor
+from vtop.ui import chart, detail, fmt, panels, trend, verdict
+from vtop.ui.headline import headline, short_url
+from vtop.ui.thresholds import FALLBACK, from_rules, level, table_for
+
+# -- buckets -----------------------------------------------------------------------------------
+
+
+def test_bucket_size_is_nice_and_never_below_the_interval() -> None:
+    assert trend.bucket_seconds(300, 60, 1.0) == 5.0
+    assert trend.bucket_seconds(300, 62, 1.0) == 5.0
+    assert trend.bucket_seconds(300, 35, 1.0) == 10.0
+    assert trend.bucket_seconds(60, 200, 1.0) == 1.0
+    assert trend.bucket_seconds(60, 200, 5.0) == 5.0
+    assert trend.bucket_seconds(3600, 30, 1.0) == 120.0
+
+
+def test_buckets_cover_completed_spans_only() -> None:
+    b = trend.Buckets.at(1003.0, 5.0, 4)
+    assert b.edges == [980.0, 985.0, 990.0, 995.0, 1000.0]
+    assert b.cell_of(999.9) == 3 and b.cell_of(1000.0) is None and b.cell_of(979.0) is None
+    # The chart moves only when a boundary passes, not on every poll.
+    assert trend.Buckets.at(1004.9, 5.0, 4) == b
+    assert trend.Buckets.at(1005.0, 5.0, 4) != b
+
+
+def test_gauge_buckets_average_and_gaps_are_none() -> None:
+    times = [980.0, 981.0, 985.0, 986.0, 991.0, 996.0]
+    values: list[float | None] = [1.0, 3.0, 4.0, None, None, 8.0]
+    b = trend.Buckets.at(1001.0, 5.0, 4)
+    assert trend.gauge(times, values, b) == [2.0, 4.0, None, 8.0]
+    assert trend.gauge(times, values, b, agg="max") == [3.0, 4.0, None, 8.0]
+
+
+def test_rate_buckets_use_the_last_known_samples_before_each_edge() -> None:
+    times = [979.0, 984.0, 989.0, 994.0, 999.0]
+    values: list[float | None] = [0.0, 50.0, 100.0, None, 300.0]
+    b = trend.Buckets.at(1000.0, 5.0, 4)
+    # [990, 995) holds only the missed poll: unknown. [995, 1000) spans 989 -> 999.
+    assert trend.rate(times, values, b) == [10.0, 10.0, None, 20.0]
+    # A long outage is not smeared into the first cell after it.
+    times2 = [960.0, 961.0, 996.0, 999.0]
+    assert trend.rate(times2, [0.0, 10.0, 400.0, 430.0], b) == [None, None, None, None]
+
+
+def test_counter_resets_never_draw_negative() -> None:
+    b = trend.Buckets.at(1000.0, 5.0, 2)
+    assert trend.rate([989.0, 994.0, 999.0], [100.0, 50.0, 60.0], b) == [0.0, 2.0]
+
+
+def test_quantile_buckets_take_histogram_deltas() -> None:
+    def h(c1: float, c2: float) -> Histogram:
+        return Histogram((0.1, 1.0), (c1, c2), c2, 0.0)
+
+    times = [979.0, 984.0, 989.0]
+    hists: list[Histogram | None] = [h(0, 0), h(10, 10), h(10, 20)]
+    b = trend.Buckets.at(990.0, 5.0, 2)
+    got = trend.quantile(times, hists, b, 0.5)
+    assert got[0] == pytest.approx(0.05)
+    assert got[1] is not None and 0.1 < got[1] <= 1.0
+
+
+# -- chart drawing -----------------------------------------------------------------------------
+
+
+def test_chart_rows_levels_gaps_and_restarts() -> None:
+    rows = chart.rows([0.0, 4.0, None, 8.0], 2, 8.0, restarts=[3])
+    text = ["".join(t for t, _ in r) for r in rows]
+    assert text == ["  " + " " + "↻", "▁█·█"]
+    styles = [[s for _, s in r] for r in rows]
+    assert styles[1] == ["bar", "gap", "bar"]  # runs are merged by style
+    assert chart.scale_max([None, None]) == 1.0
+    assert chart.scale_max([2.0], floor=64.0) == 64.0
+
+
+# -- readings ----------------------------------------------------------------------------------
+
+
+def fed_monitor(n: int = 300, **kw: object) -> Monitor:
+    monitor = Monitor()
+    eps = [pages.Endpoint(EP, **kw)]  # type: ignore[arg-type]
+    for frame in pages.frames(eps, n):
+        monitor.feed(frame)
+    return monitor
+
+
+def view_of(monitor: Monitor, window: float = 300.0) -> panels.View:
+    ev = monitor.endpoints[EP]
+    return panels.View(ev.store, ev.knobs, window, 1.0)
+
+
+def test_running_reads_against_its_cap_with_provenance() -> None:
+    v = view_of(fed_monitor())
+    r = panels.read(panels.BY_ID["running"], v)
+    last = v.store.last("running")
+    assert last is not None and r.value == f"{fmt.num(last)} / 64"
+    assert panels.summarize(panels.BY_ID["running"], v).note == "cap: max_num_seqs"
+    assumed = dict(v.knobs)
+    assumed["max_num_seqs"] = Knob("max_num_seqs", 256, "default", "vLLM 0.32 default")
+    v2 = panels.View(v.store, assumed, 300.0, 1.0)
+    assert panels.summarize(panels.BY_ID["running"], v2).note == (
+        "cap: max_num_seqs (default, assumed)"
+    )
+
+
+def test_running_at_cap_is_a_warning() -> None:
+    v = view_of(fed_monitor())
+    knobs = dict(v.knobs)
+    knobs["max_num_seqs"] = Knob("max_num_seqs", 8, "flag", "vtop --max-num-seqs")
+    r = panels.read(panels.BY_ID["running"], panels.View(v.store, knobs, 300.0, 1.0))
+    assert r.level is Severity.WARNING
+
+
+def test_kv_reading_level_uses_the_threshold_table() -> None:
+    v = view_of(fed_monitor(maker=pages.PageMaker(pressure=1.5)))
+    r = panels.read(panels.BY_ID["kv"], v)
+    assert r.value == "100%" and r.level is Severity.CRITICAL
+    assert panels.summarize(panels.BY_ID["kv"], v).note == "pool of 53.2k tokens"
+
+
+def test_waiting_note_says_how_often_requests_queued() -> None:
+    v = view_of(fed_monitor())
+    note = panels.summarize(panels.BY_ID["waiting"], v).note
+    values = [x for x in v.store.values("waiting", 300.0) if x is not None]
+    share = round(100 * sum(1 for x in values if x > 0) / len(values))
+    assert note == f"queue non-empty {share}% of 5m" and 0 < share < 100
+
+
+def test_rate_and_latency_readings() -> None:
+    v = view_of(fed_monitor())
+    gen = panels.read(panels.BY_ID["generation"], v)
+    assert gen.value != fmt.DASH
+    assert panels.summarize(panels.BY_ID["generation"], v).stats.startswith("5m avg ")
+    ttft = panels.read(panels.BY_ID["ttft"], v)
+    assert ttft.value.startswith("p50 ") and " p99 " in ttft.value
+    note = panels.summarize(panels.BY_ID["ttft"], v).note
+    assert note.startswith("queue ") and "prefill" in note
+    done = panels.summarize(panels.BY_ID["finished"], v)
+    assert done.note.startswith("stop ") and "length" in done.note
+
+
+def test_missing_signals_read_as_dash_never_zero() -> None:
+    monitor = Monitor()
+    from vtop.model import Frame, Scrape
+
+    monitor.feed(Frame(pages.T0, (Scrape(EP, pages.T0, error="refused"),)))
+    v = view_of(monitor)
+    for spec in panels.PANELS:
+        r = panels.read(spec, v)
+        digits = r.value.replace("p50", "").replace("p99", "")
+        assert not any(c.isdigit() for c in digits), (spec.id, r.value)
+
+
+def test_trend_of_panel_has_restart_marks_and_fixed_ratio_scale() -> None:
+    monitor = fed_monitor(restart_at={250})
+    v = view_of(monitor)
+    kv = panels.trend_of(panels.BY_ID["kv"], v, 40)
+    assert kv is not None and kv.top == 1.0 and len(kv.values) == 40
+    gen = panels.trend_of(panels.BY_ID["generation"], v, 40)
+    assert gen is not None and len(gen.restarts) == 1
+
+
+def test_per_engine_views_split_the_aggregate() -> None:
+    monitor = fed_monitor(maker=pages.PageMaker(engines=2))
+    v = view_of(monitor)
+    total = v.store.last("running")
+    parts = []
+    for model, engine in v.store.engines():
+        if engine:
+            scoped = panels.View(v.store, v.knobs, 300.0, 1.0, model, engine)
+            parts.append(scoped.store.last(scoped.key("running")))
+    assert len(parts) == 2 and sum(p or 0 for p in parts) == total
+
+
+# -- header ------------------------------------------------------------------------------------
+
+
+def test_headline_fields() -> None:
+    monitor = fed_monitor()
+    head = headline(monitor.endpoints[EP], "connected")
+    assert head.endpoint == "localhost:8000" and head.model == "Qwen2.5-7B-Instruct"
+    assert head.version == "vLLM 0.32.0" and head.status == "● connected"
+    assert head.uptime.startswith("up 3h")
+    assert short_url("https://gpu-box:8443/") == "https://gpu-box:8443"
+    down = headline(monitor.endpoints[EP], "reconnecting (attempt 2, next in 2 s)")
+    assert down.status_level is Severity.CRITICAL
+
+
+# -- verdict and detail --------------------------------------------------------------------------
+
+
+def test_verdict_orders_firing_then_pending_then_suppressed() -> None:
+    lines = verdict.lines(FINDINGS, polls=10)
+    assert [line.kind for line in lines] == ["firing", "action", "pending", "suppressed"]
+    assert lines[0].label == "CRIT"
+    assert lines[2].text.startswith("budget-too-small: 40 of 60 s")
+
+
+def test_rules_waiting_for_evidence_are_not_all_clear() -> None:
+    waiting = Finding(rule="memory-ceiling", title="KV cache is the wall", endpoint=EP,
+                      severity=Severity.OK, state="insufficient",
+                      summary="not enough data yet: 12 of 30 polls")  # fmt: skip
+    lines = verdict.lines([waiting, PENDING], polls=12)
+    assert [line.kind for line in lines] == ["info", "pending", "insufficient"]
+    assert lines[0].text == "gathering evidence before judging"
+    assert lines[2].text == "memory-ceiling: not enough data yet: 12 of 30 polls"
+
+
+def test_verdict_with_error_none_and_nothing() -> None:
+    assert verdict.lines([], polls=0)[0].text == "collecting the first polls…"
+    assert verdict.lines([], polls=5)[0].text == "no bottleneck found"
+    down = verdict.lines([], error="cannot connect", polls=5)
+    assert down[0].kind == "error" and down[0].label == "DOWN" and len(down) == 1
+    absent = verdict.lines(None, polls=5)
+    assert "not loaded" in absent[0].text
+
+
+def test_recommended_flags_are_unique_and_firing_only() -> None:
+    twice = Finding(**{**{f: getattr(FIRING, f) for f in FIRING.__slots__}, "rule": "other"})
+    assert verdict.recommended_flags([PENDING, FIRING, twice]) == (
+        "--kv-cache-dtype fp8 --gpu-memory-utilization 0.95"
+    )
+    assert verdict.recommended_flags([PENDING]) == ""
+
+
+def test_detail_lists_evidence_formula_inputs_and_provenance() -> None:
+    text = "\n".join(detail.lines(FIRING, now=pages.T0 + 500))
+    assert "CRIT  firing  Memory ceiling" in text
+    assert "rule memory-ceiling" in text
+    assert "kv_usage avg 5m" in text
+    assert "--kv-cache-dtype fp8" in text and "confidence high" in text
+    assert "formula   min(0.95, used + free headroom)" in text
+    assert "gpu_mem_free_gib = 1.4" in text
+    assert "(read from the server: vllm:cache_config_info kv_cache_size_tokens)" in text
+    assert "since 5m ago" in text
+
+
+# -- formats and thresholds ------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("value", "text"),
+    [(None, "–"), (0, "0"), (7, "7"), (12.5, "12.5"), (0.1234, "0.123"), (999.6, "1k"),
+     (1234, "1.23k"), (12_345_678, "12.3M"), (float("nan"), "–")],
+)  # fmt: skip
+def test_num(value: float | None, text: str) -> None:
+    assert fmt.num(value) == text
+
+
+def test_time_formats() -> None:
+    assert fmt.seconds(0.0000123) == "12µs"
+    assert fmt.seconds(0.0123) == "12.3ms"
+    assert fmt.seconds(1.234) == "1.23s"
+    assert fmt.seconds(125) == "2m05s"
+    assert fmt.duration(11_520) == "3h12m" and fmt.duration(45) == "45s"
+    assert fmt.duration(200_000) == "2d7h" and fmt.duration(-1) == "–"
+    assert fmt.window(300) == "5m" and fmt.window(3600) == "1h" and fmt.window(30) == "30s"
+    assert fmt.pct(0.841) == "84.1%" and fmt.pct(1.0) == "100%" and fmt.pct(None) == "–"
+
+
+def test_threshold_levels() -> None:
+    assert level("kv_usage", 0.5) is Severity.OK
+    assert level("kv_usage", 0.9) is Severity.WARNING
+    assert level("kv_usage", 0.99) is Severity.CRITICAL
+    assert level("kv_usage", None) is Severity.OK
+    assert level("not-a-signal", 1e9) is Severity.OK
+    assert all(t.source for t in FALLBACK.values())
+
+
+def test_thresholds_come_from_the_rules() -> None:
+    from vtop.triage.engine import Engine
+
+    rules = Engine.from_catalog(user=False).rules
+    derived = from_rules(rules)
+    kv = derived["kv_usage"]
+    assert (kv.warning, kv.critical) == (0.9, 0.98) and "memory-ceiling" in kv.source
+    pre = derived["preemptions"]
+    assert pre.warning is not None and 0.001 < pre.warning < 0.0011 and pre.critical == 1.0
+    assert pre.describe() == "warning above 0.001, critical at 1"
+    assert derived["waiting"].describe() == "warning above 0"
+    assert level("waiting", 0.0, derived) is Severity.OK
+    assert level("waiting", 1.0, derived) is Severity.WARNING
+    table = table_for(rules)
+    assert table["gpu_temp"] == FALLBACK["gpu_temp"]  # no rule judges it: the fallback stays
+    assert table_for([]) == dict(FALLBACK)

@@ -1,0 +1,416 @@
+"""The live dashboard: any `FrameSource` polled into a `Monitor`, drawn by Textual.
+
+The app knows nothing about where frames come from: live endpoints, the simulator and a trace
+being replayed all arrive through `FrameSource.poll()`, and all numbers come from the
+`Monitor`, so `--url`, `--demo` and `--replay` share this code unchanged.
+
+Cost is designed in, because the screen is meant to stay open all day over SSH:
+- one one-shot timer, re-armed after each poll completes, so polls never overlap and nothing
+  ticks between them (no per-frame timers, no animations, no clock in the header);
+- the screen is redrawn only when a frame arrives (or a key changes what is shown), and only
+  the fields whose text changed are repainted (`FieldsWidget`): a new token rate repaints a
+  dozen cells, not its panel;
+- charts are drawn over fixed time buckets and recomputed only when a bucket completes;
+- time on screen comes from the frames, never from the wall clock.
+
+The UI owns all its state (selected endpoint, window, pause); widgets get data pushed down
+and send messages up.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import replace
+from pathlib import Path
+from typing import ClassVar
+
+from textual import events, work
+from textual.app import App, ComposeResult, SystemCommand
+from textual.binding import Binding, BindingType
+from textual.content import Content
+from textual.screen import Screen
+from textual.widgets import Footer, Input
+
+from vtop.model import Frame
+from vtop.monitor import EndpointView, Monitor
+from vtop.sources.base import FrameSource
+from vtop.trace.recorder import Recorder
+from vtop.trace.writer import TraceWriteError
+from vtop.ui import fleet, fmt, osc52, verdict
+from vtop.ui.findings import FindingsProvider, monitor_findings
+from vtop.ui.headline import headline
+from vtop.ui.panels import View
+from vtop.ui.screens.engines import EnginesScreen
+from vtop.ui.screens.explain import ExplainScreen, explain_text
+from vtop.ui.screens.finding import FindingScreen
+from vtop.ui.screens.help import HelpScreen
+from vtop.ui.thresholds import Table, table_for
+from vtop.ui.widgets.endpoint_list import EndpointList
+from vtop.ui.widgets.gpu_panel import GpuPanel
+from vtop.ui.widgets.header_bar import HeaderBar
+from vtop.ui.widgets.panel_column import PanelColumn
+from vtop.ui.widgets.scheduler_grid import SchedulerGrid
+from vtop.ui.widgets.triage_panel import TriagePanel
+
+WINDOWS = (60.0, 300.0, 900.0, 3600.0)
+INTERVALS = (0.5, 1.0, 2.0, 5.0, 10.0, 30.0)
+THEMES = {"dark": "textual-dark", "light": "textual-light"}
+COST_EVERY_S = 10.0
+"""vtop's own CPU% is measured over this span: a steadier number, and fewer repaints."""
+
+SelfCpu = Callable[[], float | None]
+
+TRIAGE_HELP = (
+    "Each rule of the triage engine watches a condition over the window. A finding is "
+    "pending while its condition holds for less than the rule's duration (shown as "
+    "'rule: 40 of 60 s'), firing once it has held that long, and suppressed when a root "
+    "cause already explains it (then it gives no advice, so vtop never says 'raise "
+    "max_num_seqs' while the KV cache is the wall). Enter opens a finding: its evidence, "
+    "and each recommended flag with the formula and the inputs it was computed from, "
+    "each input with where it came from. c copies the flags."
+)
+
+
+class ProcessCpu:
+    """vtop's own CPU, in percent of one core, from `time.process_time()` deltas."""
+
+    def __init__(self) -> None:
+        self._last = (time.monotonic(), time.process_time())
+        self.value: float | None = None
+
+    def __call__(self) -> float | None:
+        wall, cpu = time.monotonic(), time.process_time()
+        dt = wall - self._last[0]
+        if dt >= COST_EVERY_S or (self.value is None and dt >= 2.0):
+            self.value = 100.0 * (cpu - self._last[1]) / dt
+            self._last = (wall, cpu)
+        return self.value
+
+
+class VtopApp(App[None]):
+    """vtop's terminal dashboard."""
+
+    CSS_PATH = "vtop.tcss"
+    TITLE = "vtop"
+    HORIZONTAL_BREAKPOINTS = [(0, "-narrow"), (110, "-wide")]  # noqa: RUF012 (Textual's type)
+    VERTICAL_BREAKPOINTS = [(0, "-short"), (34, "-tall")]  # noqa: RUF012
+    ENABLE_COMMAND_PALETTE = True
+
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("question_mark", "help", "Help"),
+        Binding("p", "pause", "Pause"),
+        Binding("plus,equals_sign", "interval(-1)", "Faster", show=False),
+        Binding("minus", "interval(1)", "Slower", show=False),
+        Binding("w", "window", "Window"),
+        Binding("e", "explain", "Explain"),
+        Binding("c", "copy", "Copy flags"),
+        Binding("b", "engines", "Engines", show=False),
+        Binding("r", "record", "Record", show=False),
+        Binding("q", "quit", "Quit"),
+        *(Binding(str(n), f"choose({n - 1})", show=False) for n in range(1, 10)),
+    ]
+
+    def __init__(
+        self,
+        source: FrameSource,
+        monitor: Monitor,
+        *,
+        interval: float = 1.0,
+        window_s: float = 300.0,
+        theme: str = "dark",
+        findings: FindingsProvider | None = None,
+        thresholds: Table | None = None,
+        self_cpu: SelfCpu | None = None,
+        autopoll: bool = True,
+        record_dir: str | os.PathLike[str] = ".",
+    ) -> None:
+        super().__init__()
+        self.source = source
+        self.monitor = monitor
+        self.interval = interval
+        self.window_s = window_s
+        self.paused = False
+        self.selected = 0
+        self._findings = findings or monitor_findings
+        self.thresholds = thresholds if thresholds is not None else table_for(monitor.engine.rules)
+        self._self_cpu = self_cpu or ProcessCpu()
+        self._autopoll = autopoll
+        self._timer: asyncio.TimerHandle | None = None
+        self._poll_started: float | None = None
+        self._poll_failures = 0
+        self.record_dir = Path(record_dir)
+        self.recorder: Recorder | None = None
+        name = THEMES.get(theme, theme)
+        if name not in self.available_themes:
+            known = ", ".join(["dark", "light", *sorted(self.available_themes)])
+            raise ValueError(f"unknown theme {theme!r}; choose one of: {known}")
+        self.theme = name
+        self.header = HeaderBar()
+        self.endpoint_list = EndpointList()
+        self.triage = TriagePanel()
+        self.grid = SchedulerGrid()
+        self.gpus = GpuPanel()
+
+    # -- layout ----------------------------------------------------------------------------------
+
+    def compose(self) -> ComposeResult:
+        yield self.header
+        yield self.endpoint_list
+        yield self.triage
+        yield self.grid
+        yield self.gpus
+        yield Footer(compact=True)
+
+    def on_mount(self) -> None:
+        self.triage.focus()
+        self.refresh_view()
+        if self._autopoll:
+            self._arm(0.0)
+
+    async def on_unmount(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+        self._stop_recording()
+        await self.source.aclose()
+
+    def on_descendant_focus(self, event: events.DescendantFocus) -> None:
+        if isinstance(event.widget, Input):
+            event.widget.cursor_blink = False  # deterministic screenshots, calmer terminals
+
+    # -- polling ---------------------------------------------------------------------------------
+
+    def _arm(self, delay: float) -> None:
+        """One one-shot timer for the next poll; re-armed only when a poll has finished.
+
+        A plain event-loop timer, not a Textual `Timer`: creating one of those formats the
+        app's repr (milliseconds of CPU on every poll) and a zero delay divides by zero.
+        """
+        if self._timer is not None:
+            self._timer.cancel()
+        self._timer = asyncio.get_running_loop().call_later(max(0.0, delay), self._poll)
+
+    @work(exclusive=True, group="poll", exit_on_error=False)
+    async def _poll(self) -> None:
+        self._timer = None
+        started = time.monotonic()
+        self._poll_started = started
+        try:
+            frame = await self.source.poll()
+        except Exception as exc:  # a source bug must not kill the screen
+            self._poll_failures += 1
+            if self._poll_failures == 1:
+                self.notify(f"poll failed: {exc}", severity="error", timeout=10)
+        else:
+            self._poll_failures = 0
+            self.ingest(frame)
+        if self._autopoll and self.is_running:
+            self._arm(self.interval - (time.monotonic() - started))
+
+    def ingest(self, frame: Frame) -> None:
+        """Feed one frame to the monitor (and the recorder) and redraw (unless paused)."""
+        self.monitor.feed(frame)
+        if self.recorder is not None:
+            self.recorder.feed(frame)
+        if self.paused:
+            self._show_header()
+        else:
+            self.refresh_view()
+
+    # -- drawing ---------------------------------------------------------------------------------
+
+    @property
+    def endpoints(self) -> list[str]:
+        return list(self.monitor.endpoints)
+
+    @property
+    def endpoint(self) -> str | None:
+        """The endpoint the panels show."""
+        eps = self.endpoints
+        return eps[min(self.selected, len(eps) - 1)] if eps else None
+
+    def current_view(self) -> View | None:
+        ep = self.endpoint
+        if ep is None:
+            return None
+        ev = self.monitor.endpoints[ep]
+        return View(ev.store, ev.knobs, self.window_s, self.interval,
+                    thresholds=self.thresholds)  # fmt: skip
+
+    def _status(self, endpoint: str) -> str:
+        try:
+            return self.source.status(endpoint)
+        except Exception:
+            return "unknown"
+
+    def _show_header(self) -> None:
+        ep = self.endpoint
+        head = None
+        if ep is not None:
+            head = headline(self.monitor.endpoints[ep], self._status(ep), self.thresholds)
+            if len(self.endpoints) > 1:
+                where = f"{head.endpoint} ({self.selected + 1}/{len(self.endpoints)})"
+                head = replace(head, endpoint=where)
+        cadence = f"{fmt.interval(self.interval)} · {fmt.window(self.window_s)}"
+        if self.paused:
+            cadence = "⏸ paused · " + cadence
+        if self.recorder is not None and self.recorder.active:
+            cadence = "⏺ rec · " + cadence
+        cpu = self._self_cpu()
+        cost = f"vtop {cpu:.1f}%" if cpu is not None else "vtop –"
+        self.header.show(head, cadence=cadence, cost=cost)
+
+    def refresh_view(self) -> None:
+        """Push the monitor's state into every widget (each repaints only what changed)."""
+        self._show_header()
+        eps = self.endpoints
+        ep = self.endpoint
+        if len(eps) > 1:
+            rows = [fleet.row(self.monitor.endpoints[e], self._findings(self.monitor, e),
+                              self._status(e)) for e in eps]  # fmt: skip
+            self.endpoint_list.show(rows, self.selected)
+        if self.endpoint_list.display != (len(eps) > 1):
+            self.endpoint_list.display = len(eps) > 1
+        view = self.current_view()
+        if ep is not None and view is not None:
+            ev: EndpointView = self.monitor.endpoints[ep]
+            error = ev.last.error if ev.last is not None and not ev.last.ok else None
+            self.triage.show(verdict.lines(self._findings(self.monitor, ep), error=error,
+                                           polls=ev.store.polls))  # fmt: skip
+            self.grid.show(view)
+            if isinstance(self.screen, EnginesScreen):
+                self.screen.show(view)
+        else:
+            self.triage.show([verdict.Line("info", "connecting…", label="…")])
+        title = f"Scheduler · {fmt.window(self.window_s)}"
+        if self.grid.border_title != title:
+            self.grid.border_title = title  # a new title repaints the whole widget: on change
+        local = [e.local for e in self.monitor.endpoints.values()]
+        self.gpus.show(self.monitor.gpu, remote_only=bool(local) and not any(local),
+                       table=self.thresholds)  # fmt: skip
+
+    # -- actions ---------------------------------------------------------------------------------
+
+    def action_help(self) -> None:
+        if not isinstance(self.screen, HelpScreen):
+            self.push_screen(HelpScreen())
+
+    def action_pause(self) -> None:
+        self.paused = not self.paused
+        if self.paused:
+            self._show_header()
+            self.notify("paused: the screen is frozen; polling and triage go on", timeout=3)
+        else:
+            self.refresh_view()
+
+    def action_interval(self, step: int) -> None:
+        i = min(range(len(INTERVALS)), key=lambda n: abs(INTERVALS[n] - self.interval))
+        i = max(0, min(len(INTERVALS) - 1, i + step))
+        if INTERVALS[i] == self.interval:
+            return
+        self.interval = INTERVALS[i]
+        self._show_header()
+        if self._autopoll and self._timer is not None:
+            since = time.monotonic() - (self._poll_started or time.monotonic())
+            self._arm(self.interval - since)
+
+    def action_window(self) -> None:
+        i = WINDOWS.index(self.window_s) if self.window_s in WINDOWS else -1
+        self.window_s = WINDOWS[(i + 1) % len(WINDOWS)]
+        self.refresh_view()
+
+    def action_choose(self, index: int) -> None:
+        if 0 <= index < len(self.endpoints) and index != self.selected:
+            self.selected = index
+            self.refresh_view()
+
+    def on_endpoint_list_chosen(self, message: EndpointList.Chosen) -> None:
+        self.action_choose(message.index)
+
+    def on_triage_panel_selected(self, message: TriagePanel.Selected) -> None:
+        self.push_screen(FindingScreen(message.finding, self.monitor.t))
+
+    def action_explain(self) -> None:
+        focused = self.focused
+        if isinstance(focused, PanelColumn) and focused.selected is not None:
+            spec = focused.selected
+            body = explain_text(spec.title, (spec.signal, *spec.related), table=self.thresholds)
+            self.push_screen(ExplainScreen(spec.title, body))
+        elif isinstance(focused, GpuPanel):
+            names = ("gpu_util", "gpu_mem_used", "gpu_power", "gpu_temp", "gpu_sm_clock")
+            self.push_screen(ExplainScreen("GPU", explain_text("GPU", names,
+                                                               table=self.thresholds)))  # fmt: skip
+        else:
+            self.push_screen(ExplainScreen("Triage", Content(TRIAGE_HELP)))
+
+    def action_copy(self) -> None:
+        ep = self.endpoint
+        if ep is None:
+            self.copy_flags("")
+            return
+        found = self._findings(self.monitor, ep)
+        selected = self.triage.selected if self.focused is self.triage else None
+        if selected is not None and selected.state == "firing":
+            self.copy_flags(" ".join(r.flag for r in selected.recommendations))
+        else:
+            self.copy_flags(verdict.recommended_flags(found))
+
+    def copy_flags(self, flags: str) -> None:
+        """Put `flags` on the user's clipboard (OSC 52) and on screen."""
+        if not flags:
+            self.notify("nothing to copy: no firing finding recommends a flag change",
+                        severity="warning", timeout=4)  # fmt: skip
+            return
+        self.copy_to_clipboard(flags)
+        driver = self._driver
+        if os.environ.get("TMUX") and driver is not None:
+            driver.write(osc52.tmux_passthrough(flags))
+        self.notify(flags, title="copied (OSC 52)", timeout=6)
+
+    def action_engines(self) -> None:
+        view = self.current_view()
+        if view is not None and not isinstance(self.screen, EnginesScreen):
+            self.push_screen(EnginesScreen(view))
+
+    def action_record(self) -> None:
+        """Start recording every frame to a new trace here, or stop (the file stays valid)."""
+        if self.recorder is not None and self.recorder.active:
+            self._stop_recording()
+        else:
+            path = self.record_dir / time.strftime("vtop-%Y%m%d-%H%M%S.vtrace")
+            try:
+                self.recorder = Recorder(
+                    path, sources=list(self.monitor.endpoints), interval_s=self.interval,
+                    notify=lambda message: self.notify(message, severity="error", timeout=10),
+                )  # fmt: skip
+            except TraceWriteError as exc:
+                self.notify(f"cannot record: {exc}", severity="error", timeout=8)
+                return
+            self.notify(f"recording to {path} (r stops)", title="recording", timeout=5)
+        self._show_header()
+
+    def _stop_recording(self) -> None:
+        recorder, self.recorder = self.recorder, None
+        if recorder is None:
+            return
+        recorder.close()
+        if recorder.error is None:
+            self.notify(f"{recorder.path}: {recorder.polls} polls, {recorder.bytes // 1024} KiB",
+                        title="recording stopped", timeout=6)  # fmt: skip
+
+    def get_system_commands(self, screen: Screen[object]) -> Iterable[SystemCommand]:
+        yield from super().get_system_commands(screen)
+        yield SystemCommand("Pause / resume", "Freeze the screen (polling goes on)",
+                            self.action_pause)  # fmt: skip
+        yield SystemCommand("Next window", "Cycle the window: 1m, 5m, 15m, 1h",
+                            self.action_window)  # fmt: skip
+        yield SystemCommand("Poll faster", "Shorter poll interval",
+                            lambda: self.action_interval(-1))  # fmt: skip
+        yield SystemCommand("Poll slower", "Longer poll interval",
+                            lambda: self.action_interval(1))  # fmt: skip
+        yield SystemCommand("Explain", "What the focused panel means", self.action_explain)
+        yield SystemCommand("Copy recommended flags", "OSC 52 clipboard", self.action_copy)
+        yield SystemCommand("Engines", "Per-engine breakdown", self.action_engines)
+        yield SystemCommand("Record", "Record a trace", self.action_record)

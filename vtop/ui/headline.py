@@ -1,0 +1,80 @@
+"""The header's fields as plain strings, from the monitor and the source (no Textual here).
+
+Time on screen comes from the frames (`Store.now`), never from the wall clock, so a replayed
+trace shows its own uptime and a snapshot test with scripted frames draws the same bytes on
+every run.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from urllib.parse import urlsplit
+
+from vtop.model import Severity
+from vtop.monitor import EndpointView
+from vtop.ui import fmt
+from vtop.ui.thresholds import FALLBACK, Table, level
+
+HEALTHY = ("connected", "simulated")
+"""Source states that are as good as it gets (`FrameSource.status`)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Headline:
+    endpoint: str
+    model: str
+    version: str
+    uptime: str
+    status: str
+    status_level: Severity
+    latency: str
+    latency_level: Severity
+
+
+def short_url(url: str) -> str:
+    """`http://localhost:8000` -> `localhost:8000` (the scheme and a bare path add nothing)."""
+    parts = urlsplit(url)
+    text = parts.netloc or url
+    if parts.path not in ("", "/"):
+        text += parts.path
+    if parts.scheme and parts.scheme != "http":
+        text = f"{parts.scheme}://{text}"  # https://, and sim:// for the simulator
+    return text
+
+
+def model_of(view: EndpointView) -> str:
+    """The served model: what /v1/models says, else the `model_name` label on the page."""
+    models = list(view.server.models) or sorted({m for m, _ in view.store.engines() if m})
+    if not models:
+        return fmt.DASH
+    name = models[0].rstrip("/").rsplit("/", 1)[-1] or models[0]  # Qwen/Qwen2.5-7B -> Qwen2.5-7B
+    return name + (f" +{len(models) - 1}" if len(models) > 1 else "")
+
+
+def headline(view: EndpointView, status: str, table: Table = FALLBACK) -> Headline:
+    """The header for one endpoint; `status` is the source's one-line connection state."""
+    store = view.store
+    now = store.now
+    start = store.last("api_start_time")
+    uptime = fmt.duration(now - start) if now is not None and start is not None else fmt.DASH
+    last = view.last
+    latency = last.latency_s if last is not None else None
+    if status in HEALTHY or status.startswith("replay"):
+        mark, lvl = "●", Severity.OK
+    elif status.startswith("reconnecting"):
+        mark, lvl = "↻", Severity.CRITICAL
+    else:
+        mark, lvl = "○", Severity.WARNING
+    version = view.server.version
+    return Headline(
+        endpoint=short_url(store.endpoint),
+        model=model_of(view),
+        version=f"vLLM {version}" if version else "vLLM ?",
+        uptime=f"up {uptime}",
+        status=f"{mark} {status}",
+        status_level=lvl,
+        # Two digits: the poll's own latency jitters, and each new digit is a repaint.
+        latency=f"poll {fmt.seconds(latency, digits=2)}" if last is not None and last.ok else "",
+        latency_level=level("scrape_latency", latency, table) if last is not None and last.ok
+        else Severity.OK,
+    )  # fmt: skip

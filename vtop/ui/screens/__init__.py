@@ -1,0 +1,1 @@
+"""The screens pushed over the dashboard: help, explain, finding detail, engines."""

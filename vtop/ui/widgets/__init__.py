@@ -1,0 +1,1 @@
+"""The widgets of the vtop screen, one per module."""

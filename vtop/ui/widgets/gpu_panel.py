@@ -1,0 +1,114 @@
+"""The GPUs of this host, a line each, or one line saying why none can be read.
+
+NVML sees the GPUs of the machine vtop runs on. When every endpoint is remote the panel says
+so instead of letting the local cards pass for the server's. Each reading is its own field,
+and the ones that move every poll (utilisation, power) come first: a changed line is
+rewritten from the panel's edge to the end of the change, so the card's name, which never
+changes, goes last.
+"""
+
+from __future__ import annotations
+
+from textual.content import Content
+from textual.geometry import Size
+
+from vtop.model import GpuReading, GpuStatus, Severity
+from vtop.ui import fmt
+from vtop.ui.thresholds import FALLBACK, Table, level
+from vtop.ui.widgets.fields import Field, FieldsWidget
+
+MAX_GPUS = 8
+TEMP_STYLE = {Severity.OK: "", Severity.WARNING: "bold $warning",
+              Severity.CRITICAL: "bold reverse $error"}  # fmt: skip
+COLUMNS = (("head", 4), ("util", 9), ("power", 15), ("temp", 5), ("clock", 12), ("mem", 17),
+           ("proc", 13), ("name", 40))  # fmt: skip
+
+
+def gpu_fields(g: GpuReading, table: Table = FALLBACK) -> dict[str, Content]:
+    """`GPU0 RTX 4090 | util 92% | mem 21.3/24.0 GiB | power 310/450 W | 72°C | SM … | vLLM …`."""
+    head = Content.styled(f"GPU{g.index}", "bold")
+    name = Content.styled(g.name, "$text-muted")
+    if g.error:
+        return {"head": head, "util": Content.styled(g.error, "$error"), "name": name}
+
+    def whole(v: float | None, unit: str) -> str:
+        """Whole units: a GPU's utilisation and temperature jitter in their decimals."""
+        return f"{v:.0f}{unit}" if v is not None else fmt.DASH
+
+    clock = f"{g.sm_clock_mhz:.0f} MHz" if g.sm_clock_mhz is not None else fmt.DASH
+    temp_style = TEMP_STYLE[level("gpu_temp", g.temp_c, table)]
+    out = {
+        "head": head,
+        "name": name,
+        "util": Content.assemble(("util ", "$text-muted"), (whole(g.util_pct, "%"), "bold")),
+        "mem": Content.assemble(("mem ", "$text-muted"),
+                                f"{fmt.gib(g.mem_used_bytes)}/{fmt.gib(g.mem_total_bytes)} GiB"),
+        "power": Content.assemble(("power ", "$text-muted"),
+                                  f"{fmt.num(g.power_w)}/{fmt.num(g.power_limit_w)} W"),
+        "temp": Content.styled(whole(g.temp_c, "°C"), temp_style),
+        "clock": Content.assemble(("SM ", "$text-muted"), clock),
+    }  # fmt: skip
+    if g.process_mem_bytes is not None:
+        out["proc"] = Content.assemble(("vLLM ", "$text-muted"),
+                                       f"{fmt.gib(g.process_mem_bytes)} GiB")  # fmt: skip
+    return out
+
+
+class GpuPanel(FieldsWidget, can_focus=True):
+    """One line per GPU (up to `MAX_GPUS`)."""
+
+    DEFAULT_CSS = """
+    GpuPanel { height: auto; }
+    """
+
+    def __init__(self) -> None:
+        super().__init__(id="gpus")
+        self.border_title = "GPU"
+        self._rows: list[dict[str, Content]] = []
+
+    @property
+    def lines(self) -> list[str]:
+        """The plain text of each line, as shown."""
+        return [self.line(y).plain.rstrip() for y in range(len(self._rows))]
+
+    def get_content_height(self, container: Size, viewport: Size, width: int) -> int:
+        return max(1, len(self._rows))
+
+    def show(self, status: GpuStatus, *, remote_only: bool, table: Table = FALLBACK) -> None:
+        rows: list[dict[str, Content]] = []
+        if status.unavailable or not status.gpus:
+            why = status.unavailable or "NVML found no GPU"
+            rows.append({"head": Content.assemble(("no GPU readable: ", "bold"),
+                                                  (why, "$text-muted"))})  # fmt: skip
+        else:
+            rows.extend(gpu_fields(g, table) for g in status.gpus[:MAX_GPUS])
+            if remote_only:
+                note = "these are this host's GPUs; the server is remote"
+                rows.append({"head": Content.styled(note, "$text-muted")})
+        if len(rows) != len(self._rows) or any(
+            set(a) != set(b) for a, b in zip(rows, self._rows, strict=False)
+        ):
+            self._rows = rows
+            self.refresh(layout=True)
+            self._place()
+        self._rows = rows
+        for y, row in enumerate(rows):
+            for name, content in row.items():
+                self.put(f"{y}.{name}", content)
+
+    def on_resize(self) -> None:
+        self._place()
+
+    def _place(self) -> None:
+        width = self.size.width
+        layout: dict[str, Field] = {}
+        for y, row in enumerate(self._rows):
+            x = 0
+            for name, w in COLUMNS:
+                if name not in row or x >= width:
+                    continue
+                if name == "head" and set(row) == {"head"}:
+                    w = width
+                layout[f"{y}.{name}"] = Field(y, x, min(w, width - x))
+                x += w + 2
+        self.place(layout)

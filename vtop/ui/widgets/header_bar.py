@@ -1,0 +1,85 @@
+"""The top line: endpoint, model, version, uptime | poll latency, connection, cadence, cost.
+
+Two `FieldRow`s side by side: the left one changes when the endpoint does, the right one
+every poll, and it starts with the poll latency so that a new latency rewrites a dozen cells,
+not the line. On narrow terminals the brand, version and uptime give way.
+"""
+
+from __future__ import annotations
+
+from textual.app import ComposeResult
+from textual.containers import Horizontal
+from textual.content import Content
+
+from vtop.model import Severity
+from vtop.ui.headline import Headline
+from vtop.ui.widgets.field_row import FieldRow
+
+NARROW = 110
+STYLES = {
+    "brand": "bold $accent",
+    "endpoint": "bold",
+    "version": "$text-muted",
+    "uptime": "$text-muted",
+    "cadence": "$text-muted",
+    "cost": "$text-muted",
+}
+LEVEL_STYLES = {Severity.WARNING: "bold $warning", Severity.CRITICAL: "bold reverse $error"}
+
+
+class HeaderBar(Horizontal):
+    """vtop's header."""
+
+    DEFAULT_CSS = """
+    HeaderBar { height: 1; }
+    HeaderBar #header-info { width: 1fr; padding: 0 1; }
+    HeaderBar #header-poll { width: auto; padding: 0 1; }
+    """
+
+    def __init__(self) -> None:
+        super().__init__(id="header")
+        self.info = FieldRow(widest={"endpoint": 36}, fill="model", id="header-info")
+        self.poll = FieldRow(fixed={"latency": 10}, widest={"status": 46}, id="header-poll")
+        self.levels: dict[str, Severity] = {}
+        self._head: Headline | None = None
+        self._right: dict[str, Content] = {}
+
+    def compose(self) -> ComposeResult:
+        yield self.info
+        yield self.poll
+
+    def text(self, name: str) -> str:
+        """The plain text of a header field."""
+        return self.info.text(name) or self.poll.text(name)
+
+    def show(self, head: Headline | None, *, cadence: str, cost: str) -> None:
+        if head is not None:
+            self._head = head
+            self.levels["status"] = head.status_level
+            self.levels["latency"] = head.latency_level
+            self._right["latency"] = Content.styled(
+                head.latency, LEVEL_STYLES.get(head.latency_level, "")
+            )
+            self._right["status"] = Content.styled(
+                head.status, LEVEL_STYLES.get(head.status_level, "")
+            )
+        self._right["cadence"] = Content.styled(cadence, STYLES["cadence"])
+        self._right["cost"] = Content.styled(cost, STYLES["cost"])
+        self._show_info()
+        order = ("latency", "status", "cadence", "cost")  # the moving field first
+        self.poll.show({name: self._right[name] for name in order if name in self._right})
+
+    def on_resize(self) -> None:
+        self._show_info()
+
+    def _show_info(self) -> None:
+        narrow = self.size.width < NARROW
+        left: dict[str, Content] = {}
+        if not narrow:
+            left["brand"] = Content.styled("vtop", STYLES["brand"])
+        head = self._head
+        if head is not None:
+            names = ("endpoint", "model") if narrow else ("endpoint", "model", "version", "uptime")
+            for name in names:
+                left[name] = Content.styled(getattr(head, name), STYLES.get(name, ""))
+        self.info.show(left)

@@ -1,0 +1,107 @@
+"""The nine scheduler panels: three `PanelColumn`s side by side, or one column of rows.
+
+Roomy terminals get a 3×3 grid: column i holds panels i, i+3, i+6, so the grid reads left to
+right, top to bottom (running, waiting, KV cache first). Compact terminals (the screen's
+-narrow or -short class) get one column of one-line rows in the same order, the other two
+columns hidden. The grid routes data to the columns and answers for a panel wherever it is.
+"""
+
+from __future__ import annotations
+
+from textual.app import ComposeResult
+from textual.containers import Container
+
+from vtop.model import Severity
+from vtop.ui.panels import PANELS, PanelSpec, Trend, View
+from vtop.ui.widgets.panel_column import PanelColumn
+
+COLUMNS = 3
+
+
+class SchedulerGrid(Container):
+    """All scheduler panels."""
+
+    DEFAULT_CSS = """
+    SchedulerGrid { layout: horizontal; height: 1fr; }
+    SchedulerGrid > PanelColumn { margin-right: 1; }
+    SchedulerGrid > PanelColumn#col-2 { margin-right: 0; }
+    """
+
+    def __init__(self) -> None:
+        super().__init__(id="panels")
+        self.columns = [PanelColumn(id=f"col-{i}") for i in range(COLUMNS)]
+        self.order = [spec.id for spec in PANELS]
+        self.compact = False
+
+    def compose(self) -> ComposeResult:
+        yield from self.columns
+
+    def on_mount(self) -> None:
+        self._assign()
+
+    def on_resize(self) -> None:
+        self._assign()
+
+    def _assign(self) -> None:
+        screen = self.screen
+        compact = screen.has_class("-narrow") or screen.has_class("-short")
+        self.compact = compact
+        for i, column in enumerate(self.columns):
+            if compact:
+                specs = list(PANELS) if i == 0 else []
+            else:
+                specs = [PANELS[j] for j in range(i, len(PANELS), COLUMNS)]
+            column.hold(specs, compact=compact)
+            if column.display != bool(specs):
+                column.display = bool(specs)
+
+    def show(self, view: View) -> None:
+        for column in self.columns:
+            if column.order:
+                column.show(view)
+
+    def column_of(self, pid: str) -> PanelColumn:
+        return next(c for c in self.columns if c.holds(pid))
+
+    def text(self, name: str) -> str:
+        """A field's text, `pid.part` (`kv.value`, `ttft.note`, `running.chart0`)."""
+        pid = name.split(".", 1)[0]
+        return self.column_of(pid).text(name)
+
+    def value(self, pid: str) -> str:
+        return self.column_of(pid).value(pid)
+
+    def note(self, pid: str) -> str:
+        return self.column_of(pid).note(pid)
+
+    def stats(self, pid: str) -> str:
+        return self.column_of(pid).stats(pid)
+
+    def trend(self, pid: str) -> Trend | None:
+        return self.column_of(pid).trend(pid)
+
+    def level(self, pid: str) -> Severity:
+        return self.column_of(pid).level(pid)
+
+    def select(self, pid: str) -> None:
+        """Put the cursor on a panel and focus its column."""
+        column = self.column_of(pid)
+        column.select(pid)
+        column.focus()
+
+    @property
+    def selected(self) -> PanelSpec | None:
+        """The panel under the cursor of the focused column (None: no column has focus)."""
+        for column in self.columns:
+            if column.has_focus:
+                return column.selected
+        return None
+
+    def on_panel_column_side(self, message: PanelColumn.Side) -> None:
+        """Left/right from a column: the same row of the neighbour column."""
+        message.stop()
+        i = self.columns.index(message.column) + message.step
+        if 0 <= i < len(self.columns) and self.columns[i].order:
+            target = self.columns[i]
+            target.cursor = min(message.column.cursor, len(target.order) - 1)
+            target.focus()
