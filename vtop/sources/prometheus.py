@@ -358,16 +358,18 @@ class PrometheusSource:
         return [inst.name for inst in self.instances.values()]
 
     def status(self, endpoint: str) -> str:
+        """As `LiveSource` says it (the screens read these words): `connected`,
+        `connecting`, `reconnecting (attempt k, next in N s)` while Prometheus does not answer,
+        or why the target itself is not (`Prometheus at … reports … down (up == 0)`)."""
         inst = next((i for i in self.instances.values() if i.name == endpoint), None)
         if self.error is not None and self._attempt:
             wait = max(0.0, self._next_try - self._clock())
-            return (f"Prometheus unreachable: reconnecting (attempt {self._attempt}, "
-                    f"next in {wait:.0f} s)")  # fmt: skip
+            return f"reconnecting (attempt {self._attempt}, next in {wait:.0f} s)"
         if inst is None:
-            return self.error or "unknown"
+            return self.error or "connecting"
         if inst.error is not None:
             return inst.error
-        return f"via Prometheus at {self.url}"
+        return "connected" if inst.last_t is not None else "connecting"
 
     async def aclose(self) -> None:
         await self.client.aclose()
