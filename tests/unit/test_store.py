@@ -97,12 +97,16 @@ def test_window_statistics() -> None:
 
 
 def test_capacity_bounds_memory() -> None:
-    s = Store(EP, capacity=10)
-    for i in range(100):
-        s.ingest(scrape(float(i), running=i))
-    assert len(s) < 20
-    assert s.last("running") == 99
-    assert s.max("running") == 99
+    s = Store(EP, capacity=200)
+    k = SeriesKey("ttft", "m", "0", "")
+    for i in range(1000):
+        h = Histogram((1.0,), (float(i),), float(i), float(i))
+        s.ingest(scrape(float(i), hists={k: h}, running=i))
+    assert 200 <= len(s) <= 200 + 25
+    assert len(s.values("running")) == len(s) == len(s.hist_values("ttft"))
+    assert s.last("running") == 999
+    assert s.min("running") == 1000 - len(s)
+    assert s.hist_delta("ttft", 10.5) == Histogram((1.0,), (10.0,), 10.0, 10.0)
 
 
 def test_histogram_window_quantile_uses_bucket_deltas() -> None:
@@ -157,7 +161,7 @@ def test_hist_values_are_aligned_with_times() -> None:
     assert got[0] is None  # the poll at t=2 failed: unknown, not an empty histogram
     assert got[1] is not None and got[1].count == 6.0
     assert got[-1] is not None and got[-1].count == 8.0
-    assert s.hist_values("itl") == [None] * 5
+    assert list(s.hist_values("itl")) == [None] * 5
 
 
 def test_nvml_and_a_page_naming_the_same_gpu_count_it_once() -> None:
@@ -178,3 +182,24 @@ def test_a_window_shorter_than_float_resolution_still_holds_the_latest_poll() ->
         s.ingest(scrape(1.8e9 + i, running=float(i)))
     assert s.values("running", 1e-9) == [2.0]
     assert s.last("running") == 2.0
+
+
+def test_a_second_engine_gives_the_aggregate_its_own_column() -> None:
+    s = Store(EP)
+    k0, k1 = SeriesKey("ttft", "m", "0", ""), SeriesKey("ttft", "m", "1", "")
+    s.ingest(scrape(0.0, running__0=2, hists={k0: Histogram((1.0,), (1,), 1, 0.5)}))
+    s.ingest(scrape(1.0, running__0=3, hists={k0: Histogram((1.0,), (2,), 2, 1.0)}))
+    # engine 1 appears: the aggregate keeps engine 0's past and sums from now on
+    s.ingest(
+        scrape(
+            2.0,
+            running__0=3,
+            running__1=4,
+            hists={k0: Histogram((1.0,), (2,), 2, 1.0), k1: Histogram((1.0,), (5,), 5, 2.0)},
+        )
+    )
+    assert s.values("running") == [2.0, 3.0, 7.0]
+    assert s.values(SeriesKey("running", "m", "0", "")) == [2.0, 3.0, 3.0]
+    assert [h.count if h else None for h in s.hist_values("ttft")] == [1, 2, 7]
+    assert s.hist_values(k0)[2] == Histogram((1.0,), (2,), 2, 1.0)
+    assert s.hist_values("ttft").present() == [True, True, True]

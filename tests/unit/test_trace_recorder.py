@@ -87,7 +87,7 @@ def test_sigkill_loses_at_most_the_last_second(server: PageServer, tmp_path: Pat
     proc = start("--url", server.url, "--record", str(path), "--interval", "0.1")
     try:
         seen = wait_for_polls(path, 25, proc)
-        time.sleep(0.35)
+        time.sleep(1.0)  # ~10 more polls at 0.1 s; loaded CI machines poll late
         killed_at = time.time()
         proc.kill()
         proc.wait(10)
@@ -129,7 +129,7 @@ def test_duration_ends_a_recording(server: PageServer, tmp_path: Path) -> None:
     _, err = proc.communicate(timeout=30)
     assert proc.returncode == 0, err
     with TraceReader(path) as r:
-        assert r.indexed and 5 <= r.stats().polls <= 8
+        assert r.indexed and 2 <= r.stats().polls <= 8  # 1 s at 0.2 s; fewer when loaded
 
 
 def test_file_size_limit_stops_recording_but_not_the_report(

@@ -23,6 +23,7 @@ from array import array
 from bisect import bisect_right
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import overload
 
 from vtop.model import ALL, Event, GpuStatus, Histogram, Scrape, SeriesKey
 from vtop.signals import histogram as hist
@@ -61,12 +62,55 @@ class _Track:
     """Last known (adjusted) value, carried across polls that miss the series (counters)."""
 
 
-@dataclass(slots=True)
 class _HistTrack:
-    values: list[Histogram | None]
-    last_raw: Histogram | None = None
-    offset: Histogram | None = None
-    last: Histogram | None = None
+    """Cumulative, reset-adjusted histograms of one series, one column per bucket.
+
+    A column of floats per bucket (plus count and sum) holds a poll's histogram in 8 bytes
+    per bucket; a `Histogram` object per poll would cost several times that, and an hour of
+    history for every latency histogram of a data-parallel server adds up.
+    """
+
+    __slots__ = ("bounds", "cols", "last", "last_raw", "offset", "present")
+
+    def __init__(self, polls: int) -> None:
+        self.bounds: tuple[float, ...] | None = None
+        self.cols: list[array[float]] = []
+        self.present = array("b", bytes(polls))
+        self.last_raw: Histogram | None = None
+        self.offset: Histogram | None = None
+        self.last: Histogram | None = None
+
+    def __len__(self) -> int:
+        return len(self.present)
+
+    def append(self, h: Histogram | None) -> None:
+        if h is None:
+            self.present.append(0)
+            for col in self.cols:
+                col.append(NAN)
+            return
+        if h.bounds != self.bounds:
+            self.bounds = h.bounds
+            self.cols = [array("d", [NAN]) * len(self.present) for _ in range(len(h.bounds) + 2)]
+            self.present = array("b", bytes(len(self.present)))
+        self.present.append(1)
+        cols = self.cols
+        for col, v in zip(cols, h.buckets, strict=False):
+            col.append(v)
+        cols[-2].append(h.count)
+        cols[-1].append(h.sum)
+
+    def at(self, i: int) -> Histogram | None:
+        if not self.present[i] or self.bounds is None:
+            return None
+        cols = self.cols
+        return Histogram(self.bounds, tuple(col[i] for col in cols[:-2]), cols[-2][i],
+                         cols[-1][i])  # fmt: skip
+
+    def drop(self, n: int) -> None:
+        del self.present[:n]
+        for col in self.cols:
+            del col[:n]
 
 
 class Store:
@@ -123,7 +167,7 @@ class Store:
             self.info = dict(scrape.info)
         self._ingest_scalars(values, n)
         self._ingest_hists(scrape.histograms if scrape.ok else {}, n)
-        if n >= 2 * self.capacity:
+        if n >= self.capacity + max(16, self.capacity // 8):
             self._trim(n - self.capacity)
         self.events.extend(events)
         del self.events[:-256]
@@ -154,6 +198,9 @@ class Store:
             if k.model != ALL:
                 for agg in _aggregates(k):
                     self._groups.setdefault(agg, []).append(k)
+                    # An aggregate of one series *is* that series: share its column until a
+                    # second series joins (most servers have one model and one engine).
+                    self._tracks.setdefault(agg, track)
         return track
 
     def _ingest_scalars(self, values: dict[SeriesKey, float], n: int) -> None:
@@ -169,7 +216,12 @@ class Store:
             track.last = v
             track.values.append(v)
         for agg, members in self._groups.items():
-            track = self._track(agg, n)
+            track = self._tracks[agg]
+            if len(members) == 1 and track is self._tracks[members[0]]:
+                continue  # an alias: appended with its member
+            if track is self._tracks[members[0]]:  # a second series joined: own column now
+                track = _Track(track.signal, track.values[: n - 1])
+                self._tracks[agg] = track
             counter = track.signal.kind is Kind.COUNTER
             combined = NAN
             if any(m in values for m in members):
@@ -180,7 +232,6 @@ class Store:
                     combined = max(known) if track.signal.combine == "max" else sum(known)
             track.last = track.last_raw = combined
             track.values.append(combined)
-            values[agg] = combined
         for track in self._tracks.values():
             if len(track.values) < n:
                 track.values.append(NAN)
@@ -189,24 +240,30 @@ class Store:
         for k, h in hists.items():
             track = self._hists.get(k)
             if track is None:
-                track = self._hists[k] = _HistTrack([None] * (n - 1))
+                track = self._hists[k] = _HistTrack(n - 1)
                 for agg in _aggregates(k):
                     self._hist_groups.setdefault(agg, []).append(k)
+                    self._hists.setdefault(agg, track)
             raw = track.last_raw
             if raw is not None and (h.bounds != raw.bounds or h.count < raw.count):
                 if h.bounds != raw.bounds:
                     track.offset = None
-                    track.values = [None] * (len(track.values))
                 else:
                     track.offset = raw if track.offset is None else hist.add(track.offset, raw)
             track.last_raw = h
             adjusted = h if track.offset is None else hist.add(track.offset, h)
             track.last = adjusted
-            track.values.append(adjusted)
+            track.append(adjusted)
         for agg, members in self._hist_groups.items():
-            agg_track = self._hists.get(agg)
-            if agg_track is None:
-                agg_track = self._hists[agg] = _HistTrack([None] * (n - 1))
+            agg_track = self._hists[agg]
+            first = self._hists[members[0]]
+            if len(members) == 1 and agg_track is first:
+                continue
+            if agg_track is first:
+                copy = _HistTrack(0)
+                for i in range(n - 1):
+                    copy.append(first.at(i))
+                agg_track = self._hists[agg] = copy
             total: Histogram | None = None
             if any(m in hists for m in members):
                 for m in members:
@@ -214,17 +271,17 @@ class Store:
                     if last is not None:
                         total = last if total is None else hist.add(total, last)
             agg_track.last = total
-            agg_track.values.append(total)
+            agg_track.append(total)
         for track in self._hists.values():
-            if len(track.values) < n:
-                track.values.append(None)
+            if len(track) < n:
+                track.append(None)
 
     def _trim(self, drop: int) -> None:
         del self._t[:drop]
-        for track in self._tracks.values():
+        for track in {id(t): t for t in self._tracks.values()}.values():
             del track.values[:drop]
-        for htrack in self._hists.values():
-            del htrack.values[:drop]
+        for htrack in {id(t): t for t in self._hists.values()}.values():
+            htrack.drop(drop)
 
     # -- what is there -------------------------------------------------------------------------
 
@@ -383,14 +440,16 @@ class Store:
         track = self._hists.get(_k(k))
         if track is None:
             return None
-        vals = track.values
-        first, end = self._start(window_s), len(vals) - 1
-        while first < end and vals[first] is None:
+        present = track.present
+        first, end = self._start(window_s), len(present) - 1
+        while first < end and not present[first]:
             first += 1
-        while end > first and vals[end] is None:
+        while end > first and not present[end]:
             end -= 1
-        old, new = vals[first], vals[end]
-        if end <= first or old is None or new is None:
+        if end <= first:
+            return None
+        old, new = track.at(first), track.at(end)
+        if old is None or new is None:
             return None
         return hist.delta(new, old)
 
@@ -404,23 +463,51 @@ class Store:
         """Mean observation within the window (Δsum / Δcount)."""
         return hist.mean(self.hist_delta(k, window_s))
 
-    def hist_values(
-        self, k: SeriesKey | str, window_s: float | None = None
-    ) -> list[Histogram | None]:
+    def hist_values(self, k: SeriesKey | str, window_s: float | None = None) -> HistColumn:
         """The cumulative (reset-adjusted) histograms over the window, aligned with `times()`.
 
-        Charts that draw a percentile per time bucket take the difference of two of these.
+        Charts that draw a percentile per time bucket take the difference of two of these;
+        the column builds a `Histogram` only for the polls that are asked for.
         """
-        track = self._hists.get(_k(k))
-        start = self._start(window_s)
-        if track is None:
-            return [None] * (len(self._t) - start)
-        return track.values[start:]
+        return HistColumn(self._hists.get(_k(k)), self._start(window_s), len(self._t))
 
     def hist_last(self, k: SeriesKey | str) -> Histogram | None:
         """The latest cumulative (reset-adjusted) histogram."""
         track = self._hists.get(_k(k))
-        return track.values[-1] if track is not None and track.values else None
+        return track.at(len(track) - 1) if track is not None and len(track) else None
+
+
+class HistColumn(Sequence[Histogram | None]):
+    """A window of one histogram series, read lazily (see `Store.hist_values`)."""
+
+    def __init__(self, track: _HistTrack | None, start: int, end: int) -> None:
+        self._track = track
+        self._start = start
+        self._len = max(0, end - start)
+
+    def __len__(self) -> int:
+        return self._len
+
+    @overload
+    def __getitem__(self, i: int) -> Histogram | None: ...
+
+    @overload
+    def __getitem__(self, i: slice) -> Sequence[Histogram | None]: ...
+
+    def __getitem__(self, i: int | slice) -> Histogram | Sequence[Histogram | None] | None:
+        if isinstance(i, slice):
+            return [self[j] for j in range(*i.indices(self._len))]
+        if i < 0:
+            i += self._len
+        if not 0 <= i < self._len:
+            raise IndexError(i)
+        return None if self._track is None else self._track.at(self._start + i)
+
+    def present(self) -> list[bool]:
+        """Which polls of the window hold a histogram (without building any)."""
+        if self._track is None:
+            return [False] * self._len
+        return [bool(p) for p in self._track.present[self._start : self._start + self._len]]
 
 
 def _k(k: SeriesKey | str) -> SeriesKey:

@@ -132,7 +132,12 @@ class LiveSource:
 
     async def poll(self) -> Frame:
         """Poll every endpoint that is due (concurrently), the GPUs and the host."""
-        gpu_task = asyncio.create_task(asyncio.to_thread(self._gpu)) if self._gpu else None
+        gpu_task = None
+        if self._gpu is not None:
+            if self._last_gpu.gpus:
+                gpu_task = asyncio.create_task(asyncio.to_thread(self._gpu))
+            else:  # no GPU readable: the reader answers from its cache, a thread costs more
+                self._last_gpu = self._gpu()
         results = await asyncio.gather(*(self._poll_one(s) for s in self.endpoints.values()))
         scrapes = tuple(scrape for scrape, _ in results)
         events = tuple(e for _, evs in results for e in evs)

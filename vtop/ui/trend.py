@@ -21,6 +21,7 @@ from dataclasses import dataclass
 
 from vtop.model import Histogram
 from vtop.signals import histogram as hist
+from vtop.signals.store import HistColumn
 
 BUCKET_LADDER = (1.0, 2.0, 5.0, 10.0, 15.0, 20.0, 30.0, 60.0, 120.0, 300.0, 600.0, 900.0, 1800.0)
 
@@ -126,7 +127,8 @@ def quantile(times: Sequence[float], hists: Sequence[Histogram | None], b: Bucke
              q: float) -> list[float | None]:  # fmt: skip
     """The q-quantile of the observations that arrived within each bucket."""
     out: list[float | None] = []
-    for pair in _pairs(times, [h is not None for h in hists], b):
+    present = hists.present() if isinstance(hists, HistColumn) else [h is not None for h in hists]
+    for pair in _pairs(times, present, b):
         if pair is None:
             out.append(None)
             continue
