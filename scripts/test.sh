@@ -9,6 +9,8 @@ if [ ! -x .venv/bin/python ]; then
     "$PY" -m venv .venv
 fi
 .venv/bin/python -m pip install -q --disable-pip-version-check -e '.[test]'
+# A real Prometheus (and promtool) for tests/integration/test_prometheus*.py, which then must run.
+command -v promtool >/dev/null || { apt-get update -qq && apt-get install -y -qq --no-install-recommends prometheus >/dev/null; }; export VTOP_REQUIRE_PROMETHEUS=1
 # headless Chromium screenshots the HTML report (tests/unit/test_report_html.py; skipped without)
 command -v chromium >/dev/null || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium; } >/dev/null 2>&1 || echo "chromium not installed: the HTML screenshot test will be skipped" >&2
 

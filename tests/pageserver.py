@@ -39,6 +39,11 @@ class PageServer:
             def log_message(self, *args: object) -> None:
                 pass
 
+            def do_POST(self) -> None:
+                length = int(self.headers.get("Content-Length") or 0)
+                self.rfile.read(length)
+                self.do_GET()
+
             def do_GET(self) -> None:
                 path = self.path.split("?")[0]
                 script_ref.requests.append((path, dict(self.headers.items())))

@@ -20,10 +20,10 @@ import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from vtop import __version__
+from vtop import __version__, targets
 from vtop.monitor import Monitor
 from vtop.report import cli as headless
-from vtop.sources import discovery
+from vtop.sources import discovery, prometheus
 from vtop.sources.base import FrameSource
 from vtop.sources.live import LiveSource
 from vtop.sources.local import LocalHost
@@ -48,6 +48,8 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="URL",
         help="vLLM server base URL (repeatable), e.g. http://localhost:8000",
     )
+    targets.add_arguments(src)
+    prometheus.add_arguments(src)
     src.add_argument(
         "--interval", type=float, default=1.0, metavar="SECONDS", help="poll interval (default 1 s)"
     )
@@ -103,20 +105,38 @@ def _fail(message: str, code: int = 2) -> int:
     return code
 
 
-def _live_source(args: argparse.Namespace) -> LiveSource:
+def _live_source(args: argparse.Namespace, fleet: list[targets.Target]) -> LiveSource:
     options = ScrapeOptions.from_env(
         interval_s=args.interval, headers=args.header, insecure=args.insecure
     )
     flags = discovery.flag_knobs(args.max_num_seqs, args.max_num_batched_tokens)
     local = LocalHost()
     return LiveSource(
-        args.url,
+        [t.url for t in fleet],
         options,
         flags=flags,
+        endpoint_flags={t.url: t.knobs() for t in fleet},
         gpu=local.gpu,
         host=local.host,
         process_probe=local.process_knobs,
     )
+
+
+def _prometheus_source(args: argparse.Namespace) -> FrameSource:
+    """--prometheus URL: every instance it scrapes (knobs per instance from --targets labels)."""
+    if args.url or args.discover or args.demo:
+        raise UsageError("--prometheus reads its instances from Prometheus: it cannot be "
+                         "combined with --url, --discover or --demo")  # fmt: skip
+    try:
+        fleet = [t for path in args.targets for t in targets.load_targets(path)]
+        options = ScrapeOptions.from_env(
+            interval_s=args.interval, headers=args.header, insecure=args.insecure
+        )
+        flags = discovery.flag_knobs(args.max_num_seqs, args.max_num_batched_tokens)
+        per_instance = {t.instance: t.knobs() for t in fleet}
+        return prometheus.from_args(args, options, flags=flags, instance_flags=per_instance)
+    except (HeaderError, ValueError) as exc:
+        raise UsageError(str(exc)) from None
 
 
 def _engine(args: argparse.Namespace) -> Engine:
@@ -169,17 +189,26 @@ class UsageError(Exception):
 
 
 def make_source(args: argparse.Namespace) -> FrameSource:
-    """The source the flags ask for: --demo, else --url."""
+    """The source the flags ask for: --prometheus, --demo, else --url / --targets / --discover."""
     if args.interval <= 0:
         raise UsageError("--interval must be positive")
-    if args.demo and args.url:
-        raise UsageError("--demo and --url cannot be combined")
+    if args.prometheus:
+        return _prometheus_source(args)
+    if args.demo and (args.url or args.targets or args.discover):
+        raise UsageError("--demo cannot be combined with --url, --targets or --discover")
     if args.demo:
         return _demo_source(args)
-    if not args.url:
-        raise UsageError("nothing to watch: give --url URL (or --demo)")
     try:
-        return _live_source(args)
+        fleet = targets.from_args(args)
+    except targets.TargetsError as exc:
+        raise UsageError(str(exc)) from None
+    if not fleet:
+        if args.discover:
+            raise UsageError("nothing to watch: --discover found no vLLM server on this host")
+        raise UsageError("nothing to watch: give --url URL, --targets FILE, --discover, "
+                         "--prometheus URL (or --demo)")  # fmt: skip
+    try:
+        return _live_source(args, fleet)
     except HeaderError as exc:
         raise UsageError(str(exc)) from None
 
@@ -279,14 +308,22 @@ def _headless(args: argparse.Namespace) -> int:
         source = make_source(args)
     except UsageError as exc:
         return _fail(str(exc))
-    from vtop.sources.vllm import base_url, redact_url
-
-    names = [args.demo] if args.demo else [redact_url(base_url(u)) for u in args.url]
+    if isinstance(source, prometheus.PrometheusSource):
+        match = "{" + ",".join(source.match) + "}" if source.match else ""
+        names = [f"Prometheus {source.url}{match}"]
+    elif isinstance(source, LiveSource):
+        names = list(source.endpoints)
+    else:
+        names = [args.demo]
     return headless.run(args, source, names)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:2] == ["rules", "export"]:
+        from vtop.triage.export import main as export_main
+
+        return export_main(argv[2:])
     if argv[:1] == ["rules"]:
         from vtop.triage.cli import main as rules_main
 

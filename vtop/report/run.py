@@ -3,7 +3,9 @@
 `watch()` is the one headless poll loop: it polls a `FrameSource` once per interval (never two
 polls at once, never a backlog: a slow poll delays the next instead of stacking), hands every
 frame to its consumers (the report's collector, the recorder) and stops on request, after a
-duration, or both. `replay_document()` reads a trace in one pass: every poll counts in the
+duration, or both. A source with a past to read (`history()`, Prometheus's backfill) hands it
+over first, one frame per step, so a report over `--prometheus` already has the last hour.
+`replay_document()` reads a trace in one pass: every poll counts in the
 window's figures through a light frame (gauges and counters), and the rules (and the latency
 figures, which need only cumulative histograms) run on full frames at most `MAX_EVALUATIONS`
 times over the window, so a day-long trace reports in seconds while a short
@@ -43,6 +45,12 @@ async def watch(
 ) -> int:
     """Poll until `stop` is set, or `duration_s` has passed and `min_polls` were made."""
     loop = asyncio.get_running_loop()
+    # A source that can read the past (Prometheus) hands it over first, a frame per step, so
+    # the rules and the report's timeline step through it as if it had been watched live.
+    history = getattr(source, "history", None)
+    if history is not None:
+        for frame in await history():
+            on_frame(frame)
     started = loop.time()
     polls = 0
     while stop is None or not stop.is_set():

@@ -3,6 +3,11 @@
 Live endpoints, the in-process simulator and a trace being replayed all implement this:
 `poll()` returns the next `Frame`, `status()` says in one line how an endpoint's connection
 stands (for the header), and `aclose()` releases what the source holds.
+
+A source that can read the past (Prometheus) may also offer `async history() -> list[Frame]`:
+called before the first poll, it returns the backfill as one frame per step, oldest first, for
+consumers that want to step through it (a report's timeline); `poll()` alone returns the same
+past in its first frame, so a consumer that ignores `history` still gets it.
 """
 
 from __future__ import annotations

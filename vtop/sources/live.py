@@ -32,7 +32,7 @@ from vtop.model import (
     SeriesKey,
 )
 from vtop.sources import discovery
-from vtop.sources.vllm import ScrapeOptions, VllmScraper
+from vtop.sources.vllm import ScrapeOptions, VllmScraper, base_url, redact_url
 
 BACKOFF_S = (1.0, 2.0, 4.0, 8.0, 16.0, 30.0)
 
@@ -96,6 +96,7 @@ class LiveSource:
         options: ScrapeOptions | None = None,
         *,
         flags: Mapping[str, Knob] | None = None,
+        endpoint_flags: Mapping[str, Mapping[str, Knob]] | None = None,
         gpu: Callable[[], GpuStatus] | None = None,
         host: Callable[[], HostReading] | None = None,
         process_probe: ProcessProbe | None = None,
@@ -109,6 +110,10 @@ class LiveSource:
             scraper = VllmScraper(url, self.options)
             self.endpoints[scraper.url] = EndpointState(scraper, is_local(scraper.base))
         self._flags = dict(flags or {})
+        self._endpoint_flags = {redact_url(base_url(url)): dict(knobs)
+                                for url, knobs in (endpoint_flags or {}).items()}  # fmt: skip
+        """Per-endpoint knobs (a targets file's labels): what the user said of this one server
+        wins over what vtop read or assumed."""
         self._gpu = gpu
         self._host = host
         self._probe = process_probe
@@ -180,13 +185,15 @@ class LiveSource:
         gpu_mem = None
         if state.local and self._last_gpu.gpus:
             gpu_mem = self._last_gpu.gpus[0].mem_total_bytes
-        return discovery.merge(
+        knobs = discovery.merge(
             cache_info=state.cache_info,
             endpoint=state.server,
             process=process,
             flags=self._flags,
             gpu_mem_bytes=gpu_mem,
         )
+        knobs.update(self._endpoint_flags.get(state.scraper.url, {}))
+        return knobs
 
     def status(self, endpoint: str) -> str:
         return self.endpoints[endpoint].status(self._clock())

@@ -68,6 +68,14 @@ DERIVED: dict[str, Derived] = {
         Derived("gpu_util_max", "instant", "percent",
                 "The busiest GPU's utilisation (NVML or DCGM); corroborates, never required.",
                 "max(DCGM_FI_DEV_GPU_UTIL)"),
+        Derived("kv_spread", "instant", "ratio",
+                "KV usage of the fullest engine minus the emptiest (data-parallel ranks, or "
+                "models on one page); unknown with fewer than two.",
+                "max(vllm:kv_cache_usage_perc) - min(vllm:kv_cache_usage_perc)"),
+        Derived("running_imbalance", "instant", "ratio",
+                "Running requests of the busiest engine over the idlest (at least 1): 1 when "
+                "balanced; unknown with fewer than two engines.",
+                "max(vllm:num_requests_running) / clamp_min(min(vllm:num_requests_running), 1)"),
         Derived("prefix_hit_rate", "window", "ratio",
                 "Prefix-cache hit rate over the window: Δhits / Δqueries.",
                 "increase(vllm:prefix_cache_hits_total[W]) / "
@@ -109,6 +117,11 @@ DERIVED: dict[str, Derived] = {
                 "How much worse the TTFT tail is than the median: TTFT p99 / p50.",
                 "histogram_quantile(0.99, rate(vllm:time_to_first_token_seconds_bucket[W])) / "
                 "histogram_quantile(0.5, rate(vllm:time_to_first_token_seconds_bucket[W]))"),
+        Derived("ttft_p95_imbalance", "window", "ratio",
+                "TTFT p95 of the slowest engine over the fastest, each from its own bucket "
+                "deltas over the window; unknown with fewer than two engines.",
+                "max(histogram_quantile(0.95, sum by (engine, le) "
+                "(rate(vllm:time_to_first_token_seconds_bucket[W])))) / min(…)"),
         Derived("length_finish_share", "window", "ratio",
                 "Share of finished requests that stopped at their max_tokens. Normal when "
                 "clients set max_tokens; never a fault by itself.",

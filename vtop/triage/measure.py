@@ -202,6 +202,20 @@ class Snapshot:
             if not isinstance(cap, int | float) or isinstance(cap, bool) or cap <= 0:
                 return [None] * n
             return [None if r is None else r / cap for r in self._signal("running", "", w)]
+        if name in ("kv_spread", "running_imbalance"):
+            sig = "kv_usage" if name == "kv_spread" else "running"
+            cols = [c for k in self.store.series(sig)
+                    if len(c := self.store.values(k, w)) == n]  # fmt: skip
+            spread: Column = []
+            for row in zip(*cols, strict=True) if len(cols) >= 2 else ():
+                known = [v for v in row if v is not None]
+                if len(known) < 2:
+                    spread.append(None)
+                elif name == "kv_spread":
+                    spread.append(max(known) - min(known))
+                else:
+                    spread.append(max(known) / max(min(known), 1.0))
+            return spread if spread else [None] * n
         if name == "gpu_util_max":
             cols = [self.store.values(key("gpu_util", g), w) for g in self.store.labels("gpu_util")]
             out = [None] * n
@@ -304,6 +318,9 @@ class Snapshot:
             mean = sum(vals) / len(vals)
             var = sum((v - mean) ** 2 for v in vals) / len(vals)
             return self._ratio(var, mean)
+        if name == "ttft_p95_imbalance":
+            p95 = [q for k in st.series("ttft") if (q := st.hist_quantile(0.95, k, w)) is not None]
+            return max(p95) / min(p95) if len(p95) >= 2 and min(p95) > 0 else None
         if name == "length_finish_share":
             return self._ratio(st.increase(key("requests_finished", "length"), w),
                                st.increase(key("requests_finished", ALL), w))  # fmt: skip

@@ -77,6 +77,9 @@ def _parse_series(item: object, file: str, line: int) -> _Series:
     text = str(item["series"]).strip()
     name, _, rest = text.partition("{")
     label = rest.rstrip("}").split("=", 1)[-1].strip('"') if rest else ""
+    engine = "0"
+    if rest.startswith("engine="):  # a data-parallel rank: kv_usage{engine="1"}
+        engine, label = label, ""
     sig = BY_NAME.get(name)
     if sig is None:
         raise TestFileError(f"{file}:{line}: unknown signal {name!r}")
@@ -90,7 +93,7 @@ def _parse_series(item: object, file: str, line: int) -> _Series:
     bounds = tuple(float(b) for b in item.get("bounds", ())) or (
         _bounds(name) if sig.kind is Kind.HISTOGRAM else ()
     )
-    return _Series(SeriesKey(name, "m", "0", label), values, per_poll, bounds)
+    return _Series(SeriesKey(name, "m", engine, label), values, per_poll, bounds)
 
 
 def _knobs(node: object, file: str, line: int) -> dict[str, Knob]:

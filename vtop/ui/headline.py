@@ -34,7 +34,9 @@ class Headline:
 def short_url(url: str) -> str:
     """`http://localhost:8000` -> `localhost:8000` (the scheme and a bare path add nothing)."""
     parts = urlsplit(url)
-    text = parts.netloc or url
+    if not parts.netloc:
+        return url  # not a URL: a Prometheus instance label (host:port), kept as it is
+    text = parts.netloc
     if parts.path not in ("", "/"):
         text += parts.path
     if parts.scheme and parts.scheme != "http":

@@ -1,0 +1,298 @@
+"""Which endpoints to watch: `--url` (repeated), `--targets FILE`, and `--discover`.
+
+A fleet outgrows a command line, so the endpoints can live in a file, one per line, each
+optionally followed by labels, with `#` comments anywhere:
+
+    # gpu-node-a, two replicas
+    http://10.0.0.5:8000   name=a0  max_num_seqs=128
+    10.0.0.5:8001          name=a1  zone="eu west"     # a bare host:port means http://
+
+The file is checked whole before anything is watched, and a bad line is one line naming the
+file and the line (`fleet.txt:3: 'max_num_seqs' must be a whole number, got 'lots'`): a
+typo in line 40 of a fleet file must not silently drop a server from view.
+
+Labels are free-form `name=value` pairs (Prometheus label-name syntax; values bare or
+double-quoted with backslash escapes). Two kinds mean something to vtop: knob names that no
+metric exposes (`max_num_seqs`, `max_num_batched_tokens`, ...) set that endpoint's knob, as
+`--max-num-seqs` does for all of them, with the file and line as provenance; every label is
+kept on the `Target` for whoever shows the endpoint (the fleet view's names, the rule export's
+per-instance knob vectors).
+
+`discover()` turns the vLLM API servers running on this host (`local_vllm_servers()`, which
+tells a server from its forked children) into targets, so `vtop --discover` needs no URL.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TextIO
+from urllib.parse import urlsplit
+
+from vtop.model import Knob
+from vtop.sources.host import VllmProcess, local_vllm_servers
+from vtop.sources.vllm import base_url, redact_url
+
+KNOB_LABELS: Mapping[str, type] = {
+    "max_num_seqs": int,
+    "max_num_batched_tokens": int,
+    "max_model_len": int,
+    "tensor_parallel_size": int,
+    "pipeline_parallel_size": int,
+    "data_parallel_size": int,
+    "api_server_count": int,
+    "long_prefill_token_threshold": int,
+    "kv_capacity_tokens": int,
+    "gpu_memory_utilization": float,
+}
+"""Labels that set a knob of their endpoint, and the value's type: what no metric exposes, and
+`kv_capacity_tokens`, which the page has only as labels that PromQL cannot read as a number
+(`vtop rules export` needs it per instance)."""
+
+_LABEL_NAME = re.compile(r"[a-zA-Z_][a-zA-Z0-9_]*\Z")
+_WILDCARD_HOSTS = frozenset({"", "0.0.0.0", "::", "[::]", "*"})
+
+
+class TargetsError(ValueError):
+    """One line: `FILE:LINE: what is wrong` (or what is wrong with the file as a whole)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Target:
+    """One endpoint to watch, where it was named, and its labels."""
+
+    url: str
+    """The server's base URL as `--url` takes it (`http://host:port`)."""
+    labels: Mapping[str, str] = field(default_factory=dict)
+    where: str = "--url"
+    """`FILE:LINE`, `--url` or `discovered: pid N`: provenance for knobs and for errors."""
+
+    @property
+    def endpoint(self) -> str:
+        """The name the endpoint goes by in frames (the URL, without credentials)."""
+        return redact_url(base_url(self.url))
+
+    @property
+    def instance(self) -> str:
+        """`host:port`, as Prometheus's `instance` label names the same server."""
+        parts = urlsplit(base_url(self.url))
+        port = parts.port or (443 if parts.scheme == "https" else 80)
+        host = parts.hostname or ""
+        return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+
+    def knobs(self) -> dict[str, Knob]:
+        """The knobs this target's labels set (already validated when the file was read)."""
+        out: dict[str, Knob] = {}
+        for name, kind in KNOB_LABELS.items():
+            if name in self.labels:
+                value = kind(self.labels[name])
+                out[name] = Knob(name, value, "flag", f"{self.where} {name}={self.labels[name]}")
+        return out
+
+
+def check_url(url: str) -> str | None:
+    """Why `url` cannot be a vLLM endpoint, or None when it can."""
+    if any(c.isspace() for c in url):
+        return f"URL {url!r} contains whitespace"
+    text = url if "://" in url else "http://" + url
+    parts = urlsplit(text)
+    if parts.scheme not in ("http", "https"):
+        return f"URL {url!r} is not http:// or https://"
+    try:
+        port = parts.port
+    except ValueError:
+        return f"URL {url!r} has a bad port"
+    if not parts.hostname:
+        return f"URL {url!r} names no host"
+    if port == 0:
+        return f"URL {url!r} has port 0"
+    return None
+
+
+def _tokens(line: str, where: str) -> list[str]:
+    """Split a line at whitespace, keeping double-quoted values whole; stop at a comment."""
+    out: list[str] = []
+    i, n = 0, len(line)
+    while i < n:
+        c = line[i]
+        if c.isspace():
+            i += 1
+            continue
+        if c == "#":
+            break
+        buf: list[str] = []
+        while i < n and not line[i].isspace():
+            if line[i] == '"':
+                i += 1
+                while True:
+                    if i >= n:
+                        raise TargetsError(f"{where}: unterminated quoted value")
+                    ch = line[i]
+                    if ch == "\\" and i + 1 < n:
+                        nxt = line[i + 1]
+                        buf.append({"n": "\n", "t": "\t"}.get(nxt, nxt))
+                        i += 2
+                        continue
+                    i += 1
+                    if ch == '"':
+                        break
+                    buf.append(ch)
+                continue
+            buf.append(line[i])
+            i += 1
+        out.append("".join(buf))
+    return out
+
+
+def _labels(tokens: Sequence[str], where: str) -> dict[str, str]:
+    labels: dict[str, str] = {}
+    for tok in tokens:
+        name, sep, value = tok.partition("=")
+        if not sep:
+            raise TargetsError(f"{where}: expected name=value after the URL, got {tok!r}")
+        if not _LABEL_NAME.match(name):
+            raise TargetsError(f"{where}: {name!r} is not a label name (letters, digits, _)")
+        if name in labels:
+            raise TargetsError(f"{where}: label {name!r} given twice")
+        kind = KNOB_LABELS.get(name)
+        if kind is not None:
+            try:
+                number = kind(value)
+            except ValueError:
+                what = "a whole number" if kind is int else "a number"
+                raise TargetsError(f"{where}: {name!r} must be {what}, got {value!r}") from None
+            if number <= 0:
+                raise TargetsError(f"{where}: {name!r} must be positive, got {value!r}")
+        labels[name] = value
+    return labels
+
+
+def parse_targets(text: str, path: str) -> list[Target]:
+    """Targets from the text of a targets file; `TargetsError` names `path:line`."""
+    targets: list[Target] = []
+    seen: dict[str, int] = {}
+    for lineno, line in enumerate(text.splitlines(), 1):
+        where = f"{path}:{lineno}"
+        tokens = _tokens(line, where)
+        if not tokens:
+            continue
+        url, rest = tokens[0], tokens[1:]
+        if "=" in url and "://" not in url:
+            raise TargetsError(f"{where}: a line starts with the URL, got {url!r}")
+        problem = check_url(url)
+        if problem is not None:
+            raise TargetsError(f"{where}: {problem}")
+        target = Target(url, _labels(rest, where), where)
+        key = target.endpoint
+        if key in seen:
+            raise TargetsError(f"{where}: {key} is already listed on line {seen[key]}")
+        seen[key] = lineno
+        targets.append(target)
+    return targets
+
+
+def load_targets(path: str | Path) -> list[Target]:
+    """Read a targets file; any problem is one `TargetsError` line naming the file."""
+    name = str(path)
+    try:
+        raw = Path(path).read_bytes()
+    except OSError as exc:
+        raise TargetsError(f"{name}: cannot read the targets file: {exc.strerror or exc}") from None
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = raw[: exc.start].count(b"\n") + 1
+        raise TargetsError(f"{name}:{line}: not UTF-8 text") from None
+    targets = parse_targets(text, name)
+    if not targets:
+        raise TargetsError(f"{name}: no targets in the file (one URL per line)")
+    return targets
+
+
+def discovered_url(proc: VllmProcess) -> str:
+    """The URL a local server answers on: its `--host` unless that is a wildcard."""
+    host_knob = proc.knobs.get("host")
+    host = str(host_knob.value) if host_knob is not None and host_knob.value else ""
+    if host in _WILDCARD_HOSTS:
+        host = "127.0.0.1"
+    if ":" in host and not host.startswith("["):
+        host = f"[{host}]"
+    return f"http://{host}:{proc.port}"
+
+
+def discover(servers: Iterable[VllmProcess] | None = None) -> list[Target]:
+    """The vLLM API servers on this host as targets (`local_vllm_servers()` by default)."""
+    found = local_vllm_servers() if servers is None else list(servers)
+    out: list[Target] = []
+    for proc in found:
+        labels = {"pid": str(proc.pid), "matched_by": proc.matched_by}
+        out.append(Target(discovered_url(proc), labels, f"discovered: pid {proc.pid}"))
+    return out
+
+
+def describe(proc: VllmProcess, width: int = 120) -> str:
+    """One line for `vtop --discover`: pid, URL, how it was matched, its command line."""
+    how = "listening" if proc.matched_by == "socket" else "by --port"
+    argv = " ".join([Path(proc.argv[0]).name, *proc.argv[1:]] if proc.argv else [])
+    line = f"pid {proc.pid}  {discovered_url(proc)}  ({how})  {argv}"
+    return line if len(line) <= width else line[: width - 1] + "…"
+
+
+def merge(*groups: Iterable[Target]) -> list[Target]:
+    """Targets from every source in order, each endpoint once (the first mention wins)."""
+    out: list[Target] = []
+    seen: set[str] = set()
+    for group in groups:
+        for target in group:
+            if target.endpoint not in seen:
+                seen.add(target.endpoint)
+                out.append(target)
+    return out
+
+
+# -- the command line -------------------------------------------------------------------------
+
+
+def add_arguments(group: argparse._ArgumentGroup) -> None:
+    """`--targets FILE` and `--discover`, beside `--url` in the "what to watch" group."""
+    group.add_argument(
+        "--targets",
+        action="append",
+        default=[],
+        metavar="FILE",
+        help="file of endpoints: one URL per line, optional name=value labels (knob labels "
+        "such as max_num_seqs=128 set that server's knob), # comments (repeatable)",
+    )
+    group.add_argument(
+        "--discover",
+        action="store_true",
+        help="find the vLLM servers running on this host, print them, and watch them",
+    )
+
+
+def from_args(args: argparse.Namespace, out: TextIO = sys.stderr) -> list[Target]:
+    """Every endpoint the command line names: --url, then --targets files, then --discover.
+
+    Raises `TargetsError` (one line) for a bad file or a discovery that found nothing to add
+    to an otherwise empty list. Discovered servers are printed to `out`, one line each.
+    """
+    groups: list[list[Target]] = []
+    for url in args.url:
+        problem = check_url(url)
+        if problem is not None:
+            raise TargetsError(f"--url: {problem}")
+        groups.append([Target(url)])
+    for path in args.targets:
+        groups.append(load_targets(path))
+    if args.discover:
+        servers = local_vllm_servers()
+        for proc in servers:
+            print(f"vtop: found {describe(proc)}", file=out)
+        if not servers:
+            print("vtop: --discover found no vLLM server on this host", file=out)
+        groups.append(discover(servers))
+    return merge(*groups)
