@@ -91,18 +91,15 @@ class View:
         self.knobs = knobs
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--polls", type=int, default=3600)
-    ap.add_argument("--evals", type=int, default=500)
-    args = ap.parse_args()
+def evaluation_ms(polls: int, evals: int) -> list[float]:
+    """Milliseconds of each of `evals` whole-catalog evaluations over `polls` of history."""
     loaded = load_catalog(user=False)
     engine = Engine(loaded.rules.values())
-    store = Store(EP, capacity=args.polls)
-    polls = history(args.polls + args.evals)
+    store = Store(EP, capacity=polls)
+    history_polls = history(polls + evals)
     t0 = time.perf_counter()
-    for _ in range(args.polls):
-        store.ingest(*next(polls))
+    for _ in range(polls):
+        store.ingest(*next(history_polls))
     built = time.perf_counter() - t0
     knobs = {k: Knob(k, v, "flag", "bench") for k, v in (
         ("max_num_seqs", 64), ("max_num_batched_tokens", 2048), ("kv_capacity_tokens", 40000),
@@ -111,7 +108,7 @@ def main() -> None:
     view = View(store, knobs)
     samples = []
     findings = []
-    for scrape, gpu in polls:
+    for scrape, gpu in history_polls:
         store.ingest(scrape, gpu)
         t = time.perf_counter()
         findings = engine.evaluate(view)
@@ -122,7 +119,16 @@ def main() -> None:
     print("findings: " + ", ".join(f"{f.rule}={f.state}" for f in findings))
     print(f"evaluate(): median {statistics.median(samples):.3f} ms   "
           f"p90 {samples[int(0.9 * len(samples))]:.3f} ms   max {samples[-1]:.3f} ms   "
-          f"over {args.evals} evaluations (target < 2 ms)")  # fmt: skip
+          f"over {evals} evaluations (target < 2 ms)")  # fmt: skip
+    return samples
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--polls", type=int, default=3600)
+    ap.add_argument("--evals", type=int, default=500)
+    args = ap.parse_args()
+    evaluation_ms(args.polls, args.evals)
 
 
 if __name__ == "__main__":

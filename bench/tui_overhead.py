@@ -166,6 +166,47 @@ def mem_mb(pid: int) -> tuple[float, float]:
     return int(status["VmRSS"].split()[0]) / 1024, int(status["VmHWM"].split()[0]) / 1024
 
 
+def measure(url: str, *, seconds: float, warmup: float, size: tuple[int, int],
+            env: dict[str, str], peer: bool, cache: Path) -> list[Figures]:  # fmt: skip
+    """vtop's figures (and the peer's, when `peer`) watching `url` side by side in tmux."""
+    cache.mkdir(parents=True, exist_ok=True)
+    runs: list[tuple[Figures, int, Path]] = []
+    tmux("kill-server", check=False)
+    work = Path(tempfile.mkdtemp(prefix="vtop-bench-"))
+    try:
+        vtop_log = work / "vtop.out"
+        pid = start("vtop", [sys.executable, "-m", "vtop", "--url", url, "--interval", "1"],
+                    size, vtop_log, env)  # fmt: skip
+        runs.append((Figures("vtop"), pid, vtop_log))
+        if peer:
+            python, label = peer_python(cache)
+            if python is None:
+                print(f"peer: {label}")
+            else:
+                log = work / "peer.out"
+                argv = [str(python), "-m", "vllmstat", "--url", url, "--interval", "1"]
+                pid = start("peer", argv, size, log, env)
+                runs.append((Figures(label), pid, log))
+        time.sleep(warmup)
+        start_marks = []
+        for _, pid, log in runs:
+            start_marks.append((cpu_ticks(pid), log.stat().st_size if log.exists() else 0))
+        t0 = time.monotonic()
+        time.sleep(seconds)
+        elapsed = time.monotonic() - t0
+        for (fig, pid, log), (ticks0, size0) in zip(runs, start_marks, strict=True):
+            try:
+                fig.cpu_pct = 100.0 * (cpu_ticks(pid) - ticks0) / TICKS / elapsed
+                fig.rss_mb, fig.peak_mb = mem_mb(pid)
+            except FileNotFoundError:
+                fig.note = "exited before the end"
+            fig.kbps = (log.stat().st_size - size0) / 1024 / elapsed
+    finally:
+        tmux("kill-server", check=False)
+        shutil.rmtree(work, ignore_errors=True)
+    return [fig for fig, _, _ in runs]
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--url", help="endpoint to watch (default: the simulator)")
@@ -194,53 +235,22 @@ def main() -> int:
     else:
         url, sim = serve_sim(args.scenario)
         where = f"vtop sim --scenario {args.scenario} ({url}, its own process)"
-    args.cache.mkdir(parents=True, exist_ok=True)
     env = {"COLORTERM": "truecolor"} if args.colors == "truecolor" else {"COLORTERM": ""}
-    runs: list[tuple[Figures, int, Path]] = []
-    tmux("kill-server", check=False)
-    work = Path(tempfile.mkdtemp(prefix="vtop-bench-"))
     try:
-        vtop_log = work / "vtop.out"
-        pid = start("vtop", [sys.executable, "-m", "vtop", "--url", url, "--interval", "1"],
-                    (w, h), vtop_log, env)  # fmt: skip
-        runs.append((Figures("vtop"), pid, vtop_log))
-        if not args.no_peer:
-            python, label = peer_python(args.cache)
-            if python is None:
-                print(f"peer: {label}")
-            else:
-                log = work / "peer.out"
-                argv = [str(python), "-m", "vllmstat", "--url", url, "--interval", "1"]
-                pid = start("peer", argv, (w, h), log, env)
-                runs.append((Figures(label), pid, log))
-        time.sleep(args.warmup)
-        start_marks = []
-        for _, pid, log in runs:
-            start_marks.append((cpu_ticks(pid), log.stat().st_size if log.exists() else 0))
-        t0 = time.monotonic()
-        time.sleep(args.seconds)
-        elapsed = time.monotonic() - t0
-        for (fig, pid, log), (ticks0, size0) in zip(runs, start_marks, strict=True):
-            try:
-                fig.cpu_pct = 100.0 * (cpu_ticks(pid) - ticks0) / TICKS / elapsed
-                fig.rss_mb, fig.peak_mb = mem_mb(pid)
-            except FileNotFoundError:
-                fig.note = "exited before the end"
-            fig.kbps = (log.stat().st_size - size0) / 1024 / elapsed
+        runs = measure(url, seconds=args.seconds, warmup=args.warmup, size=(w, h), env=env,
+                       peer=not args.no_peer, cache=args.cache)  # fmt: skip
     finally:
-        tmux("kill-server", check=False)
         if server is not None:
             server.shutdown()
         if sim is not None:
             sim.terminate()
             sim.wait(timeout=10)
-        shutil.rmtree(work, ignore_errors=True)
 
-    print(f"tui_overhead: {w}×{h} in tmux, 1 s polls, {elapsed:.0f} s measured after "
+    print(f"tui_overhead: {w}×{h} in tmux, 1 s polls, {args.seconds:.0f} s measured after "
           f"{args.warmup:.0f} s warm-up, COLORTERM={env['COLORTERM'] or 'unset'}")  # fmt: skip
     print(f"endpoint: {where}")
     print(f"{'':18}{'CPU % of a core':>16}{'RSS MB':>9}{'peak MB':>9}{'KB/s to tty':>13}")
-    for fig, _, _ in runs:
+    for fig in runs:
 
         def f(v: float | None, spec: str) -> str:
             return format(v, spec) if v is not None else "–"
@@ -248,7 +258,7 @@ def main() -> int:
         print(f"{fig.name:18}{f(fig.cpu_pct, '16.2f')}{f(fig.rss_mb, '9.1f')}"
               f"{f(fig.peak_mb, '9.1f')}{f(fig.kbps, '13.2f')}  {fig.note}")  # fmt: skip
     print(f"{'targets (vtop)':18}{'≤ 1.00':>16}{'≤ 120':>9}{'':9}{'≤ 5.00':>13}")
-    vtop = runs[0][0]
+    vtop = runs[0]
     ok = (
         vtop.cpu_pct is not None
         and vtop.cpu_pct <= TARGETS["cpu"]
