@@ -6,6 +6,9 @@ slow server can never build a backlog. Bodies are streamed and cut at a size cap
 bounds what a gzip bomb can expand to. Every failure becomes one line that says what happened
 and where, with a hint when the cause is usually the user's (401: a token; 404: a path).
 
+What the server says of itself (/version, /v1/models) is cleaned as label values are (no
+control characters, cut to length): it reaches the header and the reports just the same.
+
 Secrets stay out of everything vtop prints: the bearer token from `VTOP_API_KEY` and the values
 of `--header` go only into request headers, and URLs are shown without credentials or query
 values.
@@ -25,7 +28,7 @@ from urllib.parse import urlsplit, urlunsplit
 import httpx
 
 from vtop.model import EndpointInfo, Scrape
-from vtop.signals.extract import PageReader
+from vtop.signals.extract import PageReader, clean_label
 from vtop.signals.parser import ParseError
 
 DEFAULT_MAX_BYTES = 16 * 1024 * 1024
@@ -225,13 +228,15 @@ class VllmScraper:
         try:
             body, _ = await self._get(self.base + "/version", timeout)
             value = json.loads(body).get("version")
-            version = str(value)[:40] if value is not None else None
+            version = clean_label(str(value))[:40] if value is not None else None
         except (ScrapeError, ValueError, AttributeError):
             pass
         try:
             body, _ = await self._get(self.base + "/v1/models", timeout)
             data = json.loads(body).get("data", [])
-            models = tuple(str(m.get("id"))[:200] for m in data if isinstance(m, dict))
+            # Model ids are the `model_name` label by another road: made as inert as labels
+            # are, or an escape sequence in a served model name reaches the terminal.
+            models = tuple(clean_label(str(m.get("id"))) for m in data if isinstance(m, dict))
             lens = [m.get("max_model_len") for m in data if isinstance(m, dict)]
             max_len = next((int(x) for x in lens if isinstance(x, int)), None)
         except (ScrapeError, ValueError, AttributeError, TypeError):
