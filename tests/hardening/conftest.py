@@ -1,20 +1,28 @@
-"""Fixtures shared by the hardening tests: the real `vtop` command, and a real vLLM on loopback.
+"""Fixtures shared by the hardening tests: the real `vtop` command, in a pipe or in a real
+terminal, and a real vLLM on loopback.
 
 The hardening tests prove each fault end to end, where a user meets it, so most of them run
 vtop as a user does (`python -m vtop ...`, the worktree's code first on the path) against a
 `PageServer` that serves pages captured from a real vLLM 0.32 server
-(`tests/fixtures/metrics/vllm-0.32`). These fixtures are the two halves; everything specific
-to a fault stays in its test file.
+(`tests/fixtures/metrics/vllm-0.32`). What reaches a terminal is judged on a real one: a
+detached tmux pane whose every byte is logged (`tmux pipe-pane` sees exactly what the program
+writes to its pty), and on what Textual would write (`terminal_text`) under Pilot. Everything
+specific to a fault stays in its test file.
 """
 
 from __future__ import annotations
 
 import os
+import shlex
 import subprocess
 import sys
+import time
+import uuid
 from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
 from itertools import count
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -101,3 +109,80 @@ def vtop_process() -> Iterator[Callable[..., subprocess.Popen[str]]]:
         if proc.poll() is None:
             proc.kill()
             proc.wait()
+
+
+@dataclass
+class Pane:
+    """vtop in a detached tmux pane (a real terminal); `written()` is every byte it wrote."""
+
+    socket: str
+    log: Path
+
+    def tmux(self, *args: str, check: bool = True) -> str:
+        out = subprocess.run(["tmux", "-L", self.socket, "-f", os.devnull, *args],
+                             capture_output=True, text=True, check=check, env=vtop_env())  # fmt: skip
+        return out.stdout
+
+    def screen(self) -> str:
+        """What the terminal shows now, as plain text (one line per row)."""
+        return self.tmux("capture-pane", "-p", "-t", "vtop")
+
+    def written(self) -> bytes:
+        return self.log.read_bytes() if self.log.exists() else b""
+
+    def keys(self, *keys: str) -> None:
+        self.tmux("send-keys", "-t", "vtop", *keys)
+
+    def show(self, fmt: str) -> str:
+        """A tmux format of the pane: `#{pane_title}`, `#{pane_dead_status}`..."""
+        return self.tmux("display-message", "-p", "-t", "vtop", fmt).strip()
+
+    def wait_exit(self, timeout: float = 10.0) -> int:
+        deadline = time.monotonic() + timeout
+        while self.show("#{pane_dead}") != "1":
+            if time.monotonic() > deadline:
+                raise AssertionError(f"vtop did not exit; screen:\n{self.screen()}")
+            time.sleep(0.05)
+        return int(self.show("#{pane_dead_status}"))
+
+
+@pytest.fixture
+def tmux_vtop(tmp_path: Path) -> Iterator[Callable[..., Pane]]:
+    """`tmux_vtop(*args, env=None, size=(80, 24))`: the dashboard in a real terminal.
+
+    The pane waits for a key before it runs vtop, so the byte log is attached before vtop
+    writes its first byte; `set-clipboard on` lets an OSC 52 reach tmux's buffers, and
+    `remain-on-exit` keeps the exit status."""
+    panes: list[Pane] = []
+
+    def start(*args: str, env: dict[str, str] | None = None, size: tuple[int, int] = (80, 24)
+              ) -> Pane:  # fmt: skip
+        pane = Pane(f"vtop-hardening-{uuid.uuid4().hex[:8]}", tmp_path / f"pane{len(panes)}.out")
+        panes.append(pane)
+        extra = [arg for k, v in (env or {}).items() for arg in ("-e", f"{k}={v}")]
+        command = f"read go; cd {shlex.quote(str(ROOT))} && exec {shlex.join(vtop_argv(args))}"
+        pane.tmux("new-session", "-d", "-s", "vtop", "-x", str(size[0]), "-y", str(size[1]),
+                  *extra, command)  # fmt: skip
+        pane.tmux("set-option", "-g", "set-clipboard", "on")
+        pane.tmux("set-option", "-g", "remain-on-exit", "on")
+        pane.tmux("pipe-pane", "-t", "vtop", "-o", f"cat > {shlex.quote(str(pane.log))}")
+        pane.keys("Enter")
+        return pane
+
+    yield start
+    for pane in panes:
+        pane.tmux("kill-server", check=False)
+
+
+def terminal_text(app: Any) -> str:
+    """Everything Textual would write to the terminal to draw the app's screen (and the screens
+    under a modal one) from scratch: the bytes a terminal gets, escape sequences included."""
+    screen = app.screen
+    update = screen._compositor.render_update(full=True, screen_stack=app._background_screens)
+    return str(update.render_segments(app.console))
+
+
+@pytest.fixture
+def terminal() -> Callable[[Any], str]:
+    """`terminal(app)`: see `terminal_text`."""
+    return terminal_text
