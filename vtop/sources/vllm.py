@@ -9,9 +9,9 @@ and where, with a hint when the cause is usually the user's (401: a token; 404: 
 What the server says of itself (/version, /v1/models) is cleaned as label values are (no
 control characters, cut to length): it reaches the header and the reports just the same.
 
-Secrets stay out of everything vtop prints: the bearer token from `VTOP_API_KEY` and the values
-of `--header` go only into request headers, and URLs are shown without credentials or query
-values.
+Secrets stay out of everything vtop prints: the bearer token from `VTOP_API_KEY`, the values
+of `--header` and the credentials of a URL go only into request headers, and URLs are shown
+without credentials or query values.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ import ssl
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import unquote, urlsplit, urlunsplit
 
 import httpx
 
@@ -58,6 +58,19 @@ def redact_url(url: str) -> str:
         netloc += f":{parts.port}"
     query = "&".join(f"{q.partition('=')[0]}=…" for q in parts.query.split("&") if q)
     return urlunsplit((parts.scheme, netloc, parts.path, query, ""))
+
+
+def split_credentials(url: str) -> tuple[str, httpx.BasicAuth | None]:
+    """`url` without `user:password@`, and those as HTTP basic auth.
+
+    httpx would take them from the URL as well, but the URL it logs ("HTTP Request: GET
+    http://user:password@host/metrics") would then carry the password into any log.
+    """
+    parts = urlsplit(url)
+    if parts.username is None and parts.password is None:
+        return url, None
+    auth = httpx.BasicAuth(unquote(parts.username or ""), unquote(parts.password or ""))
+    return urlunsplit(parts._replace(netloc=parts.netloc.rpartition("@")[2])), auth
 
 
 def base_url(url: str) -> str:
@@ -126,7 +139,7 @@ class VllmScraper:
         *,
         client: httpx.AsyncClient | None = None,
     ) -> None:
-        self.base = base_url(url)
+        self.base, self._auth = split_credentials(base_url(url))
         self.url = redact_url(self.base)
         self.metrics_url = self.base + "/metrics"
         self.options = options or ScrapeOptions()
@@ -162,7 +175,11 @@ class VllmScraper:
             async with (
                 asyncio.timeout(timeout),
                 self._client.stream(
-                    "GET", url, headers=self.options.request_headers(), timeout=timeout
+                    "GET",
+                    url,
+                    headers=self.options.request_headers(),
+                    timeout=timeout,
+                    auth=self._auth,
                 ) as resp,
             ):
                 if resp.status_code >= 400:
