@@ -44,6 +44,8 @@ class Script:
     requests: list[tuple[str, dict[str, str]]] = field(default_factory=list)
     sent: int = 0
     """Body bytes written by `stream_bytes` answers (what the client made the server send)."""
+    guard: Callable[[dict[str, str]], Answer | None] | None = None
+    """Sees each request's headers first; an answer it returns is the answer (a proxy's 401)."""
 
 
 class _Server(ThreadingHTTPServer):
@@ -68,8 +70,12 @@ class PageServer:
 
             def do_GET(self) -> None:
                 path = self.path.split("?")[0]
-                script_ref.requests.append((path, dict(self.headers.items())))
+                headers = dict(self.headers.items())
+                script_ref.requests.append((path, headers))
                 route = script_ref.routes.get(path)
+                guarded = script_ref.guard(headers) if script_ref.guard else None
+                if guarded is not None:
+                    route = guarded
                 if route is None:
                     self.send_response(404)
                     self.send_header("Content-Length", "9")

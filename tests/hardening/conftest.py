@@ -138,29 +138,35 @@ class Pane:
         return self.tmux("display-message", "-p", "-t", "vtop", fmt).strip()
 
     def wait_exit(self, timeout: float = 10.0) -> int:
+        """vtop's exit status. (tmux marks the pane dead when the pty closes, and learns the
+        status a moment later, when it reaps the process.)"""
         deadline = time.monotonic() + timeout
-        while self.show("#{pane_dead}") != "1":
+        while True:
+            status, signal = self.show("#{pane_dead_status}|#{pane_dead_signal}").split("|")
+            if status:
+                return int(status)
+            assert not signal, f"vtop died of signal {signal}"
             if time.monotonic() > deadline:
-                raise AssertionError(f"vtop did not exit; screen:\n{self.screen()}")
+                raise AssertionError(f"vtop did not exit; the screen:\n{self.screen()}")
             time.sleep(0.05)
-        return int(self.show("#{pane_dead_status}"))
 
 
 @pytest.fixture
 def tmux_vtop(tmp_path: Path) -> Iterator[Callable[..., Pane]]:
-    """`tmux_vtop(*args, env=None, size=(80, 24))`: the dashboard in a real terminal.
+    """`tmux_vtop(*args, env=None, size=(80, 24), cwd=ROOT)`: the dashboard in a real terminal
+    (vtop's own code comes from PYTHONPATH, whatever the working directory).
 
     The pane waits for a key before it runs vtop, so the byte log is attached before vtop
     writes its first byte; `set-clipboard on` lets an OSC 52 reach tmux's buffers, and
     `remain-on-exit` keeps the exit status."""
     panes: list[Pane] = []
 
-    def start(*args: str, env: dict[str, str] | None = None, size: tuple[int, int] = (80, 24)
-              ) -> Pane:  # fmt: skip
+    def start(*args: str, env: dict[str, str] | None = None, size: tuple[int, int] = (80, 24),
+              cwd: Path = ROOT) -> Pane:  # fmt: skip
         pane = Pane(f"vtop-hardening-{uuid.uuid4().hex[:8]}", tmp_path / f"pane{len(panes)}.out")
         panes.append(pane)
         extra = [arg for k, v in (env or {}).items() for arg in ("-e", f"{k}={v}")]
-        command = f"read go; cd {shlex.quote(str(ROOT))} && exec {shlex.join(vtop_argv(args))}"
+        command = f"read go; cd {shlex.quote(str(cwd))} && exec {shlex.join(vtop_argv(args))}"
         pane.tmux("new-session", "-d", "-s", "vtop", "-x", str(size[0]), "-y", str(size[1]),
                   *extra, command)  # fmt: skip
         pane.tmux("set-option", "-g", "set-clipboard", "on")
