@@ -33,8 +33,6 @@ REAL = ROOT / "tests" / "fixtures" / "metrics" / "vllm-0.32"
 SERIES = tuple(sorted((REAL / "kv-exhausted-series").glob("[0-9][0-9].txt")))
 """Ten consecutive pages of a real server, one second apart, every counter rising."""
 
-VtopRun = Callable[..., subprocess.CompletedProcess[str]]
-
 
 def vtop_env(extra: dict[str, str] | None = None) -> dict[str, str]:
     """The test's environment, with this worktree's `vtop` first and no inherited secret."""
@@ -46,26 +44,6 @@ def vtop_env(extra: dict[str, str] | None = None) -> dict[str, str]:
 
 def vtop_argv(args: Sequence[str]) -> list[str]:
     return [sys.executable, "-m", "vtop", *args]
-
-
-@pytest.fixture
-def vtop() -> VtopRun:
-    """Run `vtop ARGS...` to completion; `env=` adds variables (VTOP_API_KEY)."""
-
-    def run(
-        *args: str, env: dict[str, str] | None = None, timeout: float = 30.0
-    ) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
-            vtop_argv(args),
-            capture_output=True,
-            text=True,
-            cwd=ROOT,
-            timeout=timeout,
-            check=False,
-            env=vtop_env(env),
-        )
-
-    return run
 
 
 def vllm_script(pages: Sequence[Path] = SERIES) -> Script:

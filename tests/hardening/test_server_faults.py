@@ -54,8 +54,8 @@ NOISE = random.Random(8).randbytes(4096)
 
 
 def one_line(message: str | None) -> str:
-    """The message, asserted to be a single printable line (no newline, no escape, no
-    traceback) that names where it happened."""
+    """The message, asserted to be a single printable line: no newline, no escape, no
+    traceback (what it says is compared by the caller)."""
     assert message is not None
     assert message.isprintable(), f"not one printable line: {message!r}"
     assert "Traceback" not in message
