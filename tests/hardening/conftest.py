@@ -95,6 +95,7 @@ class Pane:
 
     socket: str
     log: Path
+    rc: Path
 
     def tmux(self, *args: str, check: bool = True) -> str:
         out = subprocess.run(["tmux", "-L", self.socket, "-f", os.devnull, *args],
@@ -112,21 +113,18 @@ class Pane:
         self.tmux("send-keys", "-t", "vtop", *keys)
 
     def show(self, fmt: str) -> str:
-        """A tmux format of the pane: `#{pane_title}`, `#{pane_dead_status}`..."""
+        """A tmux format of the pane: `#{pane_title}`..."""
         return self.tmux("display-message", "-p", "-t", "vtop", fmt).strip()
 
     def wait_exit(self, timeout: float = 10.0) -> int:
-        """vtop's exit status. (tmux marks the pane dead when the pty closes, and learns the
-        status a moment later, when it reaps the process.)"""
+        """vtop's exit status, as the pane's shell wrote it. (Not tmux's `pane_dead_status`:
+        tmux 3.3 at times leaves the exited process a zombie, its status unknown, for long.)"""
         deadline = time.monotonic() + timeout
-        while True:
-            status, signal = self.show("#{pane_dead_status}|#{pane_dead_signal}").split("|")
-            if status:
-                return int(status)
-            assert not signal, f"vtop died of signal {signal}"
+        while not self.rc.exists() or not self.rc.read_text().strip():
             if time.monotonic() > deadline:
                 raise AssertionError(f"vtop did not exit; the screen:\n{self.screen()}")
             time.sleep(0.05)
+        return int(self.rc.read_text())
 
 
 @pytest.fixture
@@ -134,21 +132,24 @@ def tmux_vtop(tmp_path: Path) -> Iterator[Callable[..., Pane]]:
     """`tmux_vtop(*args, env=None, size=(80, 24), cwd=ROOT)`: the dashboard in a real terminal
     (vtop's own code comes from PYTHONPATH, whatever the working directory).
 
-    The pane waits for a key before it runs vtop, so the byte log is attached before vtop
-    writes its first byte; `set-clipboard on` lets an OSC 52 reach tmux's buffers, and
-    `remain-on-exit` keeps the exit status."""
+    The pane's shell waits for a key before it runs vtop, so the byte log is attached before
+    vtop writes its first byte, and writes vtop's exit status when it ends; `set-clipboard on`
+    lets an OSC 52 reach tmux's buffers, which stay there to be checked after vtop has quit."""
     panes: list[Pane] = []
 
     def start(*args: str, env: dict[str, str] | None = None, size: tuple[int, int] = (80, 24),
               cwd: Path = ROOT) -> Pane:  # fmt: skip
-        pane = Pane(f"vtop-hardening-{uuid.uuid4().hex[:8]}", tmp_path / f"pane{len(panes)}.out")
+        base = tmp_path / f"pane{len(panes)}"
+        pane = Pane(f"vtop-hardening-{uuid.uuid4().hex[:8]}", base.with_suffix(".out"),
+                    base.with_suffix(".rc"))  # fmt: skip
         panes.append(pane)
         extra = [arg for k, v in (env or {}).items() for arg in ("-e", f"{k}={v}")]
-        command = f"read go; cd {shlex.quote(str(cwd))} && exec {shlex.join(vtop_argv(args))}"
+        command = (f"read go; cd {shlex.quote(str(cwd))} && {shlex.join(vtop_argv(args))}; "
+                   f"echo $? > {shlex.quote(str(pane.rc))}")  # fmt: skip
         pane.tmux("new-session", "-d", "-s", "vtop", "-x", str(size[0]), "-y", str(size[1]),
                   *extra, command)  # fmt: skip
         pane.tmux("set-option", "-g", "set-clipboard", "on")
-        pane.tmux("set-option", "-g", "remain-on-exit", "on")
+        pane.tmux("set-option", "-g", "remain-on-exit", "on")  # the pane (and tmux) stay
         pane.tmux("pipe-pane", "-t", "vtop", "-o", f"cat > {shlex.quote(str(pane.log))}")
         pane.keys("Enter")
         return pane
