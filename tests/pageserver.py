@@ -1,4 +1,12 @@
-"""A real HTTP server on loopback whose answers tests script: pages, delays, errors, bad gzip."""
+"""A real HTTP server on loopback whose answers tests script: pages, delays, errors, bad gzip.
+
+Faults a scraper meets in the field are answers here: a delay, a status, a body that is not
+gzip, one that never ends, one of a given size streamed without being held in memory
+(`stream_bytes`: the size cap must cut it, and `Script.sent` says how much went out), and bytes
+that are not HTTP at all (`raw`). A route may be replaced while the server runs (assign to
+`script.routes[path]`), and a server may be stopped and another started on the same port
+(`PageServer(port=...)`): a server killed and restarted.
+"""
 
 from __future__ import annotations
 
@@ -10,6 +18,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
+STREAM_CHUNK = 64 * 1024
+
 
 @dataclass
 class Answer:
@@ -20,6 +30,10 @@ class Answer:
     gzip: bool = False
     raw_encoding: str | None = None
     endless: bool = False
+    stream_bytes: int = 0
+    """> 0: a body of this many bytes (`body` repeated), announced and streamed in chunks."""
+    raw: bytes | None = None
+    """Sent as the whole response instead of HTTP (no status line, no headers)."""
 
 
 @dataclass
@@ -28,10 +42,20 @@ class Script:
 
     routes: dict[str, Answer | Callable[[], Answer]] = field(default_factory=dict)
     requests: list[tuple[str, dict[str, str]]] = field(default_factory=list)
+    sent: int = 0
+    """Body bytes written by `stream_bytes` answers (what the client made the server send)."""
+    guard: Callable[[dict[str, str]], Answer | None] | None = None
+    """Sees each request's headers first; an answer it returns is the answer (a proxy's 401)."""
+
+
+class _Server(ThreadingHTTPServer):
+    request_queue_size = 128
+    """Room for a fleet's polls at once: the default backlog of 5 drops the rest of a burst of
+    connections, whose SYNs the kernel then retries a second later (a timeout, not a fault)."""
 
 
 class PageServer:
-    def __init__(self, script: Script | None = None) -> None:
+    def __init__(self, script: Script | None = None, *, port: int = 0) -> None:
         self.script = script or Script()
         script_ref = self.script
 
@@ -46,8 +70,12 @@ class PageServer:
 
             def do_GET(self) -> None:
                 path = self.path.split("?")[0]
-                script_ref.requests.append((path, dict(self.headers.items())))
+                headers = dict(self.headers.items())
+                script_ref.requests.append((path, headers))
                 route = script_ref.routes.get(path)
+                guarded = script_ref.guard(headers) if script_ref.guard else None
+                if guarded is not None:
+                    route = guarded
                 if route is None:
                     self.send_response(404)
                     self.send_header("Content-Length", "9")
@@ -57,6 +85,11 @@ class PageServer:
                 answer = route() if callable(route) else route
                 if answer.delay_s:
                     time.sleep(answer.delay_s)
+                if answer.raw is not None:
+                    with contextlib.suppress(OSError):
+                        self.wfile.write(answer.raw)
+                    self.close_connection = True
+                    return
                 body = gzip.compress(answer.body) if answer.gzip else answer.body
                 self.send_response(answer.status)
                 self.send_header("Content-Type", answer.content_type)
@@ -72,16 +105,38 @@ class PageServer:
                             time.sleep(0.05)
                     except OSError:
                         return
+                if answer.stream_bytes:
+                    self._stream(answer)
+                    return
                 self.send_header("Content-Length", str(len(body)))
                 self.end_headers()
                 with contextlib.suppress(OSError):
                     self.wfile.write(body)
 
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+            def _stream(self, answer: Answer) -> None:
+                unit = answer.body or b"#\n"
+                chunk = (unit * (STREAM_CHUNK // len(unit) + 1))[:STREAM_CHUNK]
+                self.send_header("Content-Length", str(answer.stream_bytes))
+                self.end_headers()
+                left = answer.stream_bytes
+                try:
+                    while left > 0:
+                        piece = chunk[: min(left, len(chunk))]
+                        self.wfile.write(piece)
+                        script_ref.sent += len(piece)
+                        left -= len(piece)
+                except OSError:
+                    return
+
+        self._server = _Server(("127.0.0.1", port), Handler)
         self._server.daemon_threads = True
         self._thread = threading.Thread(
             target=self._server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
         )
+
+    @property
+    def port(self) -> int:
+        return int(self._server.server_address[1])
 
     @property
     def url(self) -> str:
@@ -93,5 +148,10 @@ class PageServer:
         return self
 
     def __exit__(self, *exc: object) -> None:
-        self._server.shutdown()
+        self.stop()
+
+    def stop(self) -> None:
+        """Stop answering and close the port: connections are refused from now on."""
+        if self._thread.is_alive():
+            self._server.shutdown()
         self._server.server_close()

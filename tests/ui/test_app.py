@@ -280,7 +280,7 @@ async def test_engines_breakdown_for_data_parallelism() -> None:
 
         table = app.screen.query_one(DataTable)
         assert table.row_count == 2
-        engines = [table.get_row_at(i)[1] for i in range(2)]
+        engines = [str(table.get_row_at(i)[1]) for i in range(2)]
         assert engines == ["0", "1"]
         await pilot.press("escape")
         assert not isinstance(app.screen, EnginesScreen)

@@ -133,7 +133,11 @@ class Collector:
 
     def judge(self, frame: Frame) -> None:
         """Feed a complete frame (already observed) to the monitor and evaluate the rules."""
-        self.monitor.feed(self._with_pending(frame))
+        fed = self._with_pending(frame)
+        # The monitor returns the frame's events and those its store revealed (a restart seen
+        # in the counters, which no source announces); only the latter are new here.
+        revealed = self.monitor.feed(fed)[len(fed.events) :]
+        self.events.extend(revealed[: max(0, MAX_EVENTS - len(self.events))])
         self.evaluations += 1
         self.last_evaluated = frame.t
         self._evaluate(frame.t)

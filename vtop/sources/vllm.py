@@ -6,9 +6,12 @@ slow server can never build a backlog. Bodies are streamed and cut at a size cap
 bounds what a gzip bomb can expand to. Every failure becomes one line that says what happened
 and where, with a hint when the cause is usually the user's (401: a token; 404: a path).
 
-Secrets stay out of everything vtop prints: the bearer token from `VTOP_API_KEY` and the values
-of `--header` go only into request headers, and URLs are shown without credentials or query
-values.
+What the server says of itself (/version, /v1/models) is cleaned as label values are (no
+control characters, cut to length): it reaches the header and the reports just the same.
+
+Secrets stay out of everything vtop prints: the bearer token from `VTOP_API_KEY`, the values
+of `--header` and the credentials of a URL go only into request headers, and URLs are shown
+without credentials or query values.
 """
 
 from __future__ import annotations
@@ -20,12 +23,12 @@ import ssl
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import unquote, urlsplit, urlunsplit
 
 import httpx
 
 from vtop.model import EndpointInfo, Scrape
-from vtop.signals.extract import PageReader
+from vtop.signals.extract import PageReader, clean_label
 from vtop.signals.parser import ParseError
 
 DEFAULT_MAX_BYTES = 16 * 1024 * 1024
@@ -55,6 +58,19 @@ def redact_url(url: str) -> str:
         netloc += f":{parts.port}"
     query = "&".join(f"{q.partition('=')[0]}=…" for q in parts.query.split("&") if q)
     return urlunsplit((parts.scheme, netloc, parts.path, query, ""))
+
+
+def split_credentials(url: str) -> tuple[str, httpx.BasicAuth | None]:
+    """`url` without `user:password@`, and those as HTTP basic auth.
+
+    httpx would take them from the URL as well, but the URL it logs ("HTTP Request: GET
+    http://user:password@host/metrics") would then carry the password into any log.
+    """
+    parts = urlsplit(url)
+    if parts.username is None and parts.password is None:
+        return url, None
+    auth = httpx.BasicAuth(unquote(parts.username or ""), unquote(parts.password or ""))
+    return urlunsplit(parts._replace(netloc=parts.netloc.rpartition("@")[2])), auth
 
 
 def base_url(url: str) -> str:
@@ -123,7 +139,7 @@ class VllmScraper:
         *,
         client: httpx.AsyncClient | None = None,
     ) -> None:
-        self.base = base_url(url)
+        self.base, self._auth = split_credentials(base_url(url))
         self.url = redact_url(self.base)
         self.metrics_url = self.base + "/metrics"
         self.options = options or ScrapeOptions()
@@ -159,7 +175,11 @@ class VllmScraper:
             async with (
                 asyncio.timeout(timeout),
                 self._client.stream(
-                    "GET", url, headers=self.options.request_headers(), timeout=timeout
+                    "GET",
+                    url,
+                    headers=self.options.request_headers(),
+                    timeout=timeout,
+                    auth=self._auth,
                 ) as resp,
             ):
                 if resp.status_code >= 400:
@@ -225,13 +245,15 @@ class VllmScraper:
         try:
             body, _ = await self._get(self.base + "/version", timeout)
             value = json.loads(body).get("version")
-            version = str(value)[:40] if value is not None else None
+            version = clean_label(str(value))[:40] if value is not None else None
         except (ScrapeError, ValueError, AttributeError):
             pass
         try:
             body, _ = await self._get(self.base + "/v1/models", timeout)
             data = json.loads(body).get("data", [])
-            models = tuple(str(m.get("id"))[:200] for m in data if isinstance(m, dict))
+            # Model ids are the `model_name` label by another road: made as inert as labels
+            # are, or an escape sequence in a served model name reaches the terminal.
+            models = tuple(clean_label(str(m.get("id"))) for m in data if isinstance(m, dict))
             lens = [m.get("max_model_len") for m in data if isinstance(m, dict)]
             max_len = next((int(x) for x in lens if isinstance(x, int)), None)
         except (ScrapeError, ValueError, AttributeError, TypeError):

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import ClassVar
 
+from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Vertical
@@ -63,7 +64,9 @@ class EnginesScreen(ModalScreen[None]):
         table = self.query_one(DataTable)
         table.clear()
         for row in rows:
-            table.add_row(*row)
+            # Text, not str: a str cell is read as Rich markup, and model and engine names are
+            # the server's label values ("[@click=app.quit]" would be a link that quits).
+            table.add_row(*(Text(cell) for cell in row))
         note = self.query_one("#engines-note", Static)
         if len(rows) <= 1:
             note.update("one engine: nothing to break down (data parallelism shows one row "
