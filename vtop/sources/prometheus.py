@@ -47,11 +47,11 @@ from urllib.parse import urlsplit, urlunsplit
 import httpx
 
 from vtop.model import ALL, EndpointInfo, Event, Frame, GpuStatus, Knob, Scrape, SeriesKey
-from vtop.signals.extract import PageReader
+from vtop.signals.extract import PageReader, clean_label
 from vtop.signals.parser import ParseError
 from vtop.sources import discovery, promql
 from vtop.sources.live import BACKOFF_S
-from vtop.sources.vllm import ScrapeOptions, base_url, redact_url
+from vtop.sources.vllm import ScrapeOptions, base_url, redact_url, split_credentials
 from vtop.targets import check_url
 
 DEFAULT_BACKFILL_S = 3600.0
@@ -91,7 +91,7 @@ class PrometheusClient:
     """The two HTTP API calls vtop makes: `query` and `query_range` (POSTed, JSON back)."""
 
     def __init__(self, url: str, options: ScrapeOptions | None = None) -> None:
-        self.base = base_url(url)
+        self.base, self._auth = split_credentials(base_url(url))
         self.url = redact_url(self.base)
         self.options = options or ScrapeOptions()
         self.timeout_s = max(5.0, self.options.timeout_s)
@@ -138,7 +138,8 @@ class PrometheusClient:
             async with (
                 asyncio.timeout(timeout),
                 self._client.stream("POST", self._api(path), data=dict(form),
-                                    headers=self._headers, timeout=timeout) as resp,
+                                    headers=self._headers, timeout=timeout,
+                                    auth=self._auth) as resp,
             ):  # fmt: skip
                 chunks: list[bytes] = []
                 size = 0
@@ -502,7 +503,8 @@ class PrometheusSource:
             for target in group:
                 job, instance = target
                 name = instance if len(group) == 1 else f"{instance} ({job})"
-                self.instances[target].name = name or f"{job} (no instance label)"
+                # Label values are the scraped targets' to choose: shown, they must be inert.
+                self.instances[target].name = clean_label(name or f"{job} (no instance label)")
 
     def _scrape(
         self, inst: _Instance, sample: _Sample, gpu: Sequence[str], *, live: bool = True
