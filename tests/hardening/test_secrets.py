@@ -142,8 +142,8 @@ def test_errors_name_the_url_without_its_credentials(
                                          *mode, "--interval", "0.3", env=ENV))  # fmt: skip
         results = [(proc, *proc.communicate(timeout=60)) for proc in runs]
     hint_401 = (
-        f"HTTP 401 Unauthorized from {srv.url}/metrics: the server wants credentials: set "
-        "VTOP_API_KEY or pass --header 'Authorization: …'"
+        f"HTTP 401 Unauthorized from {srv.url}/metrics: needs credentials: set VTOP_API_KEY "
+        "or --header 'Authorization: …'"
     )
     refused_line = f"cannot connect to {refused}/metrics: connection refused"
     for (proc, out, err), line in zip(results, [hint_401] * 3 + [refused_line] * 3, strict=True):

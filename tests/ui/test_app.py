@@ -108,8 +108,10 @@ async def test_reconnecting_keeps_history_and_says_why() -> None:
         await pilot.pause()
         assert cell(app, "status") == "↻ " + status
         assert app.header.levels["status"] is Severity.CRITICAL
-        first = app.triage.lines[0]
-        assert first.kind == "error" and "connection refused" in first.text
+        first, why = app.triage.lines[:2]
+        assert (first.kind, first.label) == ("error", "DOWN")
+        assert first.text == f"cannot connect to {EP}/metrics"
+        assert (why.kind, why.text) == ("error", "connection refused")
         assert panel(app, "running").text("value") == "– / 64"  # unknown, not 0
         trend = panel(app, "running").trend
         assert trend is not None

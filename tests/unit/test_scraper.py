@@ -91,7 +91,7 @@ def test_gzip_bomb_is_capped_after_decoding() -> None:
 
 @pytest.mark.parametrize(
     ("status", "hint"),
-    [(401, "VTOP_API_KEY"), (403, "refused"), (404, "is this a vLLM server"), (500, "")],
+    [(401, "VTOP_API_KEY"), (403, "refused"), (404, "a vLLM server's base"), (500, "")],
 )
 def test_http_errors_carry_hints(status: int, hint: str) -> None:
     with serve(metrics=Answer(b"nope", status=status)) as srv:

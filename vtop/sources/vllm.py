@@ -123,9 +123,9 @@ class ScrapeError(Exception):
 
 
 _HINTS = {
-    401: "the server wants credentials: set VTOP_API_KEY or pass --header 'Authorization: …'",
-    403: "the credentials were refused: check VTOP_API_KEY or the --header values",
-    404: "no /metrics there: is this a vLLM server, and is the URL its base (http://host:8000)?",
+    401: "needs credentials: set VTOP_API_KEY or --header 'Authorization: …'",
+    403: "credentials refused: check VTOP_API_KEY or the --header values",
+    404: "no /metrics here: is the URL a vLLM server's base (http://host:8000)?",
 }
 
 

@@ -56,18 +56,31 @@ def progress(finding: Finding) -> str:
     return f"{finding.rule}: {finding.held_s:.0f} of {finding.for_s:.0f} s"
 
 
+def error_lines(error: str | None) -> list[Line]:
+    """What failed and where on one line; why, and the hint, on the next (after the URL's `: `).
+
+    On one line, the part after the URL is what a narrow terminal cuts off first, and it is the
+    part the user needs ("connection refused"; 401: "set VTOP_API_KEY").
+    """
+    if not error:
+        return []
+    what, sep, why = error.partition(": ")
+    out = [Line("error", what if sep else error, Severity.CRITICAL, label="DOWN")]
+    if sep:
+        out.append(Line("error", why, Severity.CRITICAL, label=""))
+    return out
+
+
 def lines(findings: Sequence[Finding] | None, *, error: str | None = None,
           polls: int = 0) -> list[Line]:  # fmt: skip
     """Every line of the panel, top first (`findings` None: no triage engine runs here)."""
     out: list[Line] = []
     if findings is None:
-        if error:
-            out.append(Line("error", error, Severity.CRITICAL, label="DOWN"))
+        out += error_lines(error)
         out.append(Line("info", "triage rules are not loaded in this build: signals only",
                         label="–"))  # fmt: skip
         return out
-    if error:
-        out.append(Line("error", error, Severity.CRITICAL, label="DOWN"))
+    out += error_lines(error)
     for f in order(findings):
         if f.state == "firing":
             # The rule's summary is the diagnosis with its numbers; the title is in the detail.

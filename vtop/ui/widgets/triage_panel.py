@@ -43,7 +43,7 @@ def render_line(line: Line, width: int, cursor: bool) -> Content:
     elif line.kind == "action":
         body, head = (text, "$accent"), (" " * LABEL_W, "")
     elif line.kind == "error":
-        body, head = (text, "$error"), (label, "bold reverse $error")
+        body, head = (text, "$error"), (label, "bold reverse $error" if line.label else "")
     elif line.kind == "ok":
         body, head = (text, ""), (label, LABEL_STYLE[Severity.OK])
     else:
@@ -128,8 +128,8 @@ class TriagePanel(FieldsWidget, can_focus=True):
 
     def _first_visible(self) -> int:
         height = max(1, self.size.height)
-        if len(self._lines) <= height:
-            return 0
+        if len(self._lines) <= height or self._cursor < height - 1:
+            return 0  # the top lines (DOWN, what is pending) stay while the cursor is in view
         return max(0, min(self._cursor - 1, len(self._lines) - height + 1))
 
     def _draw(self) -> None:
