@@ -26,6 +26,7 @@ from vtop.report.collect import duration_text, exit_code
 from vtop.sources.base import FrameSource
 from vtop.trace import TraceError, TraceReader, TraceWriteError
 from vtop.trace.recorder import Recorder
+from vtop.triage.engine import Engine
 
 EXIT_UNKNOWN = 3
 DEFAULT_REPORT_S = 30.0
@@ -189,9 +190,11 @@ def _usage_problem(args: argparse.Namespace) -> str | None:
     return None
 
 
-def run(args: argparse.Namespace, source: FrameSource | None, names: list[str]) -> int:
+def run(args: argparse.Namespace, source: FrameSource | None, names: list[str],
+        engine: Engine | None = None) -> int:  # fmt: skip
     """Run the mode the arguments select. `source` is the live or simulated one (None with
-    --replay); `names` name its endpoints (URLs without secrets) or its scenario."""
+    --replay); `names` name its endpoints (URLs without secrets) or its scenario; `engine`
+    the rules a report runs (the shipped catalog when None)."""
     try:
         duration = parse_duration(args.duration) if args.duration else None
     except ValueError as exc:
@@ -206,7 +209,7 @@ def run(args: argparse.Namespace, source: FrameSource | None, names: list[str]) 
 
         return train_cli.run(args.replay)
     if args.replay:
-        return _report_replay(args)
+        return _report_replay(args, engine)
     assert source is not None
     kind = "demo" if args.demo else "live"
     recorder = None
@@ -223,9 +226,9 @@ def run(args: argparse.Namespace, source: FrameSource | None, names: list[str]) 
             return _closing(source, _fail(str(exc)))
     try:
         if args.demo and (args.report or duration is not None):
-            return _demo(args, source, recorder, duration, names)
+            return _demo(args, source, recorder, duration, names, engine)
         if args.report:
-            return asyncio.run(_report_live(args, source, recorder, duration, names))
+            return asyncio.run(_report_live(args, source, recorder, duration, names, engine))
         assert recorder is not None
         return asyncio.run(_record(args, source, recorder, duration))
     finally:
@@ -245,6 +248,7 @@ def _demo(
     recorder: Recorder | None,
     duration: float | None,
     names: list[str],
+    engine: Engine | None = None,
 ) -> int:
     """The simulator in virtual time, flat out: a report, a recording of a set length, or both."""
     from vtop.report.run import simulated_document
@@ -257,6 +261,7 @@ def _demo(
         name=" ".join(names),
         duration_s=window,
         on_frame=recorder.feed if recorder else None,
+        engine=engine,
     )
     if recorder is not None and not args.report:
         recorder.close()
@@ -277,6 +282,7 @@ async def _report_live(
     recorder: Recorder | None,
     duration: float | None,
     urls: list[str],
+    engine: Engine | None = None,
 ) -> int:
     from vtop.report.run import live_document
 
@@ -291,6 +297,7 @@ async def _report_live(
             duration_s=duration or DEFAULT_REPORT_S,
             on_frame=on_frame,
             stop=stop,
+            engine=engine,
         )
     finally:
         await source.aclose()
@@ -330,7 +337,7 @@ async def _record(
     return 0
 
 
-def _report_replay(args: argparse.Namespace) -> int:
+def _report_replay(args: argparse.Namespace, engine: Engine | None = None) -> int:
     from vtop.report.run import replay_document
 
     def resolve(reader: TraceReader) -> tuple[float | None, float | None]:
@@ -341,7 +348,7 @@ def _report_replay(args: argparse.Namespace) -> int:
         return start, end
 
     try:
-        doc = replay_document(args.replay, resolve=resolve)
+        doc = replay_document(args.replay, resolve=resolve, engine=engine)
     except TraceError as exc:
         return _fail(str(exc), EXIT_UNKNOWN)
     except ValueError as exc:
