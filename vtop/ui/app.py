@@ -22,7 +22,7 @@ from __future__ import annotations
 import asyncio
 import os
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import ClassVar
@@ -166,9 +166,17 @@ class VtopApp(App[None]):
 
     def on_mount(self) -> None:
         self.triage.focus()
+        self.notify_rule_errors(self.monitor.engine.errors)
         self.refresh_view()
         if self._autopoll:
             self._arm(0.0)
+
+    def notify_rule_errors(self, errors: Sequence[object]) -> None:
+        """Rule files that did not load, a line each (file:line: rule-id: what), on screen:
+        the lines printed before the screen opened are hidden behind it."""
+        if errors:
+            self.notify("\n".join(str(e) for e in errors), severity="warning", timeout=20,
+                        title=f"{len(errors)} rule(s) skipped; the others run")  # fmt: skip
 
     async def on_unmount(self) -> None:
         if self._timer is not None:

@@ -147,6 +147,7 @@ class ReplayApp(VtopApp):
     def on_mount(self) -> None:
         for message in self._warnings:
             self.notify(message, severity="warning", timeout=10)
+        self.notify_rule_errors(self.rules.errors)
         if self._precomputed is not None:
             analysis, chunks = self._precomputed
             for chunk in chunks:
