@@ -111,6 +111,7 @@ def main(argv: Sequence[str]) -> int:
     args = parser.parse_args(argv)
     try:
         with TraceReader(args.file) as reader:
+            reader.check()  # damage behind a sound footer is said, not hidden by the totals
             lines = describe(reader)
     except TraceError as exc:
         print(f"vtop: {exc}", file=sys.stderr)
