@@ -28,6 +28,7 @@ import contextlib
 import errno
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -39,7 +40,7 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[2]
 SHIPPED_TRACE = ROOT / "traces" / "budget-too-small.vtrace"
-"""Recorded by vtop from the simulator: 7 minutes, 421 polls, two keyframes, a clean footer."""
+"""Recorded by vtop from the simulator: 15 minutes, 901 polls, four keyframes, a footer."""
 
 
 def env(**extra: str) -> dict[str, str]:
@@ -144,9 +145,10 @@ def notifications(app: Any) -> list[str]:
 WRAPPER = """
 import os, signal, subprocess, sys
 base = sys.argv[1]
-# A handler, not SIG_IGN: handlers are reset in the child at exec, so vtop meets the hangup.
-signal.signal(signal.SIGHUP, lambda *_: None)
 child = subprocess.Popen(sys.argv[2:])
+# A hangup reaches the pane's first process only; pass it on and stay to write the status,
+# as a login shell passes it on to its jobs.
+signal.signal(signal.SIGHUP, lambda *_: child.send_signal(signal.SIGHUP))
 with open(base + ".pid", "w") as fh:
     fh.write(str(child.pid))
 code = child.wait()
@@ -211,8 +213,14 @@ class Tmux:
     def send(self, *keys: str) -> None:
         self.tmux("send-keys", "-t", "main", *keys)
 
-    def resize(self, width: int, height: int) -> None:
-        self.tmux("resize-window", "-t", "main", "-x", str(width), "-y", str(height))
+    def resize(self, *sizes: tuple[int, int]) -> None:
+        """Resize the window to each size in turn, in one tmux command: a burst a few
+        microseconds apart, faster than any drag, so the app sees them pile up."""
+        args: list[str] = []
+        for width, height in sizes:
+            args += [";"] if args else []
+            args += ["resize-window", "-t", "main", "-x", str(width), "-y", str(height)]
+        self.tmux(*args)
 
     def close_pane(self) -> None:
         """What closing the terminal window does: the pty hangs up (SIGHUP to the pane)."""
@@ -239,8 +247,12 @@ class Tmux:
         return int(rc_file.read_text())
 
     def kill(self) -> None:
-        """End the tmux server (and with it whatever still runs in the pane)."""
+        """End the tmux server, and vtop if it still runs (a test that failed midway)."""
         self.tmux("kill-server", check=False)
+        pid_file = self.base.with_suffix(".pid")
+        if pid_file.exists() and pid_file.read_text():
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(int(pid_file.read_text()), signal.SIGKILL)
 
 
 def _quote(arg: str) -> str:
@@ -305,12 +317,9 @@ def full_disk(base: Path, free: int) -> Iterator[FullDisk]:
 
 def _fill(filler: Path, leave: int) -> None:
     """Fill the filesystem, then give back `leave` bytes (whole pages, as tmpfs counts)."""
-    with filler.open("wb") as fh:
-        chunk = b"\0" * 4096
-        with contextlib.suppress(OSError):
-            while True:
-                fh.write(chunk)
-                fh.flush()
+    with filler.open("wb", buffering=0) as fh, contextlib.suppress(OSError):
+        while fh.write(b"\0" * 4096):
+            pass
     size = filler.stat().st_size
     os.truncate(filler, max(0, size - leave))
 
@@ -322,9 +331,9 @@ def vtop_argv(*args: str, quota: FullDisk | None = None) -> list[str]:
     return [sys.executable, "-c", LAUNCHER, str(quota.dir), str(quota.free), *args]
 
 
-def inject_quota(directory: str, free: int) -> Callable[[], None]:
-    """Make `os.write` to files under `directory` fail with ENOSPC once `free` bytes are spent,
-    as a full filesystem does (a short write first, then the error). Returns the undo."""
+def quota_write(directory: str, free: int) -> Callable[[int, Any], int]:
+    """An `os.write` under which files in `directory` fail with ENOSPC once `free` bytes are
+    spent, as a full filesystem does (a short write first, then the error)."""
     real_write = os.write
     root = os.path.realpath(directory)
     spent = [0]
@@ -343,12 +352,12 @@ def inject_quota(directory: str, free: int) -> Callable[[], None]:
         spent[0] += n
         return n
 
-    os.write = write
+    return write
 
-    def undo() -> None:
-        os.write = real_write
 
-    return undo
+def inject_quota(directory: str, free: int) -> None:
+    """For the launcher: this process's writes under `directory` run out after `free` bytes."""
+    os.write = quota_write(directory, free)
 
 
 # -- trace framing ------------------------------------------------------------------------------
