@@ -20,7 +20,9 @@ and send messages up.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
+import signal
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import replace
@@ -165,11 +167,25 @@ class VtopApp(App[None]):
         yield Footer(compact=True)
 
     def on_mount(self) -> None:
+        self.end_on_signals()
         self.triage.focus()
         self.notify_rule_errors(self.monitor.engine.errors)
         self.refresh_view()
         if self._autopoll:
             self._arm(0.0)
+
+    def end_on_signals(self) -> None:
+        """SIGTERM, and SIGHUP (the terminal or the SSH session closing), end the app as `q`
+        does instead of killing it: a recording is closed with its footer and the terminal is
+        given back as it was found (no alternate screen, raw mode or mouse reports left on)."""
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGHUP):
+            with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
+                loop.add_signal_handler(sig, self._end_on_signal)
+
+    def _end_on_signal(self) -> None:
+        self._stop_recording()  # first: the terminal may be gone, the file is not
+        self.exit()
 
     def notify_rule_errors(self, errors: Sequence[object]) -> None:
         """Rule files that did not load, a line each (file:line: rule-id: what), on screen:
