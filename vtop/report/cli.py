@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import os
 import re
 import signal
 import sys
@@ -89,16 +90,27 @@ def wanted(args: argparse.Namespace) -> bool:
     return bool(args.report or args.record or args.replay or args.train)
 
 
+def _say(message: str) -> None:
+    """One line on stderr. When the terminal has hung up (the window or the SSH session
+    closed: SIGHUP is what ended the run) writing fails with EIO and nobody is left to read:
+    the line is dropped and stderr sent to /dev/null, so that the run still ends as cleanly
+    as its recording did, not with a traceback and a failure status."""
+    try:
+        print(f"vtop: {message}", file=sys.stderr, flush=True)
+    except OSError:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stderr.fileno())
+
+
 def _notify(message: str) -> None:
-    print(f"vtop: {message}", file=sys.stderr)
+    _say(message)
 
 
 def _notify_monitoring(message: str) -> None:
-    print(f"vtop: {message}; monitoring continues", file=sys.stderr)
+    _say(f"{message}; monitoring continues")
 
 
 def _fail(message: str, code: int = 2) -> int:
-    print(f"vtop: {message}", file=sys.stderr)
+    _say(message)
     return code
 
 
@@ -171,7 +183,7 @@ def _emit(doc: dict[str, Any], args: argparse.Namespace) -> int:
 
         write_stdout(text)
     if doc["status"] == "UNKNOWN":
-        print(f"vtop: UNKNOWN: {doc['reason']}", file=sys.stderr)
+        _say(f"UNKNOWN: {doc['reason']}")
     return exit_code(doc["status"], args.fail_on)
 
 
@@ -267,10 +279,9 @@ def _demo(
         recorder.close()
         if recorder.error:
             return 1
-        print(
-            f"vtop: recorded {recorder.polls} polls ({duration_text(window)} of simulated time, "
-            f"{recorder.bytes / 1024:.1f} KiB) to {recorder.path}",
-            file=sys.stderr,
+        _say(
+            f"recorded {recorder.polls} polls ({duration_text(window)} of simulated time, "
+            f"{recorder.bytes / 1024:.1f} KiB) to {recorder.path}"
         )
         return 0
     return _emit(doc, args)
@@ -321,7 +332,7 @@ async def _record(
             stop.set()
 
     until = f"for {duration_text(duration)}" if duration else "until Ctrl-C"
-    print(f"vtop: recording to {recorder.path} every {args.interval:g} s {until}", file=sys.stderr)
+    _say(f"recording to {recorder.path} every {args.interval:g} s {until}")
     try:
         await watch(source, args.interval, take, duration_s=duration, stop=stop)
     finally:
@@ -329,11 +340,7 @@ async def _record(
         recorder.close()
     if recorder.error:
         return 1
-    print(
-        f"vtop: recorded {recorder.polls} polls ({recorder.bytes / 1024:.1f} KiB) "
-        f"to {recorder.path}",
-        file=sys.stderr,
-    )
+    _say(f"recorded {recorder.polls} polls ({recorder.bytes / 1024:.1f} KiB) to {recorder.path}")
     return 0
 
 
