@@ -61,6 +61,8 @@ WINDOWS = (60.0, 300.0, 900.0, 3600.0)
 INTERVALS = (0.5, 1.0, 2.0, 5.0, 10.0, 30.0)
 THEMES = {"dark": "textual-dark", "light": "textual-light"}
 COST_EVERY_S = 10.0
+RESIZE_SETTLE_S = 0.05
+"""Quiet time after the last resize of a burst before the full repaint."""
 """vtop's own CPU% is measured over this span: a steadier number, and fewer repaints."""
 
 SelfCpu = Callable[[], float | None]
@@ -141,6 +143,7 @@ class VtopApp(App[None]):
         self._self_cpu = self_cpu or ProcessCpu()
         self._autopoll = autopoll
         self._timer: asyncio.TimerHandle | None = None
+        self._repaint: asyncio.TimerHandle | None = None
         self._poll_started: float | None = None
         self._poll_failures = 0
         self.record_dir = Path(record_dir)
@@ -197,8 +200,26 @@ class VtopApp(App[None]):
     async def on_unmount(self) -> None:
         if self._timer is not None:
             self._timer.cancel()
+        if self._repaint is not None:
+            self._repaint.cancel()
         self._stop_recording()
         await self.source.aclose()
+
+    def on_resize(self, event: events.Resize) -> None:
+        """Repaint the whole screen once a burst of terminal resizes has settled.
+
+        Textual coalesces a burst of resizes and skips one that ends at the size it last
+        drew, as if the terminal had kept the picture; but a terminal (tmux, xterm) drops what
+        a smaller size cut off. Without this, 200×60 → 80×24 → 200×60 in one drag left the
+        GPU panel and the footer blank until their text changed: the footer's never does."""
+        if self._repaint is not None:
+            self._repaint.cancel()
+        self._repaint = asyncio.get_running_loop().call_later(RESIZE_SETTLE_S, self._repaint_all)
+
+    def _repaint_all(self) -> None:
+        self._repaint = None
+        if self.is_running:
+            self.refresh()
 
     def on_descendant_focus(self, event: events.DescendantFocus) -> None:
         if isinstance(event.widget, Input):
