@@ -27,6 +27,7 @@ import asyncio
 import contextlib
 import errno
 import os
+import shlex
 import shutil
 import signal
 import subprocess
@@ -180,12 +181,11 @@ class Tmux:
             raise AssertionError(f"tmux {' '.join(args)}: {result.stderr.strip()}")
         return result.stdout
 
-    def start(self, *vtop_args: str, extra_env: dict[str, str] | None = None) -> int:
+    def start(self, *vtop_args: str) -> int:
         """Run `vtop ARGS` in a fresh pane; returns vtop's pid once it runs."""
-        exports = " ".join(f"{k}={v}" for k, v in (extra_env or {}).items())
         argv = [sys.executable, "-c", WRAPPER, str(self.base), sys.executable, "-m", "vtop",
                 *vtop_args]  # fmt: skip
-        command = f"exec env {exports} " + " ".join(_quote(a) for a in argv)
+        command = "exec " + shlex.join(argv)
         w, h = self.size
         self.tmux("new-session", "-d", "-x", str(w), "-y", str(h), "-s", "main",
                   "-c", str(self.workdir), command)  # fmt: skip
@@ -255,12 +255,6 @@ class Tmux:
                 os.kill(int(pid_file.read_text()), signal.SIGKILL)
 
 
-def _quote(arg: str) -> str:
-    import shlex
-
-    return shlex.quote(arg)
-
-
 def alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)
@@ -288,9 +282,6 @@ class FullDisk:
     dir: Path
     free: int
     real: bool
-
-    def used(self) -> int:
-        return sum(f.stat().st_size for f in self.dir.iterdir() if f.name != FILLER)
 
 
 FILLER = ".filler"
