@@ -166,6 +166,7 @@ class Tmux:
         self.size = size
         self.socket = f"vtop-hl-{uuid.uuid4().hex[:10]}"
         self.base = workdir / f"pane-{uuid.uuid4().hex[:6]}"
+        self.socket_path: Path | None = None
 
     def __enter__(self) -> Tmux:
         return self
@@ -190,6 +191,7 @@ class Tmux:
         self.tmux("new-session", "-d", "-x", str(w), "-y", str(h), "-s", "main",
                   "-c", str(self.workdir), command)  # fmt: skip
         self.tmux("set-option", "-t", "main", "remain-on-exit", "on")
+        self.socket_path = Path(self.value("#{socket_path}"))
         pid_file = self.base.with_suffix(".pid")
         deadline = time.monotonic() + 15
         while not pid_file.exists() or not pid_file.read_text():
@@ -247,8 +249,11 @@ class Tmux:
         return int(rc_file.read_text())
 
     def kill(self) -> None:
-        """End the tmux server, and vtop if it still runs (a test that failed midway)."""
+        """End the tmux server (its socket file too), and vtop if it still runs (a test
+        that failed midway)."""
         self.tmux("kill-server", check=False)
+        if self.socket_path is not None:
+            self.socket_path.unlink(missing_ok=True)
         pid_file = self.base.with_suffix(".pid")
         if pid_file.exists() and pid_file.read_text():
             with contextlib.suppress(ProcessLookupError):
