@@ -302,8 +302,9 @@ def run_replay_tui(args: argparse.Namespace) -> int:
 
 def _headless(args: argparse.Namespace) -> int:
     """--report, --record, --replay … --report: vtop/report/cli.py runs them."""
+    engine = _engine(args) if args.report else None  # the rules, --rules included
     if args.replay:
-        return headless.run(args, None, [])
+        return headless.run(args, None, [], engine)
     try:
         source = make_source(args)
     except UsageError as exc:
@@ -315,7 +316,7 @@ def _headless(args: argparse.Namespace) -> int:
         names = list(source.endpoints)
     else:
         names = [args.demo]
-    return headless.run(args, source, names)
+    return headless.run(args, source, names, engine)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

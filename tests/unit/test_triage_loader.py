@@ -55,7 +55,8 @@ def test_a_good_rule_loads() -> None:
         (('"KV {kv:.0%}"', '"KV {kvv}"'), "r.yaml:10: my-rule: summary: unknown name 'kvv'"),
         (('"KV {kv:.0%}"', '"KV {kv.__class__}"'), "r.yaml:10: my-rule: summary: placeholder"),
         (("title: A rule", "title: A rule\ncolour: red"), "r.yaml:3: my-rule: unknown key"),
-        (("title: A rule", "title: A rule\ntitle: Again"), "r.yaml:3: -: duplicate key"),
+        (("title: A rule", "title: A rule\ntitle: Again"), "r.yaml:3: my-rule: duplicate key"),
+        (("title: A rule", "title: [A rule"), "r.yaml:3: my-rule: invalid YAML"),
     ],
 )
 def test_errors_name_file_line_and_rule(change: tuple[str, str], expected: str) -> None:

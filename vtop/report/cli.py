@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import os
 import re
 import signal
 import sys
@@ -26,6 +27,7 @@ from vtop.report.collect import duration_text, exit_code
 from vtop.sources.base import FrameSource
 from vtop.trace import TraceError, TraceReader, TraceWriteError
 from vtop.trace.recorder import Recorder
+from vtop.triage.engine import Engine
 
 EXIT_UNKNOWN = 3
 DEFAULT_REPORT_S = 30.0
@@ -88,16 +90,27 @@ def wanted(args: argparse.Namespace) -> bool:
     return bool(args.report or args.record or args.replay or args.train)
 
 
+def _say(message: str) -> None:
+    """One line on stderr. When the terminal has hung up (the window or the SSH session
+    closed: SIGHUP is what ended the run) writing fails with EIO and nobody is left to read:
+    the line is dropped and stderr sent to /dev/null, so that the run still ends as cleanly
+    as its recording did, not with a traceback and a failure status."""
+    try:
+        print(f"vtop: {message}", file=sys.stderr, flush=True)
+    except OSError:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stderr.fileno())
+
+
 def _notify(message: str) -> None:
-    print(f"vtop: {message}", file=sys.stderr)
+    _say(message)
 
 
 def _notify_monitoring(message: str) -> None:
-    print(f"vtop: {message}; monitoring continues", file=sys.stderr)
+    _say(f"{message}; monitoring continues")
 
 
 def _fail(message: str, code: int = 2) -> int:
-    print(f"vtop: {message}", file=sys.stderr)
+    _say(message)
     return code
 
 
@@ -170,7 +183,7 @@ def _emit(doc: dict[str, Any], args: argparse.Namespace) -> int:
 
         write_stdout(text)
     if doc["status"] == "UNKNOWN":
-        print(f"vtop: UNKNOWN: {doc['reason']}", file=sys.stderr)
+        _say(f"UNKNOWN: {doc['reason']}")
     return exit_code(doc["status"], args.fail_on)
 
 
@@ -189,9 +202,11 @@ def _usage_problem(args: argparse.Namespace) -> str | None:
     return None
 
 
-def run(args: argparse.Namespace, source: FrameSource | None, names: list[str]) -> int:
+def run(args: argparse.Namespace, source: FrameSource | None, names: list[str],
+        engine: Engine | None = None) -> int:  # fmt: skip
     """Run the mode the arguments select. `source` is the live or simulated one (None with
-    --replay); `names` name its endpoints (URLs without secrets) or its scenario."""
+    --replay); `names` name its endpoints (URLs without secrets) or its scenario; `engine`
+    the rules a report runs (the shipped catalog when None)."""
     try:
         duration = parse_duration(args.duration) if args.duration else None
     except ValueError as exc:
@@ -206,7 +221,7 @@ def run(args: argparse.Namespace, source: FrameSource | None, names: list[str]) 
 
         return train_cli.run(args.replay)
     if args.replay:
-        return _report_replay(args)
+        return _report_replay(args, engine)
     assert source is not None
     kind = "demo" if args.demo else "live"
     recorder = None
@@ -223,9 +238,9 @@ def run(args: argparse.Namespace, source: FrameSource | None, names: list[str]) 
             return _closing(source, _fail(str(exc)))
     try:
         if args.demo and (args.report or duration is not None):
-            return _demo(args, source, recorder, duration, names)
+            return _demo(args, source, recorder, duration, names, engine)
         if args.report:
-            return asyncio.run(_report_live(args, source, recorder, duration, names))
+            return asyncio.run(_report_live(args, source, recorder, duration, names, engine))
         assert recorder is not None
         return asyncio.run(_record(args, source, recorder, duration))
     finally:
@@ -245,6 +260,7 @@ def _demo(
     recorder: Recorder | None,
     duration: float | None,
     names: list[str],
+    engine: Engine | None = None,
 ) -> int:
     """The simulator in virtual time, flat out: a report, a recording of a set length, or both."""
     from vtop.report.run import simulated_document
@@ -257,15 +273,15 @@ def _demo(
         name=" ".join(names),
         duration_s=window,
         on_frame=recorder.feed if recorder else None,
+        engine=engine,
     )
     if recorder is not None and not args.report:
         recorder.close()
         if recorder.error:
             return 1
-        print(
-            f"vtop: recorded {recorder.polls} polls ({duration_text(window)} of simulated time, "
-            f"{recorder.bytes / 1024:.1f} KiB) to {recorder.path}",
-            file=sys.stderr,
+        _say(
+            f"recorded {recorder.polls} polls ({duration_text(window)} of simulated time, "
+            f"{recorder.bytes / 1024:.1f} KiB) to {recorder.path}"
         )
         return 0
     return _emit(doc, args)
@@ -277,6 +293,7 @@ async def _report_live(
     recorder: Recorder | None,
     duration: float | None,
     urls: list[str],
+    engine: Engine | None = None,
 ) -> int:
     from vtop.report.run import live_document
 
@@ -291,6 +308,7 @@ async def _report_live(
             duration_s=duration or DEFAULT_REPORT_S,
             on_frame=on_frame,
             stop=stop,
+            engine=engine,
         )
     finally:
         await source.aclose()
@@ -314,7 +332,7 @@ async def _record(
             stop.set()
 
     until = f"for {duration_text(duration)}" if duration else "until Ctrl-C"
-    print(f"vtop: recording to {recorder.path} every {args.interval:g} s {until}", file=sys.stderr)
+    _say(f"recording to {recorder.path} every {args.interval:g} s {until}")
     try:
         await watch(source, args.interval, take, duration_s=duration, stop=stop)
     finally:
@@ -322,15 +340,11 @@ async def _record(
         recorder.close()
     if recorder.error:
         return 1
-    print(
-        f"vtop: recorded {recorder.polls} polls ({recorder.bytes / 1024:.1f} KiB) "
-        f"to {recorder.path}",
-        file=sys.stderr,
-    )
+    _say(f"recorded {recorder.polls} polls ({recorder.bytes / 1024:.1f} KiB) to {recorder.path}")
     return 0
 
 
-def _report_replay(args: argparse.Namespace) -> int:
+def _report_replay(args: argparse.Namespace, engine: Engine | None = None) -> int:
     from vtop.report.run import replay_document
 
     def resolve(reader: TraceReader) -> tuple[float | None, float | None]:
@@ -341,7 +355,7 @@ def _report_replay(args: argparse.Namespace) -> int:
         return start, end
 
     try:
-        doc = replay_document(args.replay, resolve=resolve)
+        doc = replay_document(args.replay, resolve=resolve, engine=engine)
     except TraceError as exc:
         return _fail(str(exc), EXIT_UNKNOWN)
     except ValueError as exc:

@@ -264,6 +264,7 @@ class Collector:
             "findings": [_finding(t) for t in findings],
             "endpoints": endpoints,
             "gpus": self._gpus(),
+            "gpu_unavailable": None if st.gpu.gpus else st.gpu.unavailable,
             "events": [
                 {
                     "t": e.t,
@@ -314,6 +315,8 @@ class Collector:
             entry: dict[str, Any] = {"index": index, "name": name, "mem_total_bytes": total}
             for f, s in stats.items():
                 entry[f] = _pick(s.summary()) if s.n else None
+            error, since = self.stats.gpu.errors.get(index, (None, None))
+            entry["error"], entry["error_since"] = error, iso(since)
             out.append(entry)
         return out
 

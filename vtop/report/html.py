@@ -249,6 +249,8 @@ def render_html(doc: Doc) -> str:
         )
     for g in doc["gpus"]:
         out.append(f"<tr><th>GPU {g['index']}</th><td>{_e(_gpu_line(g))}</td></tr>")
+    if doc.get("gpu_unavailable"):
+        out.append(f"<tr><th>GPU</th><td>none readable: {_e(doc['gpu_unavailable'])}</td></tr>")
     out.append("</table>")
     charts = [c for c in (chart(doc, *spec) for spec in CHARTS) if c]
     if charts:

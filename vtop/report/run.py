@@ -34,6 +34,11 @@ if TYPE_CHECKING:
 MAX_EVALUATIONS = 2000
 
 
+def _monitor(engine: Engine | None) -> Monitor | None:
+    """A report's monitor running `engine`'s rules; None: the collector's, the shipped ones."""
+    return Monitor(engine=engine) if engine is not None else None
+
+
 async def watch(
     source: FrameSource,
     interval_s: float,
@@ -79,11 +84,15 @@ async def live_document(
     on_frame: Callable[[Frame], None] | None = None,
     findings: FindingsFn = monitor_findings,
     stop: asyncio.Event | None = None,
+    engine: Engine | None = None,
 ) -> dict[str, Any]:
-    """Watch a live source for `duration_s` (at least two polls, so rates exist)."""
+    """Watch a live source for `duration_s` (at least two polls, so rates exist).
+
+    `engine`: the rules to run (a fresh engine: it keeps state), else the shipped catalog."""
     collector = Collector(
-        source_kind="live", source_name=name, findings=findings, expected_s=duration_s
-    )
+        source_kind="live", source_name=name, findings=findings, expected_s=duration_s,
+        monitor=_monitor(engine),
+    )  # fmt: skip
     collector.step_s = interval_s
 
     def take(frame: Frame) -> None:
@@ -102,12 +111,14 @@ def simulated_document(
     duration_s: float,
     on_frame: Callable[[Frame], None] | None = None,
     findings: FindingsFn = monitor_findings,
+    engine: Engine | None = None,
 ) -> dict[str, Any]:
     """The simulator for `duration_s` of virtual time, as fast as it computes (≥ two polls)."""
     step = source.interval_s * source.speed
     collector = Collector(
-        source_kind="demo", source_name=name, findings=findings, expected_s=duration_s
-    )
+        source_kind="demo", source_name=name, findings=findings, expected_s=duration_s,
+        monitor=_monitor(engine),
+    )  # fmt: skip
     collector.step_s = step
     for _ in range(max(2, math.ceil(duration_s / step) + 1)):
         frame = source.poll_now()
@@ -126,11 +137,12 @@ def replay_document(
     warn: Warn | None = None,
     max_evaluations: int = MAX_EVALUATIONS,
     resolve: Callable[[TraceReader], tuple[float | None, float | None]] | None = None,
+    engine: Engine | None = None,
 ) -> dict[str, Any]:
     """Report over a trace (or its [start, end] part). Raises `TraceError` if unreadable.
 
     `resolve`, given the opened reader, may return (start, end) instead, for bounds that are
-    relative to the trace (`--from -10m`)."""
+    relative to the trace (`--from -10m`); `engine` is as in `replay_collector`."""
     return replay_collector(
         path,
         start=start,
@@ -139,6 +151,7 @@ def replay_document(
         warn=warn,
         max_evaluations=max_evaluations,
         resolve=resolve,
+        engine=engine,
     ).document()
 
 
@@ -177,7 +190,7 @@ def replay_collector(
             source_name=reader.name,
             findings=findings,
             expected_s=span,
-            monitor=Monitor(engine=engine) if engine is not None else None,
+            monitor=_monitor(engine),
         )
         step = span / max_evaluations if span else 0.0
         interval = reader.header.interval_s

@@ -58,6 +58,8 @@ def _health(ep: Doc) -> str:
 
 def _gpu_line(g: Doc) -> str:
     parts = [g["name"]]
+    if g.get("error"):
+        parts.append(f"{g['error']} since {fmt.clock(g.get('error_since'))}")
     util, mem, power, temp = g["util_pct"], g["mem_used_bytes"], g["power_w"], g["temp_c"]
     if util:
         parts.append(
@@ -113,6 +115,8 @@ def render_text(doc: Doc) -> str:
         out.append(f"            {_health(ep)}")
     for g in doc["gpus"]:
         out.append(f"  GPU {g['index']}     {_gpu_line(g)}")
+    if doc.get("gpu_unavailable"):
+        out.append(f"  GPU       none readable: {doc['gpu_unavailable']}")
     for i, ep in enumerate(doc["endpoints"]):
         title = "signals" if len(doc["endpoints"]) == 1 else f"signals of {ep['url']}"
         out.append("")
@@ -208,6 +212,8 @@ def render_markdown(doc: Doc) -> str:
         out.append(f"| endpoint | {_md(_server_line(ep))} — {_md(_health(ep))} |")
     for g in doc["gpus"]:
         out.append(f"| GPU {g['index']} | {_md(_gpu_line(g))} |")
+    if doc.get("gpu_unavailable"):
+        out.append(f"| GPU | none readable: {_md(doc['gpu_unavailable'])} |")
     for i, ep in enumerate(doc["endpoints"]):
         out.append("")
         many = len(doc["endpoints"]) > 1

@@ -332,17 +332,28 @@ class EndpointStats:
 
 
 class GpuStats:
-    """Per GPU: utilisation, memory, power and temperature over the window."""
+    """Per GPU: utilisation, memory, power and temperature over the window.
+
+    A GPU that fails during the window (lost, needs a reset) keeps the figures read before,
+    and `errors` says what it reports now and since when; `unavailable` is why no GPU could
+    be read at the last poll (no driver, no library), so a report never drops GPUs silently.
+    """
 
     FIELDS = ("util_pct", "mem_used_bytes", "power_w", "temp_c")
 
     def __init__(self) -> None:
         self.gpus: dict[int, tuple[str, dict[str, Stat], float | None]] = {}
         self.unavailable: str | None = None
+        self.errors: dict[int, tuple[str, float]] = {}
+        """GPU index -> (its current error, the time of the first poll that said it)."""
 
-    def add(self, status: GpuStatus) -> None:
+    def add(self, status: GpuStatus, t: float) -> None:
         self.unavailable = status.unavailable
         for g in status.gpus:
+            if g.error is None:
+                self.errors.pop(g.index, None)
+            elif self.errors.get(g.index, ("",))[0] != g.error:
+                self.errors[g.index] = (g.error, t)
             entry = self.gpus.get(g.index)
             if entry is None:
                 entry = (g.name, {name: Stat() for name in self.FIELDS}, None)
@@ -383,4 +394,4 @@ class WindowStats:
                 )
             ep.add(scrape)
         if gpu:
-            self.gpu.add(frame.gpu)
+            self.gpu.add(frame.gpu, frame.t)

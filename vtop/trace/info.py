@@ -10,6 +10,7 @@ of control characters by the reader.
 from __future__ import annotations
 
 import argparse
+import errno
 import os
 import sys
 from collections.abc import Sequence
@@ -111,6 +112,7 @@ def main(argv: Sequence[str]) -> int:
     args = parser.parse_args(argv)
     try:
         with TraceReader(args.file) as reader:
+            reader.check()  # damage behind a sound footer is said, not hidden by the totals
             lines = describe(reader)
     except TraceError as exc:
         print(f"vtop: {exc}", file=sys.stderr)
@@ -120,9 +122,12 @@ def main(argv: Sequence[str]) -> int:
 
 
 def write_stdout(text: str) -> None:
-    """Print, and end quietly when the reader went away (`vtop trace info F | head`)."""
+    """Print, and end quietly when the reader went away (`vtop trace info F | head`, or the
+    terminal hung up: EIO)."""
     try:
         sys.stdout.write(text)
         sys.stdout.flush()
-    except BrokenPipeError:
+    except OSError as exc:
+        if not isinstance(exc, BrokenPipeError) and exc.errno != errno.EIO:
+            raise
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())

@@ -171,6 +171,8 @@ class TraceReader:
 
     def _load_index(self) -> bool:
         self.keyframes: list[Keyframe] = []
+        self.damage: list[tuple[int, int]] = []
+        """(start, end) of each unreadable region found (by `_scan` or `check`)."""
         self.data_end = self.size
         self.totals: TraceStats | None = None
         tail = self._record_at(self.size - wire.TRAILER_SIZE) if self.size > 64 else None
@@ -213,7 +215,6 @@ class TraceReader:
         """Rebuild the index by walking the records; note damage (warned once, later)."""
         pos = self.data_start
         polls = 0
-        self.damage: list[tuple[int, int]] = []
         while pos < self.size:
             rec = self._record_at(pos)
             if rec is None:
@@ -233,6 +234,9 @@ class TraceReader:
             payload.release()
             pos = end
         self.poll_count = polls
+        self._warn_damage()
+
+    def _warn_damage(self) -> None:
         if self.damage:
             start, _ = self.damage[0]
             lost = sum(b - a for a, b in self.damage)
@@ -245,6 +249,24 @@ class TraceReader:
                 f"{self.name}: {lost} damaged or truncated bytes {where} "
                 f"(first at byte {start}); replaying what precedes and follows them"
             )
+
+    def check(self) -> None:
+        """Check every record's CRC, warning (once) of damage; for a trace with a footer,
+        whose index and totals are read without touching the polls (opening a trace without
+        one already walked them). Costs a pass over the file, no decoding."""
+        if not self.indexed:
+            return
+        pos = self.data_start
+        while pos < self.data_end:
+            rec = self._record_at(pos)
+            if rec is None:
+                nxt = min(self._resync(pos + 1), self.data_end)
+                self.damage.append((pos, nxt))
+                pos = nxt
+                continue
+            rec[1].release()
+            pos = rec[2]
+        self._warn_damage()
 
     def _resync(self, pos: int) -> int:
         """Offset of the next sound keyframe record at or after `pos` (or the file size)."""

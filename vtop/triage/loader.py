@@ -62,6 +62,7 @@ _COMBINATORS = ("all", "any", "not", "if_known")
 _ID = re.compile(r"^[a-z][a-z0-9-]*$")
 _OPERAND = re.compile(r'^([a-z_][a-z0-9_]*)(?:\{(?:([a-z_]+)=)?"?([^"}]*)"?\})?$')
 _DURATION = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h)")
+_ID_LINE = re.compile(r"(?:^|[\s{,-])id:\s*[\"']?([a-z][a-z0-9-]*)")
 
 
 @dataclass(frozen=True, slots=True)
@@ -436,7 +437,7 @@ def load_text(text: str, file: str) -> Loaded:
     try:
         doc = load(text)
     except YamlError as exc:
-        out.errors.append(RuleError(file, exc.line, "", str(exc)))
+        out.errors.append(RuleError(file, exc.line, _id_near(text, exc.start), str(exc)))
         return out
     if doc is None:
         return out
@@ -470,6 +471,15 @@ def load_text(text: str, file: str) -> Loaded:
         except _Bad as exc:
             out.errors.append(RuleError(file, exc.line, rid, exc.message))
     return out
+
+
+def _id_near(text: str, line: int) -> str:
+    """The rule a YAML syntax error is in, read off the text (the document did not parse):
+    the last `id:` at or before `line`, else the first one after it; "" if there is none."""
+    ids = [(n, m.group(1)) for n, raw in enumerate(text.splitlines(), 1)
+           if (m := _ID_LINE.search(raw))]  # fmt: skip
+    before = [rid for n, rid in ids if n <= line]
+    return before[-1] if before else (ids[0][1] if ids else "")
 
 
 def rule_files(paths: Iterable[Path]) -> list[Path]:

@@ -27,9 +27,13 @@ class LineDict(dict[str, Any]):
 
 
 class YamlError(ValueError):
-    def __init__(self, line: int, message: str) -> None:
+    """`line`: where the parser found the problem; `start`: where the construct it was
+    parsing began (a bracket left open), which is often where the mistake is."""
+
+    def __init__(self, line: int, message: str, start: int | None = None) -> None:
         super().__init__(message)
         self.line = line
+        self.start = line if start is None else start
 
 
 class _Loader(yaml.SafeLoader):
@@ -64,6 +68,8 @@ def load(text: str) -> Any:
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         line = mark.line + 1 if mark is not None else 0
-        raise YamlError(line, f"invalid YAML: {exc.problem or exc}") from None
+        start = min(line, exc.context_mark.line + 1 if exc.context_mark is not None else line)
+        where = f" ({exc.context} from line {start})" if exc.context and start < line else ""
+        raise YamlError(line, f"invalid YAML: {exc.problem or exc}{where}", start) from None
     except yaml.YAMLError as exc:
         raise YamlError(0, f"invalid YAML: {exc}") from None

@@ -20,9 +20,11 @@ and send messages up.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
+import signal
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import ClassVar
@@ -59,6 +61,8 @@ WINDOWS = (60.0, 300.0, 900.0, 3600.0)
 INTERVALS = (0.5, 1.0, 2.0, 5.0, 10.0, 30.0)
 THEMES = {"dark": "textual-dark", "light": "textual-light"}
 COST_EVERY_S = 10.0
+RESIZE_SETTLE_S = 0.05
+"""Quiet time after the last resize of a burst before the full repaint."""
 """vtop's own CPU% is measured over this span: a steadier number, and fewer repaints."""
 
 SelfCpu = Callable[[], float | None]
@@ -139,6 +143,7 @@ class VtopApp(App[None]):
         self._self_cpu = self_cpu or ProcessCpu()
         self._autopoll = autopoll
         self._timer: asyncio.TimerHandle | None = None
+        self._repaint: asyncio.TimerHandle | None = None
         self._poll_started: float | None = None
         self._poll_failures = 0
         self.record_dir = Path(record_dir)
@@ -165,16 +170,56 @@ class VtopApp(App[None]):
         yield Footer(compact=True)
 
     def on_mount(self) -> None:
+        self.end_on_signals()
         self.triage.focus()
+        self.notify_rule_errors(self.monitor.engine.errors)
         self.refresh_view()
         if self._autopoll:
             self._arm(0.0)
 
+    def end_on_signals(self) -> None:
+        """SIGTERM, and SIGHUP (the terminal or the SSH session closing), end the app as `q`
+        does instead of killing it: a recording is closed with its footer and the terminal is
+        given back as it was found (no alternate screen, raw mode or mouse reports left on)."""
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGHUP):
+            with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
+                loop.add_signal_handler(sig, self._end_on_signal)
+
+    def _end_on_signal(self) -> None:
+        self._stop_recording()  # first: the terminal may be gone, the file is not
+        self.exit()
+
+    def notify_rule_errors(self, errors: Sequence[object]) -> None:
+        """Rule files that did not load, a line each (file:line: rule-id: what), on screen:
+        the lines printed before the screen opened are hidden behind it."""
+        if errors:
+            self.notify("\n".join(str(e) for e in errors), severity="warning", timeout=20,
+                        title=f"{len(errors)} rule(s) skipped; the others run")  # fmt: skip
+
     async def on_unmount(self) -> None:
         if self._timer is not None:
             self._timer.cancel()
+        if self._repaint is not None:
+            self._repaint.cancel()
         self._stop_recording()
         await self.source.aclose()
+
+    def on_resize(self, event: events.Resize) -> None:
+        """Repaint the whole screen once a burst of terminal resizes has settled.
+
+        Textual coalesces a burst of resizes and skips one that ends at the size it last
+        drew, as if the terminal had kept the picture; but a terminal (tmux, xterm) drops what
+        a smaller size cut off. Without this, 200×60 → 80×24 → 200×60 in one drag left the
+        GPU panel and the footer blank until their text changed: the footer's never does."""
+        if self._repaint is not None:
+            self._repaint.cancel()
+        self._repaint = asyncio.get_running_loop().call_later(RESIZE_SETTLE_S, self._repaint_all)
+
+    def _repaint_all(self) -> None:
+        self._repaint = None
+        if self.is_running:
+            self.refresh()
 
     def on_descendant_focus(self, event: events.DescendantFocus) -> None:
         if isinstance(event.widget, Input):

@@ -145,8 +145,10 @@ class ReplayApp(VtopApp):
             yield Footer(compact=True)
 
     def on_mount(self) -> None:
+        self.end_on_signals()
         for message in self._warnings:
             self.notify(message, severity="warning", timeout=10)
+        self.notify_rule_errors(self.rules.errors)
         if self._precomputed is not None:
             analysis, chunks = self._precomputed
             for chunk in chunks:
