@@ -381,8 +381,11 @@ def test_100_mb_body_is_cut_at_the_cap_and_never_read_whole(vtop_process: Start)
     assert 1 <= polls <= 2
     # 16 MiB read, plus what the kernel's socket buffers took before vtop hung up (a few MiB).
     assert sent < polls * 40 * 2**20, f"{sent} bytes sent for {polls} polls"
-    peak_mib = usage.ru_maxrss / 1024  # KiB on Linux; vtop --once alone peaks near 40 MiB
-    assert peak_mib < 100, f"vtop peaked at {peak_mib:.0f} MiB"
+    # KiB on Linux. vtop --once alone peaks near 40 MiB, ~60 with a capped read (and once, on a
+    # loaded machine, 126: freed chunks the allocator kept); the whole 95 MiB body read would
+    # take it past 135.
+    peak_mib = usage.ru_maxrss / 1024
+    assert peak_mib < 135, f"vtop peaked at {peak_mib:.0f} MiB"
 
 
 async def test_dashboard_says_what_and_where_in_one_line_then_recovers(
