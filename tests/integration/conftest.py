@@ -39,6 +39,8 @@ class ServerConfig:
 
 # The reference engine-bound setup: 16 seats, a 3,072-token KV pool that 40 clients exhaust.
 ENGINE_KV = ServerConfig()
+# The budget-bound setup: 4 seats, a 20,480-token pool that holds far more requests.
+BUDGET = ServerConfig(max_num_seqs=4, num_gpu_blocks=160)
 
 
 class ServerPool:
@@ -104,6 +106,12 @@ def vllm_server(vllm_pool: ServerPool) -> Callable[..., VllmServer]:
 def engine_server(vllm_pool: ServerPool) -> VllmServer:
     """The engine-bound model with max_num_seqs 16 and 24 KV blocks (shared; use deltas)."""
     return vllm_pool.get(ENGINE_KV)
+
+
+@pytest.fixture
+def budget_server(vllm_pool: ServerPool) -> VllmServer:
+    """4 seats and a large pool (shared; use deltas)."""
+    return vllm_pool.get(BUDGET)
 
 
 @pytest.fixture(scope="session")

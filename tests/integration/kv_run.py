@@ -45,6 +45,8 @@ class KvRun:
     raw_before: dict[str, float]
     raw_after: dict[str, float]
     raw_seen: list[dict[str, float]] = field(default_factory=list)
+    pages: list[tuple[float, str]] = field(default_factory=list)
+    """(seconds since the load began, the page) for every raw poll while clients were busy."""
     view: EndpointView | None = None
     findings: list[list[Finding]] = field(default_factory=list)
 
@@ -52,24 +54,27 @@ class KvRun:
 async def run(url: str) -> KvRun:
     async with httpx.AsyncClient(timeout=30.0, trust_env=False) as client:
 
-        async def raw() -> dict[str, float]:
+        async def raw(since: float | None = None) -> dict[str, float]:
             resp = await client.get(f"{url}/metrics")
             resp.raise_for_status()
+            if since is not None and time.monotonic() - since <= LOAD_SECONDS:
+                out.pages.append((time.monotonic() - since, resp.text))
             return samples(resp.text)
 
         local = LocalHost()
         source = LiveSource([url], ScrapeOptions(timeout_s=5.0), gpu=local.gpu,
                             host=local.host, process_probe=local.process_knobs)  # fmt: skip
         monitor = Monitor(engine=Engine(Engine.from_catalog(user=False).rules))
-        before = await raw()
-        out = KvRun(LoadResult(), before, before)
+        out = KvRun(LoadResult(), {}, {})
+        out.raw_before = out.raw_after = await raw()
         async with source:
             monitor.feed(await source.poll())
             load = asyncio.create_task(closed_loop(url, concurrency=40, duration=LOAD_SECONDS,
                                                    shape=KV_HEAVY, seed=3))  # fmt: skip
+            loaded_at = time.monotonic()
             while not load.done():
                 began = time.monotonic()
-                out.raw_seen.append(await raw())
+                out.raw_seen.append(await raw(loaded_at))
                 monitor.feed(await source.poll())
                 view = next(iter(monitor.endpoints.values()))
                 out.findings.append(list(view.findings))

@@ -156,7 +156,9 @@ def test_a_newer_format_is_refused_clearly(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(
-    "content", [b"", b"hello", b"VTOPTRC\x1a\x01\x00\x00\x00", os.urandom(5000)]
+    "content",
+    [b"", b"hello", b"VTOPTRC\x1a\x01\x00\x00\x00", random.Random(7).randbytes(5000)],
+    ids=["empty", "text", "header-only", "random-bytes"],
 )
 def test_not_a_trace_is_one_clear_error(tmp_path: Path, content: bytes) -> None:
     path = tmp_path / "x.vtrace"

@@ -23,6 +23,7 @@ import asyncio
 import contextlib
 import os
 import signal
+import sys
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import replace
@@ -33,6 +34,7 @@ from textual import events, work
 from textual.app import App, ComposeResult, SystemCommand
 from textual.binding import Binding, BindingType
 from textual.content import Content
+from textual.geometry import Size
 from textual.screen import Screen
 from textual.widgets import Footer, Input
 
@@ -61,9 +63,9 @@ WINDOWS = (60.0, 300.0, 900.0, 3600.0)
 INTERVALS = (0.5, 1.0, 2.0, 5.0, 10.0, 30.0)
 THEMES = {"dark": "textual-dark", "light": "textual-light"}
 COST_EVERY_S = 10.0
+"""vtop's own CPU% is measured over this span: a steadier number, and fewer repaints."""
 RESIZE_SETTLE_S = 0.05
 """Quiet time after the last resize of a burst before the full repaint."""
-"""vtop's own CPU% is measured over this span: a steadier number, and fewer repaints."""
 
 SelfCpu = Callable[[], float | None]
 
@@ -220,6 +222,24 @@ class VtopApp(App[None]):
         self._repaint = None
         if self.is_running:
             self.refresh()
+            self._follow_terminal_size()
+
+    def _follow_terminal_size(self) -> None:
+        """Catch up with a resize that got lost in a storm of them.
+
+        On a loaded machine the last SIGWINCH of a burst can go unseen, and the app then
+        draws for a size the terminal no longer has until the next resize. One ioctl after
+        each burst and each poll finds that out; a `Resize` like the driver's puts it right.
+        """
+        if self.is_headless or sys.__stdout__ is None:
+            return
+        try:
+            width, height = os.get_terminal_size(sys.__stdout__.fileno())
+        except (OSError, ValueError):
+            return
+        if (width, height) != (self.size.width, self.size.height):
+            size = Size(width, height)
+            self.post_message(events.Resize(size, size))
 
     def on_descendant_focus(self, event: events.DescendantFocus) -> None:
         if isinstance(event.widget, Input):
@@ -251,6 +271,7 @@ class VtopApp(App[None]):
         else:
             self._poll_failures = 0
             self.ingest(frame)
+        self._follow_terminal_size()
         if self._autopoll and self.is_running:
             self._arm(self.interval - (time.monotonic() - started))
 
