@@ -51,7 +51,13 @@ from vtop.signals.extract import PageReader, clean_label
 from vtop.signals.parser import ParseError
 from vtop.sources import discovery, promql
 from vtop.sources.live import BACKOFF_S
-from vtop.sources.vllm import ScrapeOptions, base_url, redact_url, split_credentials
+from vtop.sources.vllm import (
+    ScrapeOptions,
+    base_url,
+    error_reason,
+    redact_url,
+    split_credentials,
+)
 from vtop.targets import check_url
 
 DEFAULT_BACKFILL_S = 3600.0
@@ -74,17 +80,6 @@ _HINTS = {
 
 class PrometheusError(Exception):
     """One line that says what went wrong with which Prometheus."""
-
-
-def _reason(exc: BaseException) -> str:
-    while exc.__cause__ is not None or exc.__context__ is not None:
-        exc = exc.__cause__ or exc.__context__  # type: ignore[assignment]
-    text = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-    if "Errno 111" in text or "Connection refused" in text:
-        return "connection refused"
-    if "Name or service not known" in text or "Errno -2" in text or "Errno -3" in text:
-        return "unknown host"
-    return text[:200]
 
 
 class PrometheusClient:
@@ -155,9 +150,9 @@ class PrometheusClient:
         except (httpx.TimeoutException, TimeoutError):
             raise PrometheusError(f"no answer from {where} within {timeout:g} s") from None
         except httpx.ConnectError as exc:
-            raise PrometheusError(f"cannot connect to {where}: {_reason(exc)}") from None
+            raise PrometheusError(f"cannot connect to {where}: {error_reason(exc)}") from None
         except httpx.HTTPError as exc:
-            raise PrometheusError(f"request to {where} failed: {_reason(exc)}") from None
+            raise PrometheusError(f"request to {where} failed: {error_reason(exc)}") from None
         body = b"".join(chunks)
         try:
             data = json.loads(body)

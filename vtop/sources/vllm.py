@@ -200,11 +200,11 @@ class VllmScraper:
         except (httpx.TimeoutException, TimeoutError):
             raise ScrapeError(f"no answer from {where} within {timeout:g} s") from None
         except httpx.ConnectError as exc:
-            raise ScrapeError(f"cannot connect to {where}: {_reason(exc)}") from None
+            raise ScrapeError(f"cannot connect to {where}: {error_reason(exc)}") from None
         except httpx.DecodingError:
             raise ScrapeError(f"{where} sent a body that does not decode (bad gzip?)") from None
         except httpx.HTTPError as exc:
-            raise ScrapeError(f"request to {where} failed: {_reason(exc)}") from None
+            raise ScrapeError(f"request to {where} failed: {error_reason(exc)}") from None
         return b"".join(chunks), time.perf_counter() - start
 
     async def scrape(self) -> Scrape:
@@ -261,7 +261,7 @@ class VllmScraper:
         return EndpointInfo(version=version, models=models, max_model_len=max_len)
 
 
-def _reason(exc: BaseException) -> str:
+def error_reason(exc: BaseException) -> str:
     """The innermost cause's message, on one line, without the URL repeated."""
     while exc.__cause__ is not None or exc.__context__ is not None:
         exc = exc.__cause__ or exc.__context__  # type: ignore[assignment]
