@@ -5,9 +5,9 @@ elsewhere it is headless: `--report`, or the text quiz for `--train` on a pipe.
 
 Sub-commands (`vtop sim`, `vtop rules`, `vtop trace`) are dispatched on the first word; every
 other invocation is the monitor, whose mode the flags choose. Errors the user can fix are one
-line on stderr and exit code 2 (usage) or 3 (UNKNOWN: nothing could be read), never a
-traceback. The TUI is imported only when it is about to run, so headless modes never load
-Textual.
+line on stderr, never a traceback: a usage error exits 2, or 3 (UNKNOWN) when `--report` is on
+the command line (vtop/usage.py says why); nothing could be read exits 3. The TUI is imported
+only when it is about to run, so headless modes never load Textual.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from vtop import __version__, targets
+from vtop import __version__, targets, usage
 from vtop.monitor import Monitor
 from vtop.report import cli as headless
 from vtop.sources import discovery, prometheus
@@ -31,11 +31,12 @@ from vtop.sources.sim import DEFAULT_SCENARIO, SimSource
 from vtop.sources.vllm import HeaderError, ScrapeOptions
 from vtop.triage.engine import Engine
 
-EXIT_UNKNOWN = 3
+EXIT_UNKNOWN = usage.EXIT_UNKNOWN
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+def build_parser(exit_code: int = usage.EXIT_USAGE) -> argparse.ArgumentParser:
+    """The monitor's arguments; a usage error is one line and exits `exit_code`."""
+    parser = usage.OneLineParser(
         prog="vtop",
         description="Monitor and triage vLLM servers. Sub-commands: sim, rules, trace.",
     )
@@ -97,10 +98,11 @@ def build_parser() -> argparse.ArgumentParser:
         help="poll twice, one interval apart, print one JSON document and exit",
     )
     headless.add_arguments(parser)
+    parser.exit_code = exit_code
     return parser
 
 
-def _fail(message: str, code: int = 2) -> int:
+def _fail(message: str, code: int = usage.EXIT_USAGE) -> int:
     print(f"vtop: {message}", file=sys.stderr)
     return code
 
@@ -213,15 +215,17 @@ def make_source(args: argparse.Namespace) -> FrameSource:
         raise UsageError(str(exc)) from None
 
 
-def run_monitor(args: argparse.Namespace) -> int:
+def run_monitor(args: argparse.Namespace, usage_code: int = usage.EXIT_USAGE) -> int:
+    """Run the mode the flags choose; a usage error found here exits `usage_code` (3 under
+    --report, see vtop/usage.py)."""
     if replay_screen_wanted(args):
         return run_replay_tui(args)
     if headless.wanted(args) and not args.once:
-        return _headless(args)
+        return _headless(args, usage_code)
     try:
         source = make_source(args)
     except UsageError as exc:
-        return _fail(str(exc))
+        return _fail(str(exc), usage_code)
     if args.once:
         polls = DEMO_ONCE_POLLS if args.demo else 2
         doc = asyncio.run(_once(source, args.interval, polls, _engine(args)))
@@ -300,7 +304,7 @@ def run_replay_tui(args: argparse.Namespace) -> int:
     return 0
 
 
-def _headless(args: argparse.Namespace) -> int:
+def _headless(args: argparse.Namespace, usage_code: int = usage.EXIT_USAGE) -> int:
     """--report, --record, --replay … --report: vtop/report/cli.py runs them."""
     engine = _engine(args) if args.report else None  # the rules, --rules included
     if args.replay:
@@ -308,7 +312,7 @@ def _headless(args: argparse.Namespace) -> int:
     try:
         source = make_source(args)
     except UsageError as exc:
-        return _fail(str(exc))
+        return _fail(str(exc), usage_code)
     if isinstance(source, prometheus.PrometheusSource):
         match = "{" + ",".join(source.match) + "}" if source.match else ""
         names = [f"Prometheus {source.url}{match}"]
@@ -336,12 +340,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     if argv[:1] == ["sim"]:
         from vtop.sim import command as sim_command
 
-        sub = argparse.ArgumentParser(prog="vtop").add_subparsers()
+        sub = usage.OneLineParser(prog="vtop").add_subparsers()
         sim_command.register(sub)
         sim_args = sub.choices["sim"].parse_args(argv[1:])
         return sim_command.run(sim_args)
-    args = build_parser().parse_args(argv)
+    code = usage.usage_exit_code(argv)
+    args = build_parser(code).parse_args(argv)
     try:
-        return run_monitor(args)
+        return run_monitor(args, code)
     except KeyboardInterrupt:
         return 130

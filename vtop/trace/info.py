@@ -9,7 +9,6 @@ of control characters by the reader.
 
 from __future__ import annotations
 
-import argparse
 import errno
 import os
 import sys
@@ -19,6 +18,7 @@ from typing import Any
 
 from vtop.trace.codec import clean
 from vtop.trace.reader import TraceError, TraceReader
+from vtop.usage import OneLineParser
 
 
 def _when(t: float | None) -> str:
@@ -105,7 +105,7 @@ def describe(reader: TraceReader) -> list[str]:
 
 
 def main(argv: Sequence[str]) -> int:
-    parser = argparse.ArgumentParser(prog="vtop trace", description="Inspect recorded traces.")
+    parser = OneLineParser(prog="vtop trace", description="Inspect recorded traces.")
     sub = parser.add_subparsers(dest="command", required=True)
     info = sub.add_parser("info", help="header, duration, polls, samples and size of a trace")
     info.add_argument("file")
