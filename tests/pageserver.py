@@ -5,13 +5,15 @@ gzip, one that never ends, one of a given size streamed without being held in me
 (`stream_bytes`: the size cap must cut it, and `Script.sent` says how much went out), and bytes
 that are not HTTP at all (`raw`). A route may be replaced while the server runs (assign to
 `script.routes[path]`), and a server may be stopped and another started on the same port
-(`PageServer(port=...)`): a server killed and restarted.
+(`PageServer(port=...)`): a server killed and restarted. Given an `ssl.SSLContext` (`tls=`),
+the same server speaks HTTPS.
 """
 
 from __future__ import annotations
 
 import contextlib
 import gzip
+import ssl
 import threading
 import time
 from collections.abc import Callable
@@ -55,7 +57,9 @@ class _Server(ThreadingHTTPServer):
 
 
 class PageServer:
-    def __init__(self, script: Script | None = None, *, port: int = 0) -> None:
+    def __init__(
+        self, script: Script | None = None, *, port: int = 0, tls: ssl.SSLContext | None = None
+    ) -> None:
         self.script = script or Script()
         script_ref = self.script
 
@@ -129,6 +133,11 @@ class PageServer:
                     return
 
         self._server = _Server(("127.0.0.1", port), Handler)
+        if tls is not None:  # the handshake runs in each request's thread, not in accept()
+            self._server.socket = tls.wrap_socket(
+                self._server.socket, server_side=True, do_handshake_on_connect=False
+            )
+        self.scheme = "https" if tls is not None else "http"
         self._server.daemon_threads = True
         self._thread = threading.Thread(
             target=self._server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
@@ -141,7 +150,7 @@ class PageServer:
     @property
     def url(self) -> str:
         host, port = self._server.server_address[:2]
-        return f"http://{host}:{port}"
+        return f"{self.scheme}://{host}:{port}"
 
     def __enter__(self) -> PageServer:
         self._thread.start()

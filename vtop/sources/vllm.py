@@ -265,6 +265,9 @@ def error_reason(exc: BaseException) -> str:
     """The innermost cause's message, on one line, without the URL repeated."""
     while exc.__cause__ is not None or exc.__context__ is not None:
         exc = exc.__cause__ or exc.__context__  # type: ignore[assignment]
+    if isinstance(exc, ssl.SSLCertVerificationError):
+        problem = exc.verify_message or exc.reason or "certificate verify failed"
+        return f"TLS certificate not trusted ({problem}); --insecure skips the check"
     text = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
     if "Errno 111" in text or "Connection refused" in text:
         return "connection refused"
