@@ -8,11 +8,15 @@ A source that can read the past (Prometheus) may also offer `async history() -> 
 called before the first poll, it returns the backfill as one frame per step, oldest first, for
 consumers that want to step through it (a report's timeline); `poll()` alone returns the same
 past in its first frame, so a consumer that ignores `history` still gets it.
+
+A source whose requests must fit in the poll interval (live endpoints) also offers
+`set_interval(seconds)`; a consumer that changes the interval calls `retime(source, seconds)`,
+which does nothing for a source without it.
 """
 
 from __future__ import annotations
 
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 from vtop.model import Frame
 
@@ -29,3 +33,16 @@ class FrameSource(Protocol):
         ...
 
     async def aclose(self) -> None: ...
+
+
+@runtime_checkable
+class Retimable(Protocol):
+    """A source whose request timeouts follow the poll interval."""
+
+    def set_interval(self, interval_s: float) -> None: ...
+
+
+def retime(source: object, interval_s: float) -> None:
+    """Tell `source` the poll interval is now `interval_s`, if its timeouts depend on it."""
+    if isinstance(source, Retimable):
+        source.set_interval(interval_s)

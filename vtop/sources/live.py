@@ -120,6 +120,12 @@ class LiveSource:
         self._clock = clock
         self._last_gpu = GpuStatus(unavailable="no GPU reader")
 
+    def set_interval(self, interval_s: float) -> None:
+        """The poll interval changed (the TUI's +/-): every request times out within it."""
+        self.options = self.options.for_interval(interval_s)
+        for state in self.endpoints.values():
+            state.scraper.set_interval(interval_s)
+
     async def aclose(self) -> None:
         for state in self.endpoints.values():
             await state.scraper.aclose()

@@ -2,7 +2,8 @@
 
 One request is in flight per endpoint at a time (a poll that finds the previous one still
 running is skipped, not stacked), and each request times out before the next poll is due, so a
-slow server can never build a backlog. Bodies are streamed and cut at a size cap, which also
+slow server can never build a backlog. The timeout follows the poll interval, also when it
+changes while vtop runs (`set_interval`). Bodies are streamed and cut at a size cap, which also
 bounds what a gzip bomb can expand to. Every failure becomes one line that says what happened
 and where, with a hint when the cause is usually the user's (401: a token; 404: a path).
 
@@ -22,7 +23,7 @@ import os
 import ssl
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from urllib.parse import unquote, urlsplit, urlunsplit
 
 import httpx
@@ -83,6 +84,21 @@ def base_url(url: str) -> str:
     return url
 
 
+MAX_TIMEOUT_S = 10.0
+TIMEOUT_SHARE = 0.8
+
+
+def timeout_for(interval_s: float) -> float:
+    """The request timeout of a poll interval: 0.8 of it, at most 10 s, so always below it.
+
+    A poll that could outlast the interval would make the next one wait or be skipped; a
+    floor (a minimum timeout) would break that promise for short intervals.
+    """
+    if not interval_s > 0:
+        raise ValueError(f"the poll interval must be positive, got {interval_s:g}")
+    return min(MAX_TIMEOUT_S, interval_s * TIMEOUT_SHARE)
+
+
 @dataclass(frozen=True, slots=True)
 class ScrapeOptions:
     """How to reach the endpoints; shared by all of them."""
@@ -104,11 +120,15 @@ class ScrapeOptions:
     ) -> ScrapeOptions:
         """Options for a poll interval: the timeout stays below it, the token comes from env."""
         return cls(
-            timeout_s=max(0.2, min(10.0, interval_s * 0.8)),
+            timeout_s=timeout_for(interval_s),
             verify_tls=not insecure,
             headers=tuple(parse_header(h) for h in headers),
             api_key=environ.get(API_KEY_ENV) or None,
         )
+
+    def for_interval(self, interval_s: float) -> ScrapeOptions:
+        """The same options with the timeout of a new poll interval (`timeout_for`)."""
+        return replace(self, timeout_s=timeout_for(interval_s))
 
     def request_headers(self) -> dict[str, str]:
         out = {"Accept": "text/plain;version=0.0.4;q=0.9,*/*;q=0.1", "Accept-Encoding": "gzip"}
@@ -162,6 +182,10 @@ class VllmScraper:
     async def aclose(self) -> None:
         if self._own_client:
             await self._client.aclose()
+
+    def set_interval(self, interval_s: float) -> None:
+        """The poll interval changed: requests from now on time out within the new one."""
+        self.options = self.options.for_interval(interval_s)
 
     @property
     def busy(self) -> bool:
@@ -237,20 +261,31 @@ class VllmScraper:
             return scrape
 
     async def info(self) -> EndpointInfo:
-        """/version and /v1/models; what cannot be read stays unknown (None)."""
-        timeout = max(self.options.timeout_s, 2.0)
+        """/version and /v1/models; what cannot be read stays unknown (None).
+
+        Both are read at once, each within the scrape timeout, so the two together take no
+        longer than one scrape and still fit in the poll interval.
+        """
+        timeout = self.options.timeout_s
         version: str | None = None
         models: tuple[str, ...] = ()
         max_len: int | None = None
+        got_version, got_models = await asyncio.gather(
+            self._get(self.base + "/version", timeout),
+            self._get(self.base + "/v1/models", timeout),
+            return_exceptions=True,
+        )
         try:
-            body, _ = await self._get(self.base + "/version", timeout)
-            value = json.loads(body).get("version")
+            if isinstance(got_version, BaseException):
+                raise got_version
+            value = json.loads(got_version[0]).get("version")
             version = clean_label(str(value))[:40] if value is not None else None
         except (ScrapeError, ValueError, AttributeError):
             pass
         try:
-            body, _ = await self._get(self.base + "/v1/models", timeout)
-            data = json.loads(body).get("data", [])
+            if isinstance(got_models, BaseException):
+                raise got_models
+            data = json.loads(got_models[0]).get("data", [])
             # Model ids are the `model_name` label by another road: made as inert as labels
             # are, or an escape sequence in a served model name reaches the terminal.
             models = tuple(clean_label(str(m.get("id"))) for m in data if isinstance(m, dict))

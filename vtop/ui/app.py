@@ -40,7 +40,7 @@ from textual.widgets import Footer, Input
 
 from vtop.model import Frame
 from vtop.monitor import EndpointView, Monitor
-from vtop.sources.base import FrameSource
+from vtop.sources.base import FrameSource, retime
 from vtop.trace.recorder import Recorder
 from vtop.trace.writer import TraceWriteError
 from vtop.ui import fleet, fmt, osc52, verdict
@@ -377,6 +377,7 @@ class VtopApp(App[None]):
         if INTERVALS[i] == self.interval:
             return
         self.interval = INTERVALS[i]
+        retime(self.source, self.interval)
         self._show_header()
         if self._autopoll and self._timer is not None:
             since = time.monotonic() - (self._poll_started or time.monotonic())
