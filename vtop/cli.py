@@ -170,7 +170,7 @@ async def _once(source: FrameSource, interval: float, polls: int,
     return {
         "vtop": __version__,
         "t": monitor.t,
-        "endpoints": [summary.endpoint(view) for view in monitor.endpoints.values()],
+        "endpoints": [summary.endpoint(v, nvml=monitor.gpu) for v in monitor.endpoints.values()],
         "gpu": summary.gpus(monitor.gpu),
     }
 

@@ -2,7 +2,9 @@
 
 Gauges report their last value and window statistics; counters their total and per-second
 increase; histograms the rate of observations and percentiles of the observations that arrived
-within the window (bucket deltas). Unknown is `None` (JSON `null`), never 0.
+within the window (bucket deltas). Unknown is `None` (JSON `null`), never 0. GPU series are
+kept apart from the server's signals: each endpoint lists its GPUs with their source (the
+page's dcgm-exporter series, or this host's NVML).
 """
 
 from __future__ import annotations
@@ -71,6 +73,36 @@ def signals(store: Store, window_s: float | None = None, *, model: str = ALL,
     return out
 
 
+GPU_SIGNALS = tuple(sig for sig in SIGNALS if sig.label == "gpu")
+PAGE_GPU = "page (dcgm-exporter series on /metrics)"
+NVML_GPU = "nvml (this host's driver)"
+
+
+def endpoint_gpus(store: Store, window_s: float | None = None, *,
+                  nvml: GpuStatus | None = None) -> list[Json]:  # fmt: skip
+    """The GPUs the endpoint's history holds, each with where its readings come from.
+
+    A page may carry dcgm-exporter series (the simulator does, and a remote server or a
+    sidecar may): those GPUs are the server's even when this host has no NVIDIA driver. On a
+    local endpoint NVML's readings replace the page's for the same GPU index (`nvml`: the
+    local reading, when there is one), so each GPU has one source.
+    """
+    local = {str(g.index) for g in nvml.gpus} if nvml is not None else set()
+    labels = sorted({label for sig in GPU_SIGNALS for label in store.labels(sig.name)},
+                    key=lambda x: (len(x), x))  # fmt: skip
+    out: list[Json] = []
+    for label in labels:
+        values: Json = {}
+        for sig in GPU_SIGNALS:
+            value = signal_summary(store, sig, SeriesKey(sig.name, "", "", label), window_s)
+            if value is not None:
+                values[sig.name] = value
+        if values:
+            source = NVML_GPU if label in local else PAGE_GPU
+            out.append({"gpu": label, "source": source, "signals": values})
+    return out
+
+
 def recommendation(r: Recommendation) -> Json:
     """A recommendation as data: the knob, from, to, and the flag that applies it."""
     return {
@@ -132,8 +164,10 @@ def gpus(status: GpuStatus) -> Json:
     }
 
 
-def endpoint(view: EndpointView, window_s: float | None = None) -> Json:
-    """One endpoint: status, what the server says, its configuration, its signals."""
+def endpoint(view: EndpointView, window_s: float | None = None, *,
+             nvml: GpuStatus | None = None) -> Json:  # fmt: skip
+    """One endpoint: status, what the server says, its configuration, its signals, its GPUs
+    (`nvml`: this host's reading, for a local endpoint)."""
     store = view.store
     last = view.last
     engines = store.engines()
@@ -152,6 +186,7 @@ def endpoint(view: EndpointView, window_s: float | None = None) -> Json:
         "restarts": len(store.restarts()),
         "findings": [finding(f) for f in view.findings],
         "signals": signals(store, window_s),
+        "gpus": endpoint_gpus(store, window_s, nvml=nvml if view.local else None),
         "engines": [
             {"model": m, "engine": e, "signals": signals(store, window_s, model=m, engine=e)}
             for m, e in engines

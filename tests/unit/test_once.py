@@ -69,3 +69,34 @@ def test_bad_header_is_a_usage_error() -> None:
     result = vtop("--url", "http://127.0.0.1:1", "--once", "--header", "nocolon")
     assert result.returncode == 2
     assert result.stderr.count("\n") == 1 and "Name: value" in result.stderr
+
+
+def test_once_reports_the_gpus_a_page_carries_and_says_where_they_come_from() -> None:
+    """A `vtop sim` server publishes dcgm-exporter GPU series: --once lists those GPUs under
+    the endpoint, source "page", even where this host has no NVIDIA driver (the top-level
+    `gpu` is this host's NVML reading, and says so when it has none)."""
+    sim = subprocess.Popen(
+        [sys.executable, "-m", "vtop", "sim", "--scenario", "healthy", "--port", "0",
+         "--duration", "60"],
+        stdout=subprocess.PIPE, text=True, cwd=ROOT,
+    )  # fmt: skip
+    try:
+        assert sim.stdout is not None
+        url = sim.stdout.readline().split(" on ")[1].split()[0]
+        result = vtop("--url", url, "--once", "--interval", "0.5")
+    finally:
+        sim.terminate()
+        sim.wait(timeout=10)
+    assert result.returncode == 0, result.stderr
+    doc = json.loads(result.stdout)
+    (ep,) = doc["endpoints"]
+    assert not any(name.startswith("gpu_") for name in ep["signals"])
+    nvml = {str(g["index"]) for g in doc["gpu"]["gpus"]}  # a host with a driver reads its own
+    assert [g["gpu"] for g in ep["gpus"]] == ["0"]
+    (gpu,) = ep["gpus"]
+    assert gpu["source"] == ("nvml (this host's driver)" if "0" in nvml
+                             else "page (dcgm-exporter series on /metrics)")  # fmt: skip
+    sig = gpu["signals"]
+    assert 0 <= sig["gpu_util"]["last"] <= 100
+    assert sig["gpu_mem_used"]["last"] > 1024**3  # a model's weights, in bytes
+    assert sig["gpu_power"]["last"] > 0 and sig["gpu_temp"]["last"] > 0
