@@ -17,7 +17,7 @@ Recommendations built on an assumed value say so and lower their confidence.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 from vtop.model import EndpointInfo, Knob, KnobValue
 
@@ -146,17 +146,52 @@ def flag_knobs(max_num_seqs: int | None, max_num_batched_tokens: int | None) -> 
     return out
 
 
-def infer_max_num_seqs(running: list[float | None], waiting: list[float | None]) -> int | None:
+KV_WALL = 0.9
+"""KV usage from which a queue may be the KV pool's doing, not the batch cap's."""
+
+
+def infer_max_num_seqs(
+    running: Sequence[float | None],
+    waiting: Sequence[float | None],
+    kv_usage: Sequence[float | None] | None = None,
+) -> int | None:
     """The batch cap read from behaviour: running sits at one ceiling while requests wait.
 
     Needs at least 10 polls with a queue, and the highest running count seen during them to
-    hold for at least half of those polls; otherwise the behaviour proves nothing.
+    hold for at least half of those polls; otherwise the behaviour proves nothing. Given
+    `kv_usage`, a poll counts only when KV was known and below `KV_WALL`: with the pool full,
+    the ceiling is the KV wall (memory), not max_num_seqs.
     """
-    queued = [r for r, w in zip(running, waiting, strict=False)
-              if r is not None and w is not None and w > 0]  # fmt: skip
+    kv: Sequence[float | None] = kv_usage if kv_usage is not None else [0.0] * len(running)
+    queued = [r for r, w, k in zip(running, waiting, kv, strict=False)
+              if r is not None and w is not None and w > 0
+              and k is not None and k < KV_WALL]  # fmt: skip
     if len(queued) < 10:
         return None
     top = max(queued)
     if top < 1 or sum(1 for r in queued if r == top) < len(queued) / 2:
         return None
     return int(top)
+
+
+def with_inferred_max_num_seqs(
+    knobs: Mapping[str, Knob],
+    running: Sequence[float | None],
+    waiting: Sequence[float | None],
+    kv_usage: Sequence[float | None],
+) -> dict[str, Knob]:
+    """`knobs` with max_num_seqs read from behaviour when only a version default gave it.
+
+    `inferred` beats `default` and loses to everything else (metrics, process, flag): a value
+    the server or the user stated is never replaced by a guess.
+    """
+    out = dict(knobs)
+    current = out.get("max_num_seqs")
+    if current is not None and current.provenance not in ("default", "inferred"):
+        return out
+    cap = infer_max_num_seqs(running, waiting, kv_usage)
+    if cap is None:
+        return out
+    detail = f"running held at {cap} while requests waited, KV usage below {KV_WALL:.0%}"
+    out["max_num_seqs"] = Knob("max_num_seqs", cap, "inferred", detail)
+    return out

@@ -9,6 +9,8 @@ being hammered every poll; meanwhile its scrape carries the reason and when the 
 is due, and the history collected so far stays. When an endpoint (re)connects or restarts, vtop
 re-reads what the server says about itself and its configuration: a restart is usually the user
 applying a recommendation, and the new values must be the ones the next advice starts from.
+Between those, the endpoint's recent (running, waiting, KV) polls may reveal max_num_seqs when
+nothing stated it (`inferred`); the frame that changes a knob carries the new knobs.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ import asyncio
 import ipaddress
 import socket
 import time
+from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from urllib.parse import urlsplit
@@ -35,6 +38,7 @@ from vtop.sources import discovery
 from vtop.sources.vllm import ScrapeOptions, VllmScraper, base_url, redact_url
 
 BACKOFF_S = (1.0, 2.0, 4.0, 8.0, 16.0, 30.0)
+BEHAVIOUR_POLLS = 60
 
 ProcessProbe = Callable[[int], Mapping[str, Knob] | None]
 """Given a local port, the knobs of the vLLM process serving it (None if none is found)."""
@@ -76,6 +80,11 @@ class EndpointState:
     server: EndpointInfo = field(default_factory=EndpointInfo)
     cache_info: dict[str, str] = field(default_factory=dict)
     last_counters: dict[SeriesKey, float] = field(default_factory=dict)
+    behaviour: deque[tuple[float | None, float | None, float | None]] = field(
+        default_factory=lambda: deque(maxlen=BEHAVIOUR_POLLS)
+    )
+    """(running, waiting, KV usage) of the latest polls, to read max_num_seqs from behaviour
+    when nothing states it (see discovery.with_inferred_max_num_seqs)."""
 
     def status(self, now: float) -> str:
         """One line for the header: connected, or reconnecting with the attempt and delay."""
@@ -179,9 +188,17 @@ class LiveSource:
             state.cache_info = dict(scrape.info)
             rediscover = True
         if rediscover:
+            state.behaviour.clear()  # a new configuration: the old behaviour proves nothing
+        state.behaviour.append(_load(scrape.scalars))
+        if rediscover:
             state.server = await state.scraper.info()
             state.knobs = self._discover(state)
             scrape = replace(scrape, knobs=dict(state.knobs), server=state.server)
+        else:
+            knobs = _infer(state)
+            if knobs != state.knobs:
+                state.knobs = knobs
+                scrape = replace(scrape, knobs=dict(knobs))
         return scrape, events
 
     def _discover(self, state: EndpointState) -> dict[str, Knob]:
@@ -199,10 +216,31 @@ class LiveSource:
             gpu_mem_bytes=gpu_mem,
         )
         knobs.update(self._endpoint_flags.get(state.scraper.url, {}))
-        return knobs
+        state.knobs = knobs
+        return _infer(state)
 
     def status(self, endpoint: str) -> str:
         return self.endpoints[endpoint].status(self._clock())
+
+
+def _infer(state: EndpointState) -> dict[str, Knob]:
+    """The endpoint's knobs, max_num_seqs inferred from its behaviour if nothing states it."""
+    running, waiting, kv = zip(*state.behaviour, strict=True) if state.behaviour else ((), (), ())
+    return discovery.with_inferred_max_num_seqs(state.knobs, running, waiting, kv)
+
+
+def _load(scalars: Mapping[SeriesKey, float]) -> tuple[float | None, float | None, float | None]:
+    """(running, waiting, KV usage) of a one-engine server; unknown (None) with several
+    engines, whose caps are per engine and whose sums would not show one."""
+    engines = {(k.model, k.engine) for k in scalars if k.signal == "running"}
+    if len(engines) != 1:
+        return None, None, None
+    ((model, engine),) = engines
+
+    def get(name: str) -> float | None:
+        return scalars.get(SeriesKey(name, model, engine, ""))
+
+    return get("running"), get("waiting"), get("kv_usage")
 
 
 _WATCHED = frozenset({"generation_tokens", "prompt_tokens", "api_start_time"})
