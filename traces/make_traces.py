@@ -6,12 +6,14 @@ Each trace is the scenario's twin (seed 0, a fixed epoch, so every run writes th
 polled once per simulated second after its warm-up, recorded through the same `Recorder` that
 `vtop --record` uses. The README's entry for each comes from the scenario itself (what is
 wrong, what the numbers show, which rule should name it) and from the file (span, polls,
-size), so the descriptions cannot drift from what the traces hold.
+size), so the descriptions cannot drift from what the traces hold. Sections on other traces
+(a real server's, described by hand) are kept as they are.
 """
 
 from __future__ import annotations
 
 import argparse
+import re
 from pathlib import Path
 
 from vtop.sim.scenarios import SCENARIOS
@@ -61,6 +63,18 @@ def entry(name: str, path: Path) -> str:
     )
 
 
+def by_hand(readme: str) -> list[str]:
+    """The README's sections on traces no scenario makes (a real server's, described by hand),
+    kept as they are when the simulated entries are rewritten."""
+    sections = re.split(r"^(?=## `)", readme, flags=re.MULTILINE)[1:]
+    out = []
+    for section in sections:
+        name = section.split("`", 2)[1].removesuffix(".vtrace")
+        if name not in SCENARIOS:
+            out.append(section.rstrip("\n") + "\n")
+    return out
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description="Record the shipped simulator traces.")
     parser.add_argument("--minutes", type=float, default=15.0)
@@ -71,9 +85,10 @@ def main() -> None:
         path = HERE / f"{name}.vtrace" if args.readme else record(name, args.minutes)
         entries.append(entry(name, path))
         print(f"{path.name}: {path.stat().st_size / 1024:.0f} KiB")
-    manual = HERE / "README.real.md"  # the real server's trace, described by hand
-    tail = "\n" + manual.read_text(encoding="utf-8") if manual.exists() else ""
-    (HERE / "README.md").write_text(INTRO + "\n" + "\n".join(entries) + tail, encoding="utf-8")
+    readme = HERE / "README.md"
+    old = readme.read_text(encoding="utf-8") if readme.exists() else ""
+    tail = "".join("\n" + section for section in by_hand(old))
+    readme.write_text(INTRO + "\n" + "\n".join(entries) + tail, encoding="utf-8")
 
 
 if __name__ == "__main__":
