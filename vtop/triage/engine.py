@@ -26,7 +26,7 @@ from vtop.triage import guards
 from vtop.triage.expr import Value
 from vtop.triage.loader import RuleError, load_catalog
 from vtop.triage.measure import Snapshot, holds
-from vtop.triage.recommend import build
+from vtop.triage.recommend import Withheld, build
 from vtop.triage.schema import Rule
 from vtop.triage.template import render
 
@@ -140,18 +140,20 @@ class Engine:
         names = _NameView(values, snap)
         severity = rule.severity
         recs: tuple[Recommendation, ...] = ()
+        withheld: list[tuple[str, str]] = []
         if state == "firing":
             for esc in rule.escalate:
                 if esc.severity > severity and holds(esc.when, snap, active=False):
                     severity = esc.severity
             defs = {d.name: d for d in rule.values}
-            built = (build(spec, values, defs, snap) for spec in rule.recommend)
-            recs = tuple(r for r in built if r is not None)
+            built = [build(spec, values, defs, snap) for spec in rule.recommend]
+            recs = tuple(r for r in built if isinstance(r, Recommendation))
+            withheld = [("withheld", w.note) for w in built if isinstance(w, Withheld)]
         assert st.since is not None
+        evidence = tuple((label, render(t, names)) for label, t in rule.evidence)
         return Finding(
             rule=rule.id, title=rule.title, endpoint=snap.store.endpoint, severity=severity,
-            state=state, summary=render(rule.summary, names),
-            evidence=tuple((label, render(t, names)) for label, t in rule.evidence),
+            state=state, summary=render(rule.summary, names), evidence=evidence + tuple(withheld),
             recommendations=recs, since=st.since, held_s=now - st.since, for_s=rule.for_s,
         )  # fmt: skip
 

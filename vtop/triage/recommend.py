@@ -5,7 +5,10 @@ each input is shown with where it came from. The value formula runs in the safe 
 the knobs, the context values (KV fit, demand shown) and the rule's own values; `min` / `max`
 bound it; `round` makes it a whole number for integer knobs. A direction is a promise: a
 `raise` whose formula does not land above the current value says nothing rather than "raise
-max_num_seqs to 64" on a server already at 64.
+max_num_seqs to 64" on a server already at 64. It does not stay silent, though: a change whose
+condition (`if`) holds but whose value would not move the knob is `Withheld`, and the finding
+says why (the rule's `withheld` text, e.g. "the KV pool fits only 114 sequences at 90%", else
+the value and the current one), so a firing finding never ends up with neither advice nor word.
 
 Confidence drops when an input was assumed rather than read (`Knob.assumed`): medium when any
 input was assumed, low when the very knob being changed was, and the trade-off note then says
@@ -15,9 +18,10 @@ which values were assumed and how to tell vtop the real ones.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Literal
 
-from vtop.model import Knob, KnobValue, Recommendation
+from vtop.model import Knob, KnobValue, Recommendation, format_value
 from vtop.triage.derived import CONTEXT
 from vtop.triage.expr import Expr, Value
 from vtop.triage.measure import Snapshot
@@ -25,6 +29,17 @@ from vtop.triage.schema import RecSpec, ValueDef
 from vtop.triage.template import render
 
 Confidence = Literal["high", "medium", "low"]
+VERB = {"raise": "raising", "lower": "lowering"}
+
+
+@dataclass(frozen=True, slots=True)
+class Withheld:
+    """A change the rule's condition asks for that its own bounds rule out, and why."""
+
+    knob: str
+    direction: str
+    note: str
+    """One line for the finding: `raising max_num_seqs is withheld: the KV pool fits only …`."""
 
 
 def _number(x: Value) -> float | None:
@@ -64,9 +79,20 @@ def _inputs(exprs: list[Expr], values: Mapping[str, Value], defs: Mapping[str, V
     return out
 
 
+def _withheld(spec: RecSpec, values: Mapping[str, Value], snap: Snapshot, new: KnobValue,
+              cur: KnobValue) -> Withheld:  # fmt: skip
+    names = {n: values[n] if n in values else snap.resolve(n) for n in spec.withheld_names}
+    why = render(spec.withheld, names) if spec.withheld else ""
+    if not why:
+        why = f"the formula gives {format_value(new)}, now {format_value(cur)}"
+    verb = VERB.get(spec.direction, spec.direction)
+    return Withheld(spec.knob, spec.direction, f"{verb} {spec.knob} is withheld: {why}")
+
+
 def build(spec: RecSpec, values: Mapping[str, Value], defs: Mapping[str, ValueDef],
-          snap: Snapshot) -> Recommendation | None:  # fmt: skip
-    """The recommendation, or None when it does not apply or would not change anything."""
+          snap: Snapshot) -> Recommendation | Withheld | None:  # fmt: skip
+    """The recommendation; `Withheld` when it applies but its value would not move the knob
+    the promised way; None when it does not apply or cannot be computed."""
 
     def ev(e: Expr) -> Value:
         return e.eval(snap.names(e, values))
@@ -97,10 +123,12 @@ def build(spec: RecSpec, values: Mapping[str, Value], defs: Mapping[str, ValueDe
             new = round(x) if spec.rounding == "int" else round(x, 4)
         c = _number(cur)
         n = _number(new)
-        if spec.direction == "raise" and c is not None and (n is None or n <= c):
+        if spec.direction in ("raise", "lower") and c is not None and n is None:
             return None
-        if spec.direction == "lower" and c is not None and (n is None or n >= c):
-            return None
+        if spec.direction == "raise" and c is not None and n is not None and n <= c:
+            return _withheld(spec, values, snap, new, cur)
+        if spec.direction == "lower" and c is not None and n is not None and n >= c:
+            return _withheld(spec, values, snap, new, cur)
         if spec.direction == "set" and new == cur:
             return None
     exprs = [e for e in (spec.value, spec.minimum, spec.maximum) if e is not None]
