@@ -18,7 +18,7 @@ which values were assumed and how to tell vtop the real ones.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Literal
 
 from vtop.model import Knob, KnobValue, Recommendation, format_value
@@ -30,6 +30,8 @@ from vtop.triage.template import render
 
 Confidence = Literal["high", "medium", "low"]
 VERB = {"raise": "raising", "lower": "lowering"}
+STEADY = 0.1
+"""A recommendation keeps its value while a new computation lands within 10% of it."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,6 +79,33 @@ def _inputs(exprs: list[Expr], values: Mapping[str, Value], defs: Mapping[str, V
             if name == "kv_fit":
                 names.append("tokens_per_seq")
     return out
+
+
+def bounded(formula: str, lo: Expr | None, hi: Expr | None) -> str:
+    """The formula with its bounds as a person writes them: `max(…, 1)`, `min(…, 4096)`,
+    `clamp(…, lo, hi)` only when both are set (no infinite bounds on display)."""
+    if lo is not None and hi is not None:
+        return f"clamp({formula}, {lo.text}, {hi.text})"
+    if hi is not None:
+        return f"min({formula}, {hi.text})"
+    if lo is not None:
+        return f"max({formula}, {lo.text})"
+    return formula
+
+
+def steady(rec: Recommendation, previous: KnobValue) -> Recommendation:
+    """The previous value while the new one lands within `STEADY` of it and still keeps the
+    direction's promise: a recommendation does not hop between rounding steps (96, 104, 96)
+    from one poll to the next when its evidence barely moves."""
+    new, old = _number(rec.new_value), _number(previous)
+    cur = _number(rec.current.value) if rec.current is not None else None
+    if new is None or old is None or new == old or abs(new - old) > STEADY * abs(old):
+        return rec
+    if cur is not None and (
+        (rec.direction == "raise" and old <= cur) or (rec.direction == "lower" and old >= cur)
+    ):
+        return rec
+    return replace(rec, new_value=previous)
 
 
 def _withheld(spec: RecSpec, values: Mapping[str, Value], snap: Snapshot, new: KnobValue,
@@ -146,11 +175,7 @@ def build(spec: RecSpec, values: Mapping[str, Value], defs: Mapping[str, ValueDe
     if assumed:
         said = "; ".join(f"{k.name} = {k.value} ({k.detail or k.provenance})" for k in assumed)
         note = (note + " " if note else "") + f"Assumed, not read from the server: {said}."
-    formula = spec.value.text
-    if spec.minimum is not None or spec.maximum is not None:
-        lo_t = spec.minimum.text if spec.minimum is not None else "-inf"
-        hi_t = spec.maximum.text if spec.maximum is not None else "inf"
-        formula = f"clamp({formula}, {lo_t}, {hi_t})"
+    formula = bounded(spec.value.text, spec.minimum, spec.maximum)
     direction = spec.direction
     c, n = _number(cur), _number(new)
     if direction == "set" and c is not None and n is not None:
