@@ -351,11 +351,12 @@ def test_simulator_recorded_and_replayed_gives_the_same_signals_and_findings(
     assert a["status"] == b["status"]
     assert len(a["findings"]) == len(b["findings"])
     for fa, fb in zip(a["findings"], b["findings"], strict=True):
-        times = ("first_t", "last_t")
+        times = ("first_t", "last_t", "suppressed_since_t")  # a trace stores times as floats
         assert {k: v for k, v in fa.items() if k not in times} == {
             k: v for k, v in fb.items() if k not in times
         }
-        assert [fb[k] for k in times] == pytest.approx([fa[k] for k in times], abs=1e-6)
+        assert [fb[k] or 0 for k in times] == pytest.approx([fa[k] or 0 for k in times], abs=1e-6)
+        assert (fa["suppressed_since_t"] is None) == (fb["suppressed_since_t"] is None)
     with TraceReader(trace) as r:
         assert r.header.sources == ["demo budget-too-small (seed 0)"]
 

@@ -7,10 +7,18 @@ evaluated at every poll in the time a script allows, so `add(frame, evaluate=Fal
 light frame for the figures only; what such polls announce (knobs, server info, events) is
 held and handed to the monitor with the next evaluated frame, so nothing is lost by skipping.
 
-A finding is reported if it *fired* at any evaluation of the window (with the first and last
-time it did, and whether it still fired at the end); the status is the worst of those. The
-document is plain JSON data, versioned (`REPORT_VERSION`) and described by
-docs/report-schema.json; text, Markdown and HTML are views of it, so they cannot disagree.
+A finding is reported if it fired, or was explained away (suppressed) by a root cause, at any
+evaluation of the window, with the first and last time it did. What it says is what the live
+engine said at its last such evaluation: its state then (firing, or suppressed by which rule and
+since when), summary, evidence and advice, so the report never contradicts the screen.
+
+The status counts a finding's firing only if no root cause came to explain it in the same
+episode (a run of evaluations where it fires or is suppressed): a symptom that fires before
+its cause has waited out its own `for` is the same problem, seen early, and the cause's finding
+carries it. The headline leads with what counts, worst first, then what still fires at the
+end, in the engine's root-cause order. The document is plain JSON data, versioned
+(`REPORT_VERSION`) and described by docs/report-schema.json; text, Markdown and HTML are views
+of it, so they cannot disagree.
 """
 
 from __future__ import annotations
@@ -61,16 +69,62 @@ def iso(t: float | None) -> str | None:
 @dataclass(slots=True)
 class _Track:
     finding: Finding
+    """The finding at the last evaluation it fired or was suppressed: what the engine says."""
     first_t: float
     last_t: float
     worst: Severity
     fired: bool
+    """It fired (not suppressed) at some evaluation of the window."""
     evaluations: int = 1
     active: bool = True
     starts: list[float] = field(default_factory=list)
     """Times it began firing (again): where a replay's timeline puts its marks."""
     onset: Finding | None = None
     """The finding as it was when it first fired: what training reveals."""
+    state_since: float = 0.0
+    """When its current state (firing, or suppressed by the same rule) began."""
+    rank: int = 0
+    """Its place in the engine's order at its last evaluation (firing, severity, root cause)."""
+    episode: Severity | None = None
+    """The worst it fired at in the current episode since a root cause last explained it."""
+    counted: Severity | None = None
+    """The worst it fired at in episodes that ended unexplained."""
+
+    def observe(self, f: Finding, t: float, rank: int) -> None:
+        """One more evaluation at which it fires or is suppressed."""
+        if (f.state, f.suppressed_by) != (self.finding.state, self.finding.suppressed_by):
+            self.state_since = t
+        firing = f.state == "firing"
+        if firing and (not self.active or not self.fired):
+            self.starts.append(t)
+        if firing and self.onset is None:
+            self.onset = f
+        if firing:
+            self.episode = f.severity if self.episode is None else max(self.episode, f.severity)
+            self.fired = True
+        else:  # a root cause explains it: what it said before is that cause's to carry
+            self.episode = None
+        self.finding, self.worst, self.rank = f, max(self.worst, f.severity), rank
+        self.last_t = t
+        self.evaluations += 1
+        self.active = True
+
+    def end_episode(self) -> None:
+        """It stopped firing and stopped being explained: its episode is settled."""
+        if self.active and self.episode is not None:
+            self.counted = self.episode if self.counted is None else max(self.counted, self.episode)
+        self.episode = None
+        self.active = False
+
+    @property
+    def counts(self) -> Severity | None:
+        """The severity it adds to the status, or None when every firing was explained."""
+        levels = [s for s in (self.counted, self.episode) if s is not None]
+        return max(levels) if levels else None
+
+    @property
+    def firing_at_end(self) -> bool:
+        return self.active and self.finding.state == "firing"
 
 
 class Collector:
@@ -159,7 +213,7 @@ class Collector:
 
     def _evaluate(self, t: float) -> None:
         seen = set()
-        for f in self._findings(self.monitor):
+        for rank, f in enumerate(self._findings(self.monitor)):
             if f.state not in ("firing", "suppressed"):
                 continue  # pending, or not enough evidence yet: not a verdict
             key = (f.endpoint, f.rule)
@@ -167,24 +221,16 @@ class Collector:
             firing = f.state == "firing"
             track = self._tracks.get(key)
             if track is None:
-                onset = f if firing else None
-                starts = [t] if firing else []
-                self._tracks[key] = _Track(f, t, t, f.severity, firing, starts=starts, onset=onset)
+                self._tracks[key] = _Track(
+                    f, t, t, f.severity, firing, starts=[t] if firing else [],
+                    onset=f if firing else None, state_since=t, rank=rank,
+                    episode=f.severity if firing else None,
+                )  # fmt: skip
                 continue
-            if firing and (not track.active or track.finding.state != "firing"):
-                track.starts.append(t)
-            if firing and track.onset is None:
-                track.onset = f
-            if firing and not track.fired:  # it fires now: what it said while explained away goes
-                track.finding, track.worst, track.fired = f, f.severity, True
-            elif firing or not track.fired:
-                track.finding, track.worst = f, max(track.worst, f.severity)
-            track.last_t = t
-            track.evaluations += 1
-            track.active = True
+            track.observe(f, t, rank)
         for key, track in self._tracks.items():
             if key not in seen:
-                track.active = False
+                track.end_episode()
 
     def onsets(self) -> list[tuple[float, Finding]]:
         """(time, finding) where each rule first fired on each endpoint, in time order."""
@@ -216,12 +262,18 @@ class Collector:
             return "UNKNOWN", first.last_error or f"{first.url} could not be read"
         if not any(e.vllm for e in reachable):
             return "UNKNOWN", f"{reachable[0].url} exposes no vLLM metrics"
-        firing = [t for t in self._tracks.values() if t.fired]
-        worst = max((t.worst for t in firing), default=Severity.OK)
+        ranked = self._ranked()
+        counted = [t for t in ranked if t.counts is not None]
+        worst = max((t.counts for t in counted if t.counts is not None), default=Severity.OK)
         down = [e.url for e in eps.values() if e.polls == e.failed]
         if worst >= Severity.WARNING:
-            top = sorted(firing, key=lambda t: (-t.worst, t.first_t))[0]
-            more = f" (+{len(firing) - 1} more)" if len(firing) > 1 else ""
+            top = counted[0]
+            serious = [t for t in counted if (t.counts or 0) >= Severity.WARNING]
+            notes = [f"+{len(serious) - 1} more"] if len(serious) > 1 else []
+            explains = self._explained_by(top)
+            if explains:
+                notes.append("explains " + ", ".join(explains))
+            more = f" ({'; '.join(notes)})" if notes else ""
             status: Status = "CRITICAL" if worst >= Severity.CRITICAL else "WARNING"
             return (
                 status,
@@ -230,14 +282,45 @@ class Collector:
         if down:
             return "WARNING", f"{down[0]} could not be read during the window"
         span = _span(self.stats.t_first, self.stats.t_last)
-        return "OK", f"no findings over {span} ({self.stats.polls} polls)"
+        polls = f"{span} ({self.stats.polls} polls)"
+        if counted:
+            top = counted[0]
+            if len(counted) == 1:
+                return "OK", (
+                    f"1 info: {top.finding.rule} on {top.finding.endpoint}: "
+                    f"{top.finding.summary} (nothing worse over {polls})"
+                )
+            rules = ", ".join(dict.fromkeys(t.finding.rule for t in counted))
+            return "OK", f"{len(counted)} info: {rules} (nothing worse over {polls})"
+        return "OK", f"no findings over {polls}"
+
+    def _ranked(self) -> list[_Track]:
+        """Findings in the report's order: those that count for the status first, worst first,
+        then what still fires at the end in the engine's root-cause order, then the rest."""
+
+        def key(t: _Track) -> tuple[int, int, int, int, float]:
+            level = t.counts if t.counts is not None else t.worst
+            return (t.counts is None, -level, not t.firing_at_end, t.rank, t.first_t)
+
+        return sorted(self._tracks.values(), key=key)
+
+    def _explained_by(self, cause: _Track) -> list[str]:
+        """The rules `cause` explains (suppresses) at the end of the window."""
+        return [
+            t.finding.rule
+            for t in self._ranked()
+            if t.active
+            and t.finding.state == "suppressed"
+            and t.finding.suppressed_by == cause.finding.rule
+            and t.finding.endpoint == cause.finding.endpoint
+        ]
 
     def document(self) -> dict[str, Any]:
         status, reason = self.status()
         st = self.stats
         endpoints = [self._endpoint(e) for e in st.endpoints.values()]
         primary = endpoints[0] if endpoints else None
-        findings = sorted(self._tracks.values(), key=lambda t: (-t.worst, t.first_t))
+        findings = self._ranked()
         duration = (st.t_last - st.t_first) if st.t_first is not None and st.t_last else 0.0
         first_ep = next(iter(st.endpoints.values()), None)
         return {
@@ -330,16 +413,20 @@ knobs_json = summary.knobs
 
 def _finding(track: _Track) -> dict[str, Any]:
     f = track.finding
+    suppressed = f.state == "suppressed"
     return {
         "rule": f.rule,
         "title": f.title,
         "endpoint": f.endpoint,
         "severity": track.worst.name,
         "state": f.state,
+        "counts": track.counts is not None,
         "summary": f.summary,
         "evidence": [{"name": n, "value": v} for n, v in f.evidence],
         "recommendations": [summary.recommendation(r) for r in f.recommendations],
         "suppressed_by": f.suppressed_by,
+        "suppressed_since_t": track.state_since if suppressed else None,
+        "suppressed_since": iso(track.state_since) if suppressed else None,
         "first_t": track.first_t,
         "last_t": track.last_t,
         "first": iso(track.first_t),

@@ -69,8 +69,8 @@ def _x(t: float, t0: float, t1: float) -> float:
 def _shading(doc: Doc, t0: float, t1: float, y0: float, y1: float) -> list[str]:
     out = []
     for f in doc["findings"]:
-        if f["state"] != "firing":
-            continue
+        if not f.get("counts", f["state"] == "firing"):
+            continue  # explained by a root cause: its shading is the cause's
         a = _x(max(f["first_t"], t0), t0, t1)
         b = _x(min(f["last_t"], t1), t0, t1)
         colour = COLOURS.get(f["severity"], COLOURS["UNKNOWN"])
@@ -267,14 +267,17 @@ def render_html(doc: Doc) -> str:
     for f in doc["findings"]:
         c = COLOURS.get(f["severity"], COLOURS["UNKNOWN"])
         span = f"{fmt.clock(f['first'])} → {fmt.clock(f['last'])}"
-        span += ", still firing at the end" if f["active_at_end"] else ""
+        if f["state"] == "suppressed":
+            since = fmt.clock(f.get("suppressed_since") or f["last"])
+            span += f", explained by {f['suppressed_by']} from {since}"
+            span += " to the end" if f["active_at_end"] else ""
+        elif f["active_at_end"]:
+            span += ", still firing at the end"
         out.append(
             f'<div class="finding" style="--c:{c}"><b>{_e(f["severity"])}</b> '
             f"<code>{_e(f['rule'])}</code> on {_e(f['endpoint'])} · {_e(span)}"
             f"<br>{_e(f['summary'])}"
         )
-        if f["suppressed_by"]:
-            out.append(f"<br>explained by <code>{_e(f['suppressed_by'])}</code>")
         if f["evidence"]:
             out.append("<table>")
             for e in f["evidence"]:
@@ -283,7 +286,8 @@ def render_html(doc: Doc) -> str:
         for r in f["recommendations"]:
             assumed = ", assumed" if r["assumed"] else ""
             out.append(
-                f'<div>change: <code class="flag">{_e(r["flag"])}</code> '
+                f'<div>change: <code class="flag">{_e(r["flag"])}</code> / '
+                f'<code class="flag">{_e(r.get("engine_arg", ""))}</code> '
                 f"(now {_e(fmt.knob(r['from']))}{assumed}) {_e(r['formula'])}</div>"
             )
         out.append("</div>")

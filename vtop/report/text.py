@@ -89,15 +89,26 @@ def _trend(doc: Doc, name: str, width: int = SPARK_WIDTH) -> str:
 def _recommendation(r: Doc) -> str:
     now = fmt.knob(r["from"])
     assumed = ", assumed" if r["assumed"] else ""
-    return (
-        f"{r['flag']}  (now {now}{assumed}; {r['formula']})"
-        if r["formula"]
-        else (f"{r['flag']}  (now {now}{assumed})")
-    )
+    formula = f"; {r['formula']}" if r["formula"] else ""
+    return f"{_change(r)}  (now {now}{assumed}{formula})"
+
+
+def _change(r: Doc, code: str = "") -> str:
+    """The flag and, beside it, the engine argument: `--max-num-seqs 128 / max_num_seqs=128`."""
+    arg = r.get("engine_arg")
+    flag = f"{code}{r['flag']}{code}"
+    return f"{flag} / {code}{arg}{code}" if arg else flag
 
 
 def _finding_span(f: Doc) -> str:
-    end = "still firing at the end" if f["active_at_end"] else f"until {fmt.clock(f['last'])}"
+    """When it fired, and its state at the end of the window (or when it last stood)."""
+    ended = f["active_at_end"]
+    if f["state"] == "suppressed":
+        head = f"from {fmt.clock(f['first'])}" + ("" if ended else f" until {fmt.clock(f['last'])}")
+        since = fmt.clock(f.get("suppressed_since") or f["last"])
+        tail = " to the end" if ended else ""
+        return f"{head}; explained by {f['suppressed_by']} from {since}{tail}"
+    end = "still firing at the end" if ended else f"until {fmt.clock(f['last'])}"
     return f"from {fmt.clock(f['first'])}, {end}"
 
 
@@ -156,8 +167,6 @@ def render_text(doc: Doc) -> str:
                 + (f"  [{f['endpoint']}]" if len(doc["endpoints"]) > 1 else "")
             )
             out.extend(_wrap(f["summary"], "           "))
-            if f["suppressed_by"]:
-                out.append(f"           explained by {f['suppressed_by']}")
             if f["evidence"]:
                 ev = "; ".join(f"{e['name']}: {e['value']}" for e in f["evidence"])
                 out.extend(_wrap(ev, "           evidence  ", "                     "))
@@ -256,17 +265,16 @@ def render_markdown(doc: Doc) -> str:
         where = f" on `{_md(f['endpoint'])}`" if len(doc["endpoints"]) > 1 else ""
         out.append(
             f"- **{f['severity']}** `{_md(f['rule'])}`{where}: {_md(f['summary'])} "
-            f"({_finding_span(f)})"
+            f"({_md(_finding_span(f))})"
         )
-        if f["suppressed_by"]:
-            out.append(f"  - explained by `{_md(f['suppressed_by'])}`")
         for e in f["evidence"]:
             out.append(f"  - {_md(e['name'])}: {_md(e['value'])}")
         for r in f["recommendations"]:
             assumed = ", assumed" if r["assumed"] else ""
             formula = f"; {_md(r['formula'])}" if r["formula"] else ""
             out.append(
-                f"  - change: `{_md(r['flag'])}` (now {_md(fmt.knob(r['from']))}{assumed}{formula})"
+                f"  - change: {_md(_change(r, '`'))} (now {_md(fmt.knob(r['from']))}{assumed}"
+                f"{formula})"
             )
     for ep in doc["endpoints"]:
         if not ep["knobs"]:

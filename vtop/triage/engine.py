@@ -16,17 +16,17 @@ resets every state of that endpoint: the configuration the user just applied sta
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Protocol
 
-from vtop.model import ALL, Finding, FindingState, Knob, Recommendation, Severity
+from vtop.model import ALL, Finding, FindingState, Knob, KnobValue, Recommendation, Severity
 from vtop.signals.store import Store, key
 from vtop.triage import guards
 from vtop.triage.expr import Value
 from vtop.triage.loader import RuleError, load_catalog
 from vtop.triage.measure import Snapshot, holds
-from vtop.triage.recommend import build
+from vtop.triage.recommend import Withheld, build, steady
 from vtop.triage.schema import Rule
 from vtop.triage.template import render
 
@@ -43,6 +43,8 @@ class _State:
     since: float | None = None
     firing_since: float | None = None
     last_true: float | None = None
+    advised: dict[str, KnobValue] = field(default_factory=dict)
+    """The value each knob was last advised at while firing (kept steady, `recommend.steady`)."""
 
 
 @dataclass(slots=True)
@@ -119,6 +121,7 @@ class Engine:
             and now - st.last_true < rule.keep_firing_for_s
         ):
             st.since = st.firing_since = st.last_true = None
+            st.advised.clear()
         if st.since is None:
             if truth and missing:
                 return Finding(rule=rule.id, title=rule.title, endpoint=snap.store.endpoint,
@@ -140,18 +143,25 @@ class Engine:
         names = _NameView(values, snap)
         severity = rule.severity
         recs: tuple[Recommendation, ...] = ()
+        withheld: list[tuple[str, str]] = []
         if state == "firing":
             for esc in rule.escalate:
                 if esc.severity > severity and holds(esc.when, snap, active=False):
                     severity = esc.severity
             defs = {d.name: d for d in rule.values}
-            built = (build(spec, values, defs, snap) for spec in rule.recommend)
-            recs = tuple(r for r in built if r is not None)
+            built = [build(spec, values, defs, snap) for spec in rule.recommend]
+            recs = tuple(
+                steady(r, st.advised[r.knob]) if r.knob in st.advised else r
+                for r in built
+                if isinstance(r, Recommendation)
+            )
+            st.advised = {r.knob: r.new_value for r in recs}
+            withheld = [("withheld", w.note) for w in built if isinstance(w, Withheld)]
         assert st.since is not None
+        evidence = tuple((label, render(t, names)) for label, t in rule.evidence)
         return Finding(
             rule=rule.id, title=rule.title, endpoint=snap.store.endpoint, severity=severity,
-            state=state, summary=render(rule.summary, names),
-            evidence=tuple((label, render(t, names)) for label, t in rule.evidence),
+            state=state, summary=render(rule.summary, names), evidence=evidence + tuple(withheld),
             recommendations=recs, since=st.since, held_s=now - st.since, for_s=rule.for_s,
         )  # fmt: skip
 

@@ -53,6 +53,7 @@ from vtop.signals.catalog import BY_NAME, Signal
 from vtop.sources.discovery import defaults as version_defaults
 from vtop.triage.derived import CONTEXT_WINDOW_S, KNOBS
 from vtop.triage.expr import Expr
+from vtop.triage.recommend import bounded
 from vtop.triage.schema import (
     All,
     AnyOf,
@@ -686,11 +687,7 @@ class _Translator:
 
     def recommendation(self, spec: RecSpec) -> tuple[str, str | None, str | None]:
         """(the formula as vtop states it, its PromQL or None, why not)."""
-        text = spec.value.text
-        if spec.minimum is not None or spec.maximum is not None:
-            lo = spec.minimum.text if spec.minimum is not None else "-inf"
-            hi = spec.maximum.text if spec.maximum is not None else "inf"
-            text = f"clamp({text}, {lo}, {hi})"
+        text = bounded(spec.value.text, spec.minimum, spec.maximum)
         said = f"{spec.direction} {spec.knob} to {text}"
         if spec.direction in ("enable", "disable"):
             said = f"{spec.direction} {spec.knob}"

@@ -312,7 +312,7 @@ class _RuleParser:
         if not isinstance(node, list):
             raise _Bad(line, "recommend: expected a list")
         out = []
-        keys = {"knob", "direction", "value", "min", "max", "round", "if", "tradeoff"}
+        keys = {"knob", "direction", "value", "min", "max", "round", "if", "tradeoff", "withheld"}
         for item in node:
             if not isinstance(item, LineDict):
                 raise _Bad(line, "recommend: every item is a mapping with knob, direction, value")
@@ -340,11 +340,14 @@ class _RuleParser:
 
             tradeoff = self.template(str(item.get("tradeoff", "")).strip(),
                                      item.line_of("tradeoff"), "recommend tradeoff")  # fmt: skip
+            withheld = self.template(str(item.get("withheld", "")).strip(),
+                                     item.line_of("withheld"), "recommend withheld")  # fmt: skip
             out.append(RecSpec(
                 knob=str(knob), direction=cast(Direction, direction),
                 value=self.expr(value, item.line_of("value"), "recommend value"),
                 minimum=opt("min"), maximum=opt("max"), rounding=rounding, when=opt("if"),
                 tradeoff=tradeoff, tradeoff_names=_placeholders(tradeoff),
+                withheld=withheld, withheld_names=_placeholders(withheld),
             ))  # fmt: skip
         return tuple(out)
 

@@ -5,7 +5,10 @@ each input is shown with where it came from. The value formula runs in the safe 
 the knobs, the context values (KV fit, demand shown) and the rule's own values; `min` / `max`
 bound it; `round` makes it a whole number for integer knobs. A direction is a promise: a
 `raise` whose formula does not land above the current value says nothing rather than "raise
-max_num_seqs to 64" on a server already at 64.
+max_num_seqs to 64" on a server already at 64. It does not stay silent, though: a change whose
+condition (`if`) holds but whose value would not move the knob is `Withheld`, and the finding
+says why (the rule's `withheld` text, e.g. "the KV pool fits only 114 sequences at 90%", else
+the value and the current one), so a firing finding never ends up with neither advice nor word.
 
 Confidence drops when an input was assumed rather than read (`Knob.assumed`): medium when any
 input was assumed, low when the very knob being changed was, and the trade-off note then says
@@ -15,9 +18,10 @@ which values were assumed and how to tell vtop the real ones.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass, replace
 from typing import Literal
 
-from vtop.model import Knob, KnobValue, Recommendation
+from vtop.model import Knob, KnobValue, Recommendation, format_value
 from vtop.triage.derived import CONTEXT
 from vtop.triage.expr import Expr, Value
 from vtop.triage.measure import Snapshot
@@ -25,6 +29,19 @@ from vtop.triage.schema import RecSpec, ValueDef
 from vtop.triage.template import render
 
 Confidence = Literal["high", "medium", "low"]
+VERB = {"raise": "raising", "lower": "lowering"}
+STEADY = 0.1
+"""A recommendation keeps its value while a new computation lands within 10% of it."""
+
+
+@dataclass(frozen=True, slots=True)
+class Withheld:
+    """A change the rule's condition asks for that its own bounds rule out, and why."""
+
+    knob: str
+    direction: str
+    note: str
+    """One line for the finding: `raising max_num_seqs is withheld: the KV pool fits only …`."""
 
 
 def _number(x: Value) -> float | None:
@@ -64,9 +81,47 @@ def _inputs(exprs: list[Expr], values: Mapping[str, Value], defs: Mapping[str, V
     return out
 
 
+def bounded(formula: str, lo: Expr | None, hi: Expr | None) -> str:
+    """The formula with its bounds as a person writes them: `max(…, 1)`, `min(…, 4096)`,
+    `clamp(…, lo, hi)` only when both are set (no infinite bounds on display)."""
+    if lo is not None and hi is not None:
+        return f"clamp({formula}, {lo.text}, {hi.text})"
+    if hi is not None:
+        return f"min({formula}, {hi.text})"
+    if lo is not None:
+        return f"max({formula}, {lo.text})"
+    return formula
+
+
+def steady(rec: Recommendation, previous: KnobValue) -> Recommendation:
+    """The previous value while the new one lands within `STEADY` of it and still keeps the
+    direction's promise: a recommendation does not hop between rounding steps (96, 104, 96)
+    from one poll to the next when its evidence barely moves."""
+    new, old = _number(rec.new_value), _number(previous)
+    cur = _number(rec.current.value) if rec.current is not None else None
+    if new is None or old is None or new == old or abs(new - old) > STEADY * abs(old):
+        return rec
+    if cur is not None and (
+        (rec.direction == "raise" and old <= cur) or (rec.direction == "lower" and old >= cur)
+    ):
+        return rec
+    return replace(rec, new_value=previous)
+
+
+def _withheld(spec: RecSpec, values: Mapping[str, Value], snap: Snapshot, new: KnobValue,
+              cur: KnobValue) -> Withheld:  # fmt: skip
+    names = {n: values[n] if n in values else snap.resolve(n) for n in spec.withheld_names}
+    why = render(spec.withheld, names) if spec.withheld else ""
+    if not why:
+        why = f"the formula gives {format_value(new)}, now {format_value(cur)}"
+    verb = VERB.get(spec.direction, spec.direction)
+    return Withheld(spec.knob, spec.direction, f"{verb} {spec.knob} is withheld: {why}")
+
+
 def build(spec: RecSpec, values: Mapping[str, Value], defs: Mapping[str, ValueDef],
-          snap: Snapshot) -> Recommendation | None:  # fmt: skip
-    """The recommendation, or None when it does not apply or would not change anything."""
+          snap: Snapshot) -> Recommendation | Withheld | None:  # fmt: skip
+    """The recommendation; `Withheld` when it applies but its value would not move the knob
+    the promised way; None when it does not apply or cannot be computed."""
 
     def ev(e: Expr) -> Value:
         return e.eval(snap.names(e, values))
@@ -97,10 +152,12 @@ def build(spec: RecSpec, values: Mapping[str, Value], defs: Mapping[str, ValueDe
             new = round(x) if spec.rounding == "int" else round(x, 4)
         c = _number(cur)
         n = _number(new)
-        if spec.direction == "raise" and c is not None and (n is None or n <= c):
+        if spec.direction in ("raise", "lower") and c is not None and n is None:
             return None
-        if spec.direction == "lower" and c is not None and (n is None or n >= c):
-            return None
+        if spec.direction == "raise" and c is not None and n is not None and n <= c:
+            return _withheld(spec, values, snap, new, cur)
+        if spec.direction == "lower" and c is not None and n is not None and n >= c:
+            return _withheld(spec, values, snap, new, cur)
         if spec.direction == "set" and new == cur:
             return None
     exprs = [e for e in (spec.value, spec.minimum, spec.maximum) if e is not None]
@@ -118,11 +175,7 @@ def build(spec: RecSpec, values: Mapping[str, Value], defs: Mapping[str, ValueDe
     if assumed:
         said = "; ".join(f"{k.name} = {k.value} ({k.detail or k.provenance})" for k in assumed)
         note = (note + " " if note else "") + f"Assumed, not read from the server: {said}."
-    formula = spec.value.text
-    if spec.minimum is not None or spec.maximum is not None:
-        lo_t = spec.minimum.text if spec.minimum is not None else "-inf"
-        hi_t = spec.maximum.text if spec.maximum is not None else "inf"
-        formula = f"clamp({formula}, {lo_t}, {hi_t})"
+    formula = bounded(spec.value.text, spec.minimum, spec.maximum)
     direction = spec.direction
     c, n = _number(cur), _number(new)
     if direction == "set" and c is not None and n is not None:

@@ -130,6 +130,10 @@ class RecSpec:
     tradeoff: str = ""
     tradeoff_names: tuple[str, ...] = ()
     """The placeholders `tradeoff` reads."""
+    withheld: str = ""
+    """Why the change is not advised when `if` holds but the value would not move the knob
+    the way `direction` promises (a raise capped by the KV fit); shown on the finding."""
+    withheld_names: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
