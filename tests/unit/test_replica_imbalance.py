@@ -147,3 +147,11 @@ def test_a_dead_peer_is_not_an_idle_one() -> None:
         monitor.feed(Frame(t, (a, b)))
     assert not any(f.rule == "replica-imbalance" for f in monitor.endpoints[A].findings)
     assert measure(monitor, A, "replica_kv_spread") is None
+
+
+def test_a_peer_that_queues_is_not_idle() -> None:
+    # B is capped lower (its own budget-too-small): fewer running and less KV, but a queue
+    capped = {"kv": 0.3, "running": 16.0, "waiting": 30.0}
+    monitor, states = run({A: {"kv": 0.9, "running": 40.0, "waiting": 0.0}, B: capped})
+    assert set(states[A]) == set(states[B]) == {"-"}
+    assert measure(monitor, A, "replica_kv_spread") == 0.0  # A itself is the baseline

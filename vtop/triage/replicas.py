@@ -12,7 +12,10 @@ the recorded frames through the same monitor, so a trace never needs to carry th
 Replicas are endpoints whose servers name the same models (`/v1/models`, or the model labels
 a Prometheus source sees); an endpoint whose models are unknown is never grouped, because two
 servers of different models are not meant to carry the same load. A replica counts only while
-its latest poll succeeded and is recent: a dead peer is not an idle one.
+its latest poll succeeded and is recent: a dead peer is not an idle one. The baseline is the
+emptiest replica *with room*, one with no queue: a replica that queues is not idle, whatever
+its KV or batch (a smaller `max_num_seqs` there is that server's budget-too-small, not a
+routing fault), so replicas of one model configured differently are not called unbalanced.
 """
 
 from __future__ import annotations
@@ -49,11 +52,11 @@ class Standing:
     """How one replica compares with the replicas of its model at the latest poll."""
 
     kv_spread: float | None
-    """Its KV usage minus the emptiest replica's (itself included): 0 on the emptiest."""
+    """Its KV usage minus the emptiest replica's with no queue (itself included)."""
     running_ratio: float | None
-    """Its running requests over the idlest replica's (at least 1)."""
+    """Its running requests over the idlest replica's with no queue (at least 1)."""
     kv_min: float | None
-    """KV usage of the emptiest replica of the model."""
+    """KV usage of the emptiest replica of the model with no queue."""
     peer: str | None
     """The emptiest other replica (least KV, then fewest running, then name)."""
 
@@ -71,7 +74,7 @@ def compare(members: Iterable[Member]) -> dict[str, Standing]:
     """Each member's standing among the other members of its group (NONE when alone)."""
     members = list(members)
     newest = max((m.store.now for m in members if m.store.now is not None), default=None)
-    readings: dict[tuple[str, ...], list[tuple[str, float | None, float | None]]] = {}
+    readings: dict[tuple[str, ...], list[tuple[str, float | None, float | None, bool]]] = {}
     for m in members:
         g = group(m.models)
         now = m.store.now
@@ -80,17 +83,18 @@ def compare(members: Iterable[Member]) -> dict[str, Standing]:
         kv, running = m.store.last("kv_usage"), m.store.last("running")
         if kv is None and running is None:
             continue
-        readings.setdefault(g, []).append((m.endpoint, kv, running))
+        waiting = m.store.last("waiting")
+        readings.setdefault(g, []).append((m.endpoint, kv, running, not waiting))
     out = {m.endpoint: NONE for m in members}
     for rows in readings.values():
         if len(rows) < 2:
             continue
-        kvs = [kv for _, kv, _ in rows if kv is not None]
-        runs = [r for _, _, r in rows if r is not None]
-        kv_min = min(kvs) if len(kvs) >= 2 else None
-        run_min = min(runs) if len(runs) >= 2 else None
-        for name, kv, running in rows:
-            others = [(k, r, n) for n, k, r in rows if n != name and k is not None]
+        kvs = [kv for _, kv, _, room in rows if kv is not None and room]
+        runs = [r for _, _, r, room in rows if r is not None and room]
+        kv_min = min(kvs) if kvs and sum(kv is not None for _, kv, _, _ in rows) >= 2 else None
+        run_min = min(runs) if runs and sum(r is not None for _, _, r, _ in rows) >= 2 else None
+        for name, kv, running, _ in rows:
+            others = [(k, r, n) for n, k, r, room in rows if n != name and k is not None and room]
             # the emptiest other replica: least KV, then fewest running, then by name
             peer = min(others, key=lambda o: (o[0], o[1] if o[1] is not None else 0.0, o[2]),
                        default=None)  # fmt: skip
