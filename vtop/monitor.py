@@ -67,8 +67,14 @@ class Monitor:
         for ev in frame.events:
             if ev.endpoint in self.endpoints:
                 self.endpoints[ev.endpoint].store.note(ev)
+        # A frame may carry several polls of one endpoint (Prometheus's history arrives as one
+        # frame, in time order): each round of polls is evaluated before the next one, so the
+        # rules step through the history as they would have live.
         fed: dict[str, EndpointView] = {}
         for scrape in frame.scrapes:
+            if scrape.endpoint in fed:
+                self._judge(fed)
+                fed = {}
             view = self.view(scrape.endpoint)
             if scrape.knobs is not None:
                 view.knobs = dict(scrape.knobs)
@@ -77,11 +83,15 @@ class Monitor:
             view.last = scrape
             events.extend(view.store.ingest(scrape, frame.gpu if view.local else None))
             fed[scrape.endpoint] = view
+        self._judge(fed)
+        return events
+
+    def _judge(self, fed: dict[str, EndpointView]) -> None:
+        """Compare the replicas, then evaluate the endpoints just polled."""
         if len(self.endpoints) > 1:
             replicas.update(self._members(), {ep: v.store for ep, v in fed.items()})
         for view in fed.values():
             view.findings = self.engine.evaluate(view)
-        return events
 
     def _members(self) -> list[replicas.Member]:
         return [
