@@ -4,8 +4,11 @@ The TUI, `--report`, `--once` and replay all feed `Frame`s into a `Monitor` and 
 none of them keeps history of its own. This is the "one data path": whatever a source is, the
 numbers on the screen, in the report and in a replayed trace come from the same code.
 
-After each scrape the triage engine evaluates the endpoint (`EndpointView.findings`), so every
-consumer reads the same verdicts the same poll produced.
+After each frame the triage engine evaluates every endpoint it polled (`EndpointView.findings`),
+so every consumer reads the same verdicts the same poll produced. Before that, endpoints that
+serve the same model are compared (`vtop.triage.replicas`) and each one's standing among its
+replicas is written into its own history, so a replica carrying the load of its idle peers is
+a finding like any other (issue 7).
 
 GPU readings are attributed only to endpoints on this host: NVML sees the local GPUs, and
 charging them to a remote server would be a lie.
@@ -18,6 +21,7 @@ from dataclasses import dataclass, field
 from vtop.model import EndpointInfo, Event, Finding, Frame, GpuStatus, HostReading, Knob, Scrape
 from vtop.signals.store import Store
 from vtop.sources.live import is_local
+from vtop.triage import replicas
 from vtop.triage.engine import Engine
 
 
@@ -63,7 +67,14 @@ class Monitor:
         for ev in frame.events:
             if ev.endpoint in self.endpoints:
                 self.endpoints[ev.endpoint].store.note(ev)
+        # A frame may carry several polls of one endpoint (Prometheus's history arrives as one
+        # frame, in time order): each round of polls is evaluated before the next one, so the
+        # rules step through the history as they would have live.
+        fed: dict[str, EndpointView] = {}
         for scrape in frame.scrapes:
+            if scrape.endpoint in fed:
+                self._judge(fed)
+                fed = {}
             view = self.view(scrape.endpoint)
             if scrape.knobs is not None:
                 view.knobs = dict(scrape.knobs)
@@ -71,5 +82,19 @@ class Monitor:
                 view.server = scrape.server
             view.last = scrape
             events.extend(view.store.ingest(scrape, frame.gpu if view.local else None))
-            view.findings = self.engine.evaluate(view)
+            fed[scrape.endpoint] = view
+        self._judge(fed)
         return events
+
+    def _judge(self, fed: dict[str, EndpointView]) -> None:
+        """Compare the replicas, then evaluate the endpoints just polled."""
+        if len(self.endpoints) > 1:
+            replicas.update(self._members(), {ep: v.store for ep, v in fed.items()})
+        for view in fed.values():
+            view.findings = self.engine.evaluate(view)
+
+    def _members(self) -> list[replicas.Member]:
+        return [
+            replicas.Member(ep, v.server.models, v.store, v.last is not None and v.last.ok)
+            for ep, v in self.endpoints.items()
+        ]

@@ -128,6 +128,8 @@ class Store:
         self._hist_groups: dict[SeriesKey, list[SeriesKey]] = {}
         self.events: list[Event] = []
         self.info: dict[str, str] = {}
+        self.context: dict[str, str] = {}
+        """Text set from outside the page at the latest poll (the emptiest replica's name)."""
         self.polls = 0
         self.failed_polls = 0
 
@@ -176,6 +178,22 @@ class Store:
     def note(self, event: Event) -> None:
         """Record an event that the source saw (a disconnect, a reconnect)."""
         self.events.append(event)
+
+    def put(self, signal: str, value: float | None) -> None:
+        """Set `signal` at the latest poll: a value computed outside this endpoint's page (how
+        it compares with its replicas, `vtop.replicas`). Unknown is None; no poll, no effect."""
+        n = len(self._t)
+        if not n:
+            return
+        k = key(signal)
+        track = self._tracks.get(k)
+        if track is None:
+            if value is None:
+                return  # never known: no column (a lone endpoint pays nothing)
+            sig = BY_NAME.get(signal) or BY_NAME["up"]
+            track = self._tracks[k] = _Track(sig, array("d", [NAN]) * n)
+        track.values[-1] = NAN if value is None else value
+        track.last = track.last_raw = track.values[-1]
 
     def _restarted(self, scrape: Scrape) -> bool:
         for k, v in scrape.scalars.items():

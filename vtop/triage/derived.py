@@ -76,6 +76,23 @@ DERIVED: dict[str, Derived] = {
                 "Running requests of the busiest engine over the idlest (at least 1): 1 when "
                 "balanced; unknown with fewer than two engines.",
                 "max(vllm:num_requests_running) / clamp_min(min(vllm:num_requests_running), 1)"),
+        Derived("replica_kv_spread", "instant", "ratio",
+                "KV usage of this endpoint minus the emptiest replica's (endpoints serving the "
+                "same models; this one included, so 0 on the emptiest); unknown without a "
+                "replica. Written by the monitor after each poll (vtop.triage.replicas).",
+                "max by (model_name) (vllm:kv_cache_usage_perc) - on (model_name) group_left "
+                "min by (model_name) (max by (instance, model_name) "
+                "(vllm:kv_cache_usage_perc))"),
+        Derived("replica_running_ratio", "instant", "ratio",
+                "Running requests of this endpoint over the idlest replica's (at least 1): 1 "
+                "when balanced; unknown without a replica.",
+                "sum by (model_name) (vllm:num_requests_running) / on (model_name) group_left "
+                "clamp_min(min by (model_name) (sum by (instance, model_name) "
+                "(vllm:num_requests_running)), 1)"),
+        Derived("replica_kv_min", "instant", "ratio",
+                "KV usage of the emptiest replica of this endpoint's models (evidence: its name "
+                "is the context value replica_peer); unknown without a replica.",
+                "min by (model_name) (max by (instance, model_name) (vllm:kv_cache_usage_perc))"),
         Derived("prefix_hit_rate", "window", "ratio",
                 "Prefix-cache hit rate over the window: Δhits / Δqueries.",
                 "increase(vllm:prefix_cache_hits_total[W]) / "
@@ -157,6 +174,12 @@ CONTEXT: dict[str, ContextValue] = {
                      "Requests in the server (running + waiting) at the 95th percentile over "
                      "5 min: the demand the load has shown.",
                      "quantile_over_time(0.95, demand[5m])"),
+        ContextValue("replica_peer",
+                     "The emptiest other replica (an endpoint serving the same models: least "
+                     "KV usage, then fewest running) at the latest poll, by name; text, for "
+                     "evidence. Unknown without a replica.",
+                     "the instance label of min by (model_name) (vllm:kv_cache_usage_perc) "
+                     "(vtop only: PromQL cannot return a label as a value)"),
         ContextValue("uptime_s",
                      "Seconds of history since vtop started watching or the server restarted.",
                      "time() - process_start_time_seconds"),

@@ -276,7 +276,29 @@ class _Translator:
             return self._alternatives(parts)
         if name == "gpu_util_max":
             return f"max by ({self.by}) (DCGM_FI_DEV_GPU_UTIL)"
+        if name in ("replica_kv_spread", "replica_running_ratio", "replica_kv_min"):
+            return self.replica(name)
         raise NotExpressible(f"no PromQL for the signal {name!r}")
+
+    def replica(self, name: str) -> str:
+        """A replica signal (`vtop.triage.replicas`): each instance against the emptiest
+        instance with the same `model_name` and no queue; absent when alone."""
+        running = name == "replica_running_ratio"
+        sig = BY_NAME["running" if running else "kv_usage"]
+        parts = []
+        for a in sig.aliases:
+            per = f"{'sum' if running else 'max'} by ({self.by}, model_name) ({a})"
+            room = f"sum by ({self.by}, model_name) (vllm:num_requests_waiting) == 0"
+            low = f"min by (model_name) ({per} and on ({self.by}, model_name) ({room}))"
+            if name == "replica_kv_spread":
+                body = f"{per} - on (model_name) group_left {low}"
+            elif running:
+                body = f"{per} / on (model_name) group_left clamp_min({low}, 1)"
+            else:
+                body = f"{per} * 0 + on (model_name) group_left {low}"
+            parts.append(f"max by ({self.by}) (({body}) and on (model_name) "
+                         f"(count by (model_name) ({per}) > 1))")  # fmt: skip
+        return self._alternatives(parts)
 
     def counter(self, fn: str, operand: Operand, window_s: float) -> str:
         sig = self._signal(operand.name)

@@ -20,6 +20,8 @@ from vtop.signals.catalog import BY_NAME, Kind
 from vtop.signals.store import Store, key
 from vtop.triage.derived import CONTEXT_WINDOW_S
 from vtop.triage.expr import Expr, Value
+from vtop.triage.replicas import PEER as REPLICA_PEER
+from vtop.triage.replicas import SIGNALS as REPLICA_SIGNALS
 from vtop.triage.schema import (
     All,
     AnyOf,
@@ -126,6 +128,8 @@ class Snapshot:
         w = CONTEXT_WINDOW_S
         if name == "uptime_s":
             return self.uptime_s
+        if name == REPLICA_PEER:
+            return self.store.context.get(name)
         if name == "demand_p95":
             return self.measure(Measure("quantile_over_time", Operand("demand"), w, 0.95))
         if name == "tokens_per_seq":
@@ -216,6 +220,8 @@ class Snapshot:
                 else:
                     spread.append(max(known) / max(min(known), 1.0))
             return spread if spread else [None] * n
+        if name in REPLICA_SIGNALS:  # written by the monitor (vtop.triage.replicas)
+            return self.store.values(key(name), w)
         if name == "gpu_util_max":
             cols = [self.store.values(key("gpu_util", g), w) for g in self.store.labels("gpu_util")]
             out = [None] * n

@@ -11,6 +11,10 @@ Series are fed to a real `Store` as `Scrape`s, one per poll, and the real `Engin
 every poll (its state machine needs the whole history), so a rule test exercises exactly the
 code the monitor runs. Histograms are written as observations per poll:
 `{series: ttft, values: "0.3x600", per_poll: 2}` adds two observations of 0.3 s each poll.
+
+A series with `replica: NAME` belongs to another endpoint serving the same model: each replica
+gets its own store, and after every poll the endpoints are compared by the monitor's own code
+(`vtop.triage.replicas`) before the endpoint under test is evaluated.
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ from typing import Any
 from vtop.model import Finding, Histogram, Knob, Scrape, SeriesKey
 from vtop.signals.catalog import BY_NAME, Kind
 from vtop.signals.store import Store
+from vtop.triage import replicas
 from vtop.triage.engine import Engine
 from vtop.triage.loader import Loaded, load_catalog, parse_duration
 from vtop.triage.notation import expand
@@ -68,6 +73,8 @@ class _Series:
     values: list[float | None]
     per_poll: list[float | None] | None = None
     bounds: tuple[float, ...] = ()
+    replica: str = ""
+    """Another endpoint serving the same model ("": the endpoint under test)."""
 
 
 def _parse_series(item: object, file: str, line: int) -> _Series:
@@ -93,7 +100,10 @@ def _parse_series(item: object, file: str, line: int) -> _Series:
     bounds = tuple(float(b) for b in item.get("bounds", ())) or (
         _bounds(name) if sig.kind is Kind.HISTOGRAM else ()
     )
-    return _Series(SeriesKey(name, "m", engine, label), values, per_poll, bounds)
+    replica = str(item.get("replica", "") or "")
+    if replica == EP:
+        raise TestFileError(f"{file}:{line}: replica {EP!r} is the endpoint under test")
+    return _Series(SeriesKey(name, "m", engine, label), values, per_poll, bounds, replica)
 
 
 def _knobs(node: object, file: str, line: int) -> dict[str, Knob]:
@@ -110,7 +120,7 @@ def _knobs(node: object, file: str, line: int) -> dict[str, Knob]:
     return out
 
 
-def _scrapes(series: Sequence[_Series], n: int, interval: float) -> list[Scrape]:
+def _scrapes(series: Sequence[_Series], n: int, interval: float, ep: str = EP) -> list[Scrape]:
     hist_state: dict[SeriesKey, list[float]] = {}
     scrapes = []
     for i in range(n):
@@ -142,9 +152,9 @@ def _scrapes(series: Sequence[_Series], n: int, interval: float) -> list[Scrape]
             else:
                 scalars[s.key] = v
         if not up:
-            scrapes.append(Scrape(EP, t, latency_s=latency, error="test: down"))
+            scrapes.append(Scrape(ep, t, latency_s=latency, error="test: down"))
         else:
-            scrapes.append(Scrape(EP, t, latency_s=latency, size_bytes=1000, scalars=scalars,
+            scrapes.append(Scrape(ep, t, latency_s=latency, size_bytes=1000, scalars=scalars,
                                   histograms=hists))  # fmt: skip
     return scrapes
 
@@ -247,10 +257,23 @@ def run_group(group: LineDict, rules: Sequence[Rule], file: str, default_interva
     end = max((hi for _, hi, *_ in checks), default=0.0)
     n = math.floor(end / interval + 1e-9) + 1
     view = _View(Store(EP, capacity=max(n, 3600)), _knobs(group.get("knobs"), file, group.line))
+    peers = {s.replica: Store(s.replica, capacity=max(n, 3600)) for s in series if s.replica}
+    peer_scrapes = {
+        name: _scrapes([s for s in series if s.replica == name], n, interval, name)
+        for name in peers
+    }
     engine = Engine(rules)
     reported: set[int] = set()
-    for i, scrape in enumerate(_scrapes(series, n, interval)):
+    mine = [s for s in series if not s.replica]
+    for i, scrape in enumerate(_scrapes(mine, n, interval)):
         view.store.ingest(scrape)
+        if peers:
+            members = [replicas.Member(EP, ("m",), view.store, scrape.ok)]
+            for name, store in peers.items():
+                peer = peer_scrapes[name][i]
+                store.ingest(peer)
+                members.append(replicas.Member(name, ("m",), store, peer.ok))
+            replicas.update(members, {EP: view.store})
         findings = engine.evaluate(view)
         t = i * interval
         for lo, hi, rid, exp, line in checks:
