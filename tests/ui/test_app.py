@@ -15,6 +15,7 @@ import pytest
 from textual.command import CommandPalette
 
 from tests.ui import pages
+from tests.ui.screen_text import screen_lines, screen_text
 from tests.ui.scripted import EP, FINDINGS, FIRING, ScriptedSource, build_app, build_sim_app
 from vtop.model import Frame, Severity
 from vtop.monitor import Monitor
@@ -198,6 +199,31 @@ async def test_enter_opens_the_finding_with_formula_inputs_and_provenance() -> N
         assert app.clipboard == "--kv-cache-dtype fp8 --gpu-memory-utilization 0.95"
         await pilot.press("escape")
         assert app.screen is app.screen_stack[0]
+
+
+async def test_finding_detail_scrolls_to_every_line_at_80x24() -> None:
+    """The box around the detail must not clip its scroll area: at 80×24 the last
+    recommendation (the main advice) and the closing hint are reachable."""
+    app = build_sim_app("memory-ceiling", findings=None)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.pause()
+        await pilot.press("enter")
+        await pilot.pause()
+        assert isinstance(app.screen, FindingScreen)
+        seen: list[str] = []
+        for _ in range(12):
+            seen += screen_lines(app)
+            await pilot.press("pagedown")
+            await pilot.pause()
+        await pilot.press("end")
+        await pilot.pause()
+        end = screen_text(app)
+        seen += end.splitlines()
+        text = "\n".join(seen)
+        assert "--max-num-seqs 104" in text and "max_num_seqs=104" in text
+        assert "clamp(floor_to(fit_after, 8)" in text
+        assert "use 52 sequences." in end  # the last line of the last recommendation
+        assert "Escape closes · c copies the flags" in end
 
 
 async def test_arrows_move_between_findings() -> None:
