@@ -413,6 +413,39 @@ async def test_compact_layout_at_80x24_keeps_the_verdict_and_every_signal() -> N
         assert app.gpus.region.bottom <= 23
 
 
+def _box_rows(lines: list[str], title: str) -> list[str]:
+    """The inside of the box titled `title` on screen, a string per row."""
+    top = next(i for i, line in enumerate(lines) if f"─ {title} " in line)
+    bottom = next(i for i in range(top + 1, len(lines)) if lines[i].lstrip().startswith("╰"))
+    return [line.strip().strip("│").strip() for line in lines[top + 1 : bottom]]
+
+
+async def test_compact_verdict_wraps_into_free_rows_and_gpu_fields_stay_whole() -> None:
+    app = build_sim_app("memory-ceiling", findings=None)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.pause()
+        lines = screen_lines(app)
+        triage = _box_rows(lines, "Triage")
+        firing = next(line for line in app.triage.lines if line.kind == "firing")
+        assert len(firing.text) > 80 - 9  # too long for one row: it must wrap to show whole
+        assert not any(row.endswith("…") for row in triage), triage
+        assert " ".join(" ".join(triage).split()).find(" ".join(firing.text.split())) >= 0
+        assert "--max-num-seqs 104" in " ".join(triage)
+        assert "max_num_seqs=104" not in " ".join(triage)  # no room: the flag alone
+        (gpu,) = _box_rows(lines, "GPU")
+        assert "mem 22.1/24.0 GiB" in gpu and not gpu.endswith("…"), gpu
+        assert lines[-1].strip(), "the footer is on the last row"
+
+
+async def test_wide_triage_shows_each_flag_with_its_engine_argument() -> None:
+    app = build_sim_app("memory-ceiling", findings=None)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.pause()
+        triage = " ".join(_box_rows(screen_lines(app), "Triage"))
+        assert "--max-num-seqs 104 (max_num_seqs=104)" in triage
+        assert "--kv-cache-dtype fp8 (kv_cache_dtype=fp8)" in triage
+
+
 async def test_wider_terminals_show_more_buckets_not_wider_cells() -> None:
     widths = {}
     for size in ((120, 40), (200, 60)):

@@ -315,3 +315,11 @@ def test_thresholds_come_from_the_rules() -> None:
     table = table_for(rules)
     assert table["gpu_temp"] == FALLBACK["gpu_temp"]  # no rule judges it: the fallback stays
     assert table_for([]) == dict(FALLBACK)
+
+
+def test_triage_rows_go_to_the_lines_that_wrap_top_first() -> None:
+    from vtop.ui.widgets.triage_panel import allot
+
+    assert allot([3, 1, 2], 4) == [2, 1, 1]  # one spare row: the verdict's
+    assert allot([3, 1, 2], 9) == [3, 1, 2]  # room for all: nothing cut
+    assert allot([1, 1, 1], 2) is None  # too few rows: a row per line, scrolling
