@@ -333,6 +333,34 @@ async def test_several_endpoints_get_rows_and_drill_down() -> None:
         assert app.selected == 0
 
 
+async def test_fleet_rows_carry_preemptions_and_ttft_and_a_row_per_engine() -> None:
+    a = pages.Endpoint(EP, maker=pages.PageMaker(engines=2))
+    b = pages.Endpoint("http://10.0.0.7:8000", maker=pages.PageMaker(pressure=0.3))
+    app, _ = build_app(endpoints=[a, b])
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.pause()
+        rows = _box_rows(screen_lines(app), "Endpoints")
+        assert rows[0].split()[:8] == ["endpoint", "run", "wait", "KV", "pre/s", "tok/s",
+                                       "TTFT99", "top"]  # fmt: skip
+        first, e0, e1, second = rows[1:5]
+        assert "localhost:8000" in first and "10.0.0.7:8000" in second
+        assert "engine 0" in e0 and "engine 1" in e1 and "CRIT" not in e0 + e1
+        # the endpoint's figures are its engines' together, each engine its own
+        run = [int(r.split()[3].split("/")[0]) for r in (e0, e1)]
+        assert int(first.split()[4].split("/")[0]) == sum(run) and run[0] != run[1]
+        # the columns agree with the selected endpoint's panels
+        ttft_p99 = panel(app, "ttft").text("value").split("p99 ")[1]
+        assert first.split()[9] == ttft_p99
+        assert first.split()[7] == panel(app, "preemptions").text("value").split()[0]
+    app, _ = build_app(endpoints=[a, b])
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.pause()
+        rows = _box_rows(screen_lines(app), "Endpoints")
+        assert len(rows) == 5  # header, endpoint, two engines, endpoint: nothing wraps
+        assert "TTFT99" in rows[0] and "pre/s" not in rows[0]  # the least important left out
+        assert "engine 1" in rows[3] and "10.0.0.7:8000" in rows[4]
+
+
 async def test_no_gpu_says_why_in_one_line() -> None:
     app, _ = build_app(gpu=pages.NO_GPU)
     async with app.run_test(size=SIZE) as pilot:
