@@ -465,6 +465,20 @@ async def test_compact_verdict_wraps_into_free_rows_and_gpu_fields_stay_whole() 
         assert lines[-1].strip(), "the footer is on the last row"
 
 
+async def test_triage_grows_when_the_same_lines_start_to_wrap() -> None:
+    from vtop.ui.verdict import Line
+
+    app, _ = build_app()
+    async with app.run_test(size=(80, 24)) as pilot:
+        app.triage.show([Line("info", "short", label="…"), Line("info", "also short")])
+        await pilot.pause()
+        before = app.triage.region.height
+        app.triage.show([Line("info", "short", label="…"), Line("info", "long " * 20)])
+        await pilot.pause()
+        assert app.triage.region.height == before + 1
+        assert "long long" in " ".join(_box_rows(screen_lines(app), "Triage")[1:])
+
+
 async def test_wide_triage_shows_each_flag_with_its_engine_argument() -> None:
     app = build_sim_app("memory-ceiling", findings=None)
     async with app.run_test(size=(120, 40)) as pilot:

@@ -70,6 +70,10 @@ def render_line(line: Line, width: int, cursor: bool, text: str | None = None,
     return content
 
 
+def _rows_for(lines: Sequence[Line], width: int) -> int:
+    return sum(len(line_rows(line, width)) for line in lines)
+
+
 def allot(needs: Sequence[int], height: int) -> list[int] | None:
     """Rows for each line when every line gets at least one: the rows left over go to the
     lines that wrap, top first (the verdict before what is pending). None: not every line
@@ -129,7 +133,12 @@ class TriagePanel(FieldsWidget, can_focus=True):
         if new == self._lines:
             return
         keep = self.selected
-        resized = len(new) != len(self._lines)
+        width = self.size.width
+        # The height is what the lines take wrapped: the same number of lines can take
+        # more rows or fewer ("39 of 60 s" -> "40 of 60 s" can wrap differently).
+        resized = len(new) != len(self._lines) or (
+            width > 0 and _rows_for(new, width) != _rows_for(self._lines, width)
+        )
         self._lines = new
         self._cursor = self._place_cursor(keep)
         if resized:
@@ -150,7 +159,7 @@ class TriagePanel(FieldsWidget, can_focus=True):
     def get_content_height(self, container: Size, viewport: Size, width: int) -> int:
         # Every row the lines would take wrapped: the CSS max-height bounds it, and `_draw`
         # shares what it gets out, so a long verdict uses free rows before it is cut.
-        return max(1, sum(len(line_rows(line, width)) for line in self._lines))
+        return max(1, _rows_for(self._lines, width))
 
     def on_resize(self) -> None:
         self._draw()
