@@ -15,6 +15,7 @@ import pytest
 from textual.command import CommandPalette
 
 from tests.ui import pages
+from tests.ui.screen_text import screen_lines, screen_text
 from tests.ui.scripted import EP, FINDINGS, FIRING, ScriptedSource, build_app, build_sim_app
 from vtop.model import Frame, Severity
 from vtop.monitor import Monitor
@@ -200,6 +201,31 @@ async def test_enter_opens_the_finding_with_formula_inputs_and_provenance() -> N
         assert app.screen is app.screen_stack[0]
 
 
+async def test_finding_detail_scrolls_to_every_line_at_80x24() -> None:
+    """The box around the detail must not clip its scroll area: at 80×24 the last
+    recommendation (the main advice) and the closing hint are reachable."""
+    app = build_sim_app("memory-ceiling", findings=None)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.pause()
+        await pilot.press("enter")
+        await pilot.pause()
+        assert isinstance(app.screen, FindingScreen)
+        seen: list[str] = []
+        for _ in range(12):
+            seen += screen_lines(app)
+            await pilot.press("pagedown")
+            await pilot.pause()
+        await pilot.press("end")
+        await pilot.pause()
+        end = screen_text(app)
+        seen += end.splitlines()
+        text = "\n".join(seen)
+        assert "--max-num-seqs 104" in text and "max_num_seqs=104" in text
+        assert "clamp(floor_to(fit_after, 8)" in text
+        assert "use 52 sequences." in end  # the last line of the last recommendation
+        assert "Escape closes · c copies the flags" in end
+
+
 async def test_arrows_move_between_findings() -> None:
     app, _ = build_app()
     async with app.run_test(size=SIZE) as pilot:
@@ -307,6 +333,34 @@ async def test_several_endpoints_get_rows_and_drill_down() -> None:
         assert app.selected == 0
 
 
+async def test_fleet_rows_carry_preemptions_and_ttft_and_a_row_per_engine() -> None:
+    a = pages.Endpoint(EP, maker=pages.PageMaker(engines=2))
+    b = pages.Endpoint("http://10.0.0.7:8000", maker=pages.PageMaker(pressure=0.3))
+    app, _ = build_app(endpoints=[a, b])
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.pause()
+        rows = _box_rows(screen_lines(app), "Endpoints")
+        assert rows[0].split()[:8] == ["endpoint", "run", "wait", "KV", "pre/s", "tok/s",
+                                       "TTFT99", "top"]  # fmt: skip
+        first, e0, e1, second = rows[1:5]
+        assert "localhost:8000" in first and "10.0.0.7:8000" in second
+        assert "engine 0" in e0 and "engine 1" in e1 and "CRIT" not in e0 + e1
+        # the endpoint's figures are its engines' together, each engine its own
+        run = [int(r.split()[3].split("/")[0]) for r in (e0, e1)]
+        assert int(first.split()[4].split("/")[0]) == sum(run) and run[0] != run[1]
+        # the columns agree with the selected endpoint's panels
+        ttft_p99 = panel(app, "ttft").text("value").split("p99 ")[1]
+        assert first.split()[9] == ttft_p99
+        assert first.split()[7] == panel(app, "preemptions").text("value").split()[0]
+    app, _ = build_app(endpoints=[a, b])
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.pause()
+        rows = _box_rows(screen_lines(app), "Endpoints")
+        assert len(rows) == 5  # header, endpoint, two engines, endpoint: nothing wraps
+        assert "TTFT99" in rows[0] and "pre/s" not in rows[0]  # the least important left out
+        assert "engine 1" in rows[3] and "10.0.0.7:8000" in rows[4]
+
+
 async def test_no_gpu_says_why_in_one_line() -> None:
     app, _ = build_app(gpu=pages.NO_GPU)
     async with app.run_test(size=SIZE) as pilot:
@@ -385,6 +439,53 @@ async def test_compact_layout_at_80x24_keeps_the_verdict_and_every_signal() -> N
             assert trend is not None and len(trend.values) >= 15, pid
             assert app.grid.value(pid), pid
         assert app.gpus.region.bottom <= 23
+
+
+def _box_rows(lines: list[str], title: str) -> list[str]:
+    """The inside of the box titled `title` on screen, a string per row."""
+    top = next(i for i, line in enumerate(lines) if f"─ {title} " in line)
+    bottom = next(i for i in range(top + 1, len(lines)) if lines[i].lstrip().startswith("╰"))
+    return [line.strip().strip("│").strip() for line in lines[top + 1 : bottom]]
+
+
+async def test_compact_verdict_wraps_into_free_rows_and_gpu_fields_stay_whole() -> None:
+    app = build_sim_app("memory-ceiling", findings=None)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.pause()
+        lines = screen_lines(app)
+        triage = _box_rows(lines, "Triage")
+        firing = next(line for line in app.triage.lines if line.kind == "firing")
+        assert len(firing.text) > 80 - 9  # too long for one row: it must wrap to show whole
+        assert not any(row.endswith("…") for row in triage), triage
+        assert " ".join(" ".join(triage).split()).find(" ".join(firing.text.split())) >= 0
+        assert "--max-num-seqs 104" in " ".join(triage)
+        assert "max_num_seqs=104" not in " ".join(triage)  # no room: the flag alone
+        (gpu,) = _box_rows(lines, "GPU")
+        assert "mem 22.1/24.0 GiB" in gpu and not gpu.endswith("…"), gpu
+        assert lines[-1].strip(), "the footer is on the last row"
+
+
+async def test_triage_grows_when_the_same_lines_start_to_wrap() -> None:
+    from vtop.ui.verdict import Line
+
+    app, _ = build_app()
+    async with app.run_test(size=(80, 24)) as pilot:
+        app.triage.show([Line("info", "short", label="…"), Line("info", "also short")])
+        await pilot.pause()
+        before = app.triage.region.height
+        app.triage.show([Line("info", "short", label="…"), Line("info", "long " * 20)])
+        await pilot.pause()
+        assert app.triage.region.height == before + 1
+        assert "long long" in " ".join(_box_rows(screen_lines(app), "Triage")[1:])
+
+
+async def test_wide_triage_shows_each_flag_with_its_engine_argument() -> None:
+    app = build_sim_app("memory-ceiling", findings=None)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.pause()
+        triage = " ".join(_box_rows(screen_lines(app), "Triage"))
+        assert "--max-num-seqs 104 (max_num_seqs=104)" in triage
+        assert "--kv-cache-dtype fp8 (kv_cache_dtype=fp8)" in triage
 
 
 async def test_wider_terminals_show_more_buckets_not_wider_cells() -> None:

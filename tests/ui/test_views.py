@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from tests.ui import pages
@@ -241,7 +243,28 @@ def test_detail_lists_evidence_formula_inputs_and_provenance() -> None:
     assert "formula   min(0.95, used + free headroom)" in text
     assert "gpu_mem_free_gib = 1.4" in text
     assert "(read from the server: vllm:cache_config_info kv_cache_size_tokens)" in text
-    assert "since 5m ago" in text
+    assert (
+        "engine    kv_cache_dtype=fp8" in text and "engine    gpu_memory_utilization=0.95" in text
+    )
+    # how long, once: the rule's count (it has a duration), not the wall-clock age as well
+    assert "held 180 s (the rule waits 60 s before firing)" in text and "since" not in text
+
+
+def test_detail_says_since_when_the_rule_has_no_duration() -> None:
+    text = "\n".join(detail.lines(replace(FIRING, for_s=0.0), now=pages.T0 + 500))
+    assert "since 5m ago" in text and "held" not in text
+
+
+def test_detail_wraps_continuations_under_the_value() -> None:
+    rows = detail.rows(FIRING, now=pages.T0 + 500)
+    wrapped = detail.wrap(rows, 60)
+    assert all(len(line) <= 60 for line in wrapped)
+    i = next(i for i, line in enumerate(wrapped) if "kv_capacity_tokens = 53248" in line)
+    column = wrapped[i].index("53248")
+    follow = wrapped[i + 1]
+    assert follow.strip() and len(follow) - len(follow.lstrip()) == column, wrapped[i : i + 2]
+    ev = detail.wrap([detail.Row("  KV capacity  122512 tokens, 2118 per sequence (p90)", 15)], 40)
+    assert ev == ["  KV capacity  122512 tokens, 2118 per", "               sequence (p90)"]
 
 
 # -- formats and thresholds ------------------------------------------------------------------------
@@ -292,3 +315,11 @@ def test_thresholds_come_from_the_rules() -> None:
     table = table_for(rules)
     assert table["gpu_temp"] == FALLBACK["gpu_temp"]  # no rule judges it: the fallback stays
     assert table_for([]) == dict(FALLBACK)
+
+
+def test_triage_rows_go_to_the_lines_that_wrap_top_first() -> None:
+    from vtop.ui.widgets.triage_panel import allot
+
+    assert allot([3, 1, 2], 4) == [2, 1, 1]  # one spare row: the verdict's
+    assert allot([3, 1, 2], 9) == [3, 1, 2]  # room for all: nothing cut
+    assert allot([1, 1, 1], 2) is None  # too few rows: a row per line, scrolling

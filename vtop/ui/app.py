@@ -334,8 +334,9 @@ class VtopApp(App[None]):
         eps = self.endpoints
         ep = self.endpoint
         if len(eps) > 1:
+            recent = max(10.0, 3.0 * self.interval)  # the panels' "now" (`View.recent_s`)
             rows = [fleet.row(self.monitor.endpoints[e], self._findings(self.monitor, e),
-                              self._status(e)) for e in eps]  # fmt: skip
+                              self._status(e), recent) for e in eps]  # fmt: skip
             self.endpoint_list.show(rows, self.selected)
         if self.endpoint_list.display != (len(eps) > 1):
             self.endpoint_list.display = len(eps) > 1

@@ -8,7 +8,9 @@ which it is.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import textwrap
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 
 from vtop.model import Finding, Knob, Recommendation, format_value
 from vtop.ui import fmt
@@ -21,6 +23,18 @@ PROVENANCE = {
     "inferred": "inferred from behaviour",
     "default": "version default, assumed",
 }
+EVIDENCE_NAME_W = 32
+"""Evidence names wider than this push their value right instead of widening the column."""
+MIN_TEXT_W = 24
+"""A hanging indent never leaves less than this for the text beside it."""
+
+
+@dataclass(frozen=True, slots=True)
+class Row:
+    """One line of the detail and the column its wrapped continuation starts at."""
+
+    text: str
+    hang: int = 0
 
 
 def knob_text(k: Knob) -> str:
@@ -38,39 +52,71 @@ def _input(v: Knob | float | None) -> str:
     return fmt.num(v, digits=4)
 
 
-def recommendation_lines(r: Recommendation) -> list[str]:
-    out = [f"  {r.flag}    ({r.direction} {r.knob}; confidence {r.confidence})"]
-    out.append(f"    current   {knob_text(r.current) if r.current else fmt.DASH + ' (unknown)'}")
-    out.append(f"    formula   {r.formula}")
+def recommendation_rows(r: Recommendation) -> list[Row]:
+    """The `vllm serve` flag and the engine argument (`LLM(...)`, `AsyncEngineArgs`) it sets,
+    then the current value, the formula and every input with where it came from."""
+    current = knob_text(r.current) if r.current else fmt.DASH + " (unknown)"
+    out = [Row(f"  {r.flag}    ({r.direction} {r.knob}; confidence {r.confidence})", 4),
+           Row(f"    engine    {r.engine_arg}", 14), Row(f"    current   {current}", 14),
+           Row(f"    formula   {r.formula}", 14)]  # fmt: skip
     for name, value in _sorted(r.inputs):
-        out.append(f"      {name} = {_input(value)}")
+        out.append(Row(f"      {name} = {_input(value)}", 9 + len(name)))
     if r.tradeoff:
-        out.append(f"    tradeoff  {r.tradeoff}")
+        out.append(Row(f"    tradeoff  {r.tradeoff}", 14))
     return out
+
+
+def recommendation_lines(r: Recommendation) -> list[str]:
+    return [row.text for row in recommendation_rows(r)]
 
 
 def _sorted(inputs: Mapping[str, Knob | float | None]) -> list[tuple[str, Knob | float | None]]:
     return sorted(inputs.items())
 
 
-def lines(f: Finding, now: float | None = None) -> list[str]:
-    """The detail screen's text, one string per line."""
-    out = [f"{LABELS[f.severity]}  {f.state}  {f.title}", f"rule {f.rule}  ·  {f.endpoint}", ""]
-    out.append(f.summary)
+def rows(f: Finding, now: float | None = None) -> list[Row]:
+    """The detail screen's text, one row per line, each with its hanging indent."""
+    out = [Row(f"{LABELS[f.severity]}  {f.state}  {f.title}"),
+           Row(f"rule {f.rule}  ·  {f.endpoint}"), Row(""), Row(f.summary)]  # fmt: skip
+    # One line for how long: the rule's own count when it has a duration (it says how long
+    # the rule waits too), the wall-clock age otherwise; both would say the same fact twice.
     if f.state == "pending":
-        out.append(f"holding for {f.held_s:.0f} of {f.for_s:.0f} s before it fires")
+        out.append(Row(f"holding for {f.held_s:.0f} of {f.for_s:.0f} s before it fires"))
     elif f.for_s:
-        out.append(f"held {f.held_s:.0f} s (the rule waits {f.for_s:.0f} s before firing)")
-    if f.since is not None and now is not None:
-        out.append(f"since {fmt.duration(now - f.since)} ago")
+        out.append(Row(f"held {f.held_s:.0f} s (the rule waits {f.for_s:.0f} s before firing)"))
+    elif f.since is not None and now is not None:
+        out.append(Row(f"since {fmt.duration(now - f.since)} ago"))
     if f.suppressed_by:
-        out.append(f"suppressed: explained by {f.suppressed_by}, so it gives no advice")
-    out += ["", "Evidence"]
-    out += [f"  {name:<28} {value}" for name, value in f.evidence] or ["  (none recorded)"]
-    out += ["", "Recommendations"]
+        out.append(Row(f"suppressed: explained by {f.suppressed_by}, so it gives no advice"))
+    out += [Row(""), Row("Evidence")]
+    if f.evidence:
+        w = min(max(len(name) for name, _ in f.evidence), EVIDENCE_NAME_W)
+        out += [Row(f"  {name:<{w}}  {value}", w + 4) for name, value in f.evidence]
+    else:
+        out.append(Row("  (none recorded)"))
+    out += [Row(""), Row("Recommendations")]
     if f.recommendations:
         for r in f.recommendations:
-            out += recommendation_lines(r)
+            out += recommendation_rows(r)
     else:
-        out.append("  no flag change")
+        out.append(Row("  no flag change"))
+    return out
+
+
+def lines(f: Finding, now: float | None = None) -> list[str]:
+    """The detail screen's text, one string per line (unwrapped)."""
+    return [row.text for row in rows(f, now)]
+
+
+def wrap(rows: Sequence[Row], width: int) -> list[str]:
+    """`rows` wrapped at `width`, a row's continuation lines indented by its hang (under the
+    value, not at column 0), so an evidence value or a provenance reads as one block."""
+    out: list[str] = []
+    for row in rows:
+        if width <= 0 or len(row.text) <= width:
+            out.append(row.text)
+            continue
+        hang = " " * min(row.hang, max(0, width - MIN_TEXT_W))
+        out += textwrap.wrap(row.text, width, subsequent_indent=hang,
+                             break_on_hyphens=False) or [""]  # fmt: skip
     return out

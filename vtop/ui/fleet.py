@@ -1,8 +1,14 @@
-"""One compact line per endpoint, for `vtop --url A --url B …` (no Textual here).
+"""One compact row per endpoint, for `vtop --url A --url B …`, and one per engine under it
+for data parallelism (no Textual here).
 
-Each line carries what tells endpoints apart at a glance: the connection, running against the
-cap, the queue, KV usage, generation throughput and the worst firing finding. The panels
-below show the one selected.
+Each row carries what tells endpoints apart at a glance: the connection, running against the
+cap, the queue, KV usage, preemptions/s, generation throughput, TTFT p99 and the worst firing
+finding. An endpoint with several engines (data parallelism: series told apart by their
+`engine` label) gets a sub-row per engine with the same figures, since one engine stuck at
+its KV ceiling hides in an endpoint's sum. The panels below show the selected endpoint.
+
+The figures are cells, not one string: the widget shows the columns that fit and leaves out
+the least important first (`DROP_ORDER`), so 80 columns get fewer columns, never a wrap.
 """
 
 from __future__ import annotations
@@ -10,11 +16,46 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from vtop.model import Finding, Severity
+from vtop.model import ALL, Finding, SeriesKey, Severity
 from vtop.monitor import EndpointView
+from vtop.signals.store import Store
 from vtop.ui import fmt
 from vtop.ui.headline import HEALTHY, short_url
 from vtop.ui.verdict import LABELS, order
+
+
+@dataclass(frozen=True, slots=True)
+class Column:
+    id: str
+    header: str
+    width: int
+
+
+COLUMNS = (
+    Column("run", "run", 8),
+    Column("wait", "wait", 5),
+    Column("kv", "KV", 6),
+    Column("pre", "pre/s", 5),
+    Column("gen", "tok/s", 5),
+    Column("ttft", "TTFT99", 6),
+)
+"""Widths fit the values `fmt` writes (`1.23k`, `98.7%`, `38.4s`, `475ms`)."""
+DROP_ORDER = ("pre", "ttft", "gen", "wait")
+"""Left out first when the row is too narrow: preemptions follow KV usage (which stays), then
+latency and throughput; running against its cap and KV usage always stay."""
+
+RECENT_S = 10.0
+"""The span of a rate "now" (the panels' own for one-second polls)."""
+LATENCY_S = 60.0
+"""The span of TTFT p99 "now" (the panels' own)."""
+
+
+@dataclass(frozen=True, slots=True)
+class EngineRow:
+    """One engine of a data-parallel endpoint."""
+
+    name: str
+    cells: dict[str, str]
 
 
 @dataclass(frozen=True, slots=True)
@@ -22,20 +63,58 @@ class Row:
     endpoint: str
     name: str
     up: bool
-    figures: str
+    cells: dict[str, str]
     verdict: str
     severity: Severity
+    engines: tuple[EngineRow, ...] = ()
 
 
-def row(view: EndpointView, findings: Sequence[Finding] | None, status: str) -> Row:
+def cells(store: Store, cap: int | None, model: str = ALL, engine: str = ALL,
+          recent_s: float = RECENT_S) -> dict[str, str]:  # fmt: skip
+    """The figures of one endpoint (`model`, `engine` ALL) or of one of its engines."""
+
+    def k(signal: str) -> SeriesKey:
+        return SeriesKey(signal, model, engine, "")
+
+    running = fmt.num(store.last(k("running")))
+    if cap is not None:
+        running += f"/{cap}"
+    return {
+        "run": running,
+        "wait": fmt.num(store.last(k("waiting"))),
+        "kv": fmt.pct(store.last(k("kv_usage"))),
+        "pre": fmt.num(store.per_second(k("preemptions"), recent_s)),
+        "gen": fmt.num(store.per_second(k("generation_tokens"), recent_s)),
+        "ttft": fmt.seconds(store.hist_quantile(0.99, k("ttft"), LATENCY_S)),
+    }
+
+
+def engines(store: Store) -> list[tuple[str, str]]:
+    """The (model, engine) pairs that report a batch of their own: the scheduler's gauges
+    are per engine, while a model-wide series (no `engine` label) is not an engine."""
+    return sorted({(key.model, key.engine) for key in store.series("running")})
+
+
+def engine_rows(store: Store, cap: int | None, recent_s: float = RECENT_S) -> tuple[EngineRow, ...]:
+    """A sub-row per engine when there are several (one engine is the endpoint's own row)."""
+    pairs = engines(store)
+    if len(pairs) < 2:
+        return ()
+    models = {m for m, _ in pairs}
+    out = []
+    for model, engine in pairs:
+        name = f"engine {engine or '–'}"
+        if len(models) > 1:
+            name = f"{model.rsplit('/', 1)[-1]} · {name}"
+        out.append(EngineRow(name, cells(store, cap, model, engine, recent_s)))
+    return tuple(out)
+
+
+def row(view: EndpointView, findings: Sequence[Finding] | None, status: str,
+        recent_s: float = RECENT_S) -> Row:  # fmt: skip
     s = view.store
-    cap = view.knobs.get("max_num_seqs")
-    running = fmt.num(s.last("running"))
-    if cap is not None and isinstance(cap.value, int):
-        running += f"/{cap.value}"
-    figures = (f"run {running:>8}  wait {fmt.num(s.last('waiting')):>5}  "
-               f"KV {fmt.pct(s.last('kv_usage')):>6}  "
-               f"gen {fmt.num(s.per_second('generation_tokens', 5.0)):>6} tok/s")  # fmt: skip
+    knob = view.knobs.get("max_num_seqs")
+    cap = knob.value if knob is not None and isinstance(knob.value, int) else None
     firing = [f for f in order(findings or ()) if f.state == "firing"]
     up = status in HEALTHY or status.startswith("replay")
     if not up:
@@ -47,4 +126,25 @@ def row(view: EndpointView, findings: Sequence[Finding] | None, status: str) -> 
             verdict += f" (+{len(firing) - 1})"
     else:
         verdict, sev = "OK", Severity.OK
-    return Row(s.endpoint, short_url(s.endpoint), up, figures, verdict, sev)
+    return Row(s.endpoint, short_url(s.endpoint), up, cells(s, cap, recent_s=recent_s),
+               verdict, sev, engine_rows(s, cap, recent_s))  # fmt: skip
+
+
+def visible(width: int) -> list[Column]:
+    """The columns that fit in `width` cells (a space after each), least important left out
+    first."""
+    shown = list(COLUMNS)
+    for drop in (None, *DROP_ORDER):
+        shown = [c for c in shown if c.id != drop]
+        if sum(c.width + 1 for c in shown) <= width:
+            return shown
+    return []
+
+
+def figures(values: dict[str, str], columns: Sequence[Column]) -> str:
+    """The cells of `columns`, right-aligned in their widths, a space apart."""
+    return " ".join(values.get(c.id, fmt.DASH).rjust(c.width)[-c.width :] for c in columns)
+
+
+def headers(columns: Sequence[Column]) -> str:
+    return " ".join(c.header.rjust(c.width) for c in columns)

@@ -4,9 +4,10 @@ Order is what a user should read first: firing findings by severity (critical fi
 pending ones (dimmed, with how long their condition has held of how long the rule waits),
 then suppressed ones (explained by a root cause, so they give no advice), then the rules
 whose condition holds but which wait for more evidence (too few polls since a restart). A
-firing finding takes two lines: what is wrong, then the flags that fix it. With nothing
-firing the panel still says something useful: that the rules hold, that they are gathering
-evidence, or that the server cannot be reached.
+firing finding takes two lines: what is wrong, then the flags that fix it (with the engine
+arguments they set where the width allows). With nothing firing the panel still says
+something useful: that the rules hold, that they are gathering evidence, or that the server
+cannot be reached.
 """
 
 from __future__ import annotations
@@ -33,6 +34,9 @@ class Line:
     severity: Severity = Severity.OK
     finding: Finding | None = None
     label: str = ""
+    wide: str = ""
+    """The same line with more in it, shown instead where it fits on one row (the flags with
+    the engine arguments they set, on wide terminals)."""
 
 
 def order(findings: Sequence[Finding]) -> list[Finding]:
@@ -49,6 +53,12 @@ def order(findings: Sequence[Finding]) -> list[Finding]:
 def flags(finding: Finding) -> str:
     """The recommended flags of a finding, as they go on `vllm serve`."""
     return "  ".join(r.flag for r in finding.recommendations)
+
+
+def flags_and_args(finding: Finding) -> str:
+    """`--max-num-seqs 104 (max_num_seqs=104)`: each flag with the engine argument it sets,
+    for those who start vLLM from Python (`LLM(...)`, `AsyncEngineArgs`)."""
+    return "  ".join(f"{r.flag} ({r.engine_arg})" for r in finding.recommendations)
 
 
 def progress(finding: Finding) -> str:
@@ -86,8 +96,11 @@ def lines(findings: Sequence[Finding] | None, *, error: str | None = None,
             # The rule's summary is the diagnosis with its numbers; the title is in the detail.
             out.append(Line("firing", f.summary or f.title, f.severity, f, LABELS[f.severity]))
             fix = flags(f)
-            out.append(Line("action", f"→ {fix}" if fix else "→ no flag change: see details",
-                            f.severity, f))  # fmt: skip
+            if fix:
+                out.append(Line("action", f"→ {fix}", f.severity, f,
+                                wide=f"→ {flags_and_args(f)}"))  # fmt: skip
+            else:
+                out.append(Line("action", "→ no flag change: see details", f.severity, f))
         elif f.state == "pending":
             out.append(Line("pending", f"{progress(f)}  {f.title}", f.severity, f, "…"))
         elif f.state == "insufficient":

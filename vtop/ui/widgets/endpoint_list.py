@@ -1,8 +1,11 @@
 """The endpoints being watched, one line each; the selected one fills the panels below.
 
-Shown only when there is more than one `--url`. Up/down (or a click, or the number keys the
-app binds) choose the endpoint, and the choice is posted as `Chosen`. Each line's figures are
-one field and its verdict another, so a changing token rate repaints only the figures.
+Shown only when there is more than one `--url`. A header names the columns; an endpoint
+with several engines (data parallelism) has an indented line per engine under its own.
+Up/down (or a click, or the number keys the app binds) choose the endpoint, and the choice is
+posted as `Chosen`. Each line's figures are one field and its verdict another, so a changing
+token rate repaints only the figures. The columns that do not fit are left out
+(`fleet.visible`), least important first.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ from textual.geometry import Size
 from textual.message import Message
 
 from vtop.model import Severity
+from vtop.ui import fleet
 from vtop.ui.fleet import Row
 from vtop.ui.widgets.fields import Field, FieldsWidget
 
@@ -26,7 +30,8 @@ VERDICT_STYLE = {
     Severity.INFO: "$primary",
     Severity.OK: "$success",
 }
-NAME_W, FIGURES_W = 30, 62
+NAME_W, VERDICT_MIN = 30, 16
+"""The name column's widest, and the room the verdict keeps before figures are left out."""
 
 
 class EndpointList(FieldsWidget, can_focus=True):
@@ -50,6 +55,9 @@ class EndpointList(FieldsWidget, can_focus=True):
         super().__init__(id="endpoints")
         self.border_title = "Endpoints"
         self._rows: tuple[Row, ...] = ()
+        self._lines: list[int] = []
+        """The endpoint each line shows (its own line and its engines'); -1: the header."""
+        self._columns: list[fleet.Column] = list(fleet.COLUMNS)
         self.selected = 0
 
     @property
@@ -57,38 +65,62 @@ class EndpointList(FieldsWidget, can_focus=True):
         return self._rows
 
     def get_content_height(self, container: Size, viewport: Size, width: int) -> int:
-        return max(1, len(self._rows))
+        return max(1, len(self._lines))
 
     def show(self, rows: Sequence[Row], selected: int) -> None:
         new = tuple(rows)
-        if len(new) != len(self._rows):
+        lines: list[int] = [-1]  # the header, then each endpoint and its engines
+        for i, r in enumerate(new):
+            lines += [i] * (1 + len(r.engines))
+        if lines != self._lines:
             self.refresh(layout=True)
-        self._rows, self.selected = new, selected
+        self._rows, self.selected, self._lines = new, selected, lines
         self._place()
-        for y, r in enumerate(new):
-            chosen = y == selected
+        self._fill()
+
+    def _fill(self) -> None:
+        muted = "$text-muted"
+        self.put("h.name", Content.styled("    endpoint", muted))
+        self.put("h.figures", Content.styled(fleet.headers(self._columns), muted))
+        self.put("h.verdict", Content.styled("top finding", muted))
+        y = 1
+        for i, r in enumerate(self._rows):
+            chosen = i == self.selected
             self.put(f"{y}.name", Content.assemble(
-                ("▶ " if chosen else "  ", "bold $accent"), (f"{y + 1} ", "$text-muted"),
+                ("▶ " if chosen else "  ", "bold $accent"), (f"{i + 1} ", "$text-muted"),
                 ("● " if r.up else "↻ ", "$success" if r.up else "$error"),
                 (r.name, "bold" if chosen else "")))  # fmt: skip
-            self.put(f"{y}.figures", r.figures)
+            self.put(f"{y}.figures", fleet.figures(r.cells, self._columns))
             self.put(f"{y}.verdict", Content.styled(r.verdict, VERDICT_STYLE[r.severity]))
+            y += 1
+            for n, e in enumerate(r.engines):
+                branch = "└ " if n == len(r.engines) - 1 else "├ "
+                self.put(f"{y}.name", Content.styled(f"      {branch}{e.name}", muted))
+                self.put(f"{y}.figures", fleet.figures(e.cells, self._columns))
+                y += 1
 
     def on_resize(self) -> None:
         self._place()
+        self._fill()
 
     def _place(self) -> None:
         width = self.size.width
         layout: dict[str, Field] = {}
-        figures = width >= NAME_W + FIGURES_W + 20  # narrow: name and verdict only
-        for y in range(len(self._rows)):
-            layout[f"{y}.name"] = Field(y, 0, min(NAME_W, width))
-            x = NAME_W + 1
-            if figures:
-                layout[f"{y}.figures"] = Field(y, x, FIGURES_W)
-                x += FIGURES_W + 2
-            if x < width:
-                layout[f"{y}.verdict"] = Field(y, x, width - x)
+        names = [len(r.name) + 6 for r in self._rows]
+        names += [len(e.name) + 8 for r in self._rows for e in r.engines]
+        name_w = min(NAME_W, max(names, default=12))
+        self._columns = fleet.visible(width - name_w - 1 - VERDICT_MIN)
+        fig_w = len(fleet.headers(self._columns))
+        for y, i in enumerate(self._lines):
+            key = "h" if i < 0 else str(y)
+            layout[f"{key}.name"] = Field(y, 0, min(name_w, width))
+            x = name_w + 1
+            if self._columns:
+                layout[f"{key}.figures"] = Field(y, x, fig_w)
+                x += fig_w + 2
+            engine_row = i >= 0 and self._lines[y - 1] == i
+            if x < width and not engine_row:
+                layout[f"{key}.verdict"] = Field(y, x, width - x)
         self.place(layout)
 
     def action_move(self, step: int) -> None:
@@ -96,5 +128,5 @@ class EndpointList(FieldsWidget, can_focus=True):
             self.post_message(self.Chosen((self.selected + step) % len(self._rows)))
 
     def on_click(self, event: events.Click) -> None:
-        if 0 <= event.y < len(self._rows):
-            self.post_message(self.Chosen(event.y))
+        if 0 <= event.y < len(self._lines) and self._lines[event.y] >= 0:
+            self.post_message(self.Chosen(self._lines[event.y]))

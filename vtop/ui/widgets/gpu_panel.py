@@ -4,7 +4,8 @@ NVML sees the GPUs of the machine vtop runs on. When every endpoint is remote th
 so instead of letting the local cards pass for the server's. Each reading is its own field,
 and the ones that move every poll (utilisation, power) come first: a changed line is
 rewritten from the panel's edge to the end of the change, so the card's name, which never
-changes, goes last.
+changes, goes last. A field that does not fit whole is left out (a narrow terminal shows
+fewer readings, never a cut `v…`).
 """
 
 from __future__ import annotations
@@ -108,7 +109,12 @@ class GpuPanel(FieldsWidget, can_focus=True):
                 if name not in row or x >= width:
                     continue
                 if name == "head" and set(row) == {"head"}:
-                    w = width
-                layout[f"{y}.{name}"] = Field(y, x, min(w, width - x))
+                    layout[f"{y}.{name}"] = Field(y, x, width)  # a message: cut if it must
+                    continue
+                if name == "name":
+                    w = row[name].cell_length
+                if x + w > width:
+                    continue  # a field that does not fit whole is left out, not cut mid-word
+                layout[f"{y}.{name}"] = Field(y, x, w)
                 x += w + 2
         self.place(layout)

@@ -8,6 +8,7 @@ finding whose progress ticks ("40 of 60 s" -> "41 of 60 s") repaints that one li
 
 from __future__ import annotations
 
+import textwrap
 from collections.abc import Sequence
 from typing import ClassVar
 
@@ -30,10 +31,23 @@ LABEL_STYLE = {
 LABEL_W = 5
 
 
-def render_line(line: Line, width: int, cursor: bool) -> Content:
-    """One line of the panel: a severity label column, then the text."""
-    label = line.label.ljust(LABEL_W - 1)[: LABEL_W - 1] + " "
-    text = line.text
+def line_rows(line: Line, width: int) -> list[str]:
+    """A line's text wrapped to the panel's text column: its wide form (flags with their
+    engine arguments) when that fits on one row, else its short form, wrapped."""
+    room = width - LABEL_W
+    text = line.wide if line.wide and len(line.wide) <= room else line.text
+    if room <= 1 or len(text) <= room:
+        return [text]
+    hang = " " * (2 if line.kind == "action" else 0)  # under the flags, past the arrow
+    return textwrap.wrap(text, room, subsequent_indent=hang, break_on_hyphens=False) or [text]
+
+
+def render_line(line: Line, width: int, cursor: bool, text: str | None = None,
+                first: bool = True) -> Content:  # fmt: skip
+    """One row of the panel: a severity label column (blank on a continuation), then the
+    text (the line's own unless `text` is a wrapped piece of it), cut with … if too long."""
+    label = line.label.ljust(LABEL_W - 1)[: LABEL_W - 1] + " " if first else " " * LABEL_W
+    text = line.text if text is None else text
     room = width - LABEL_W
     if len(text) > room > 1:
         text = text[: room - 1] + "…"
@@ -48,10 +62,31 @@ def render_line(line: Line, width: int, cursor: bool) -> Content:
         body, head = (text, ""), (label, LABEL_STYLE[Severity.OK])
     else:
         body, head = (text, "$text-muted"), (label, "$text-muted")
+    if not first:
+        head = (label, "")
     content = Content.assemble(head, body)
     if cursor:
         content = content.stylize_before("on $boost")
     return content
+
+
+def _rows_for(lines: Sequence[Line], width: int) -> int:
+    return sum(len(line_rows(line, width)) for line in lines)
+
+
+def allot(needs: Sequence[int], height: int) -> list[int] | None:
+    """Rows for each line when every line gets at least one: the rows left over go to the
+    lines that wrap, top first (the verdict before what is pending). None: not every line
+    fits, so the panel scrolls a row per line."""
+    if len(needs) > height:
+        return None
+    spare = height - len(needs)
+    out = []
+    for n in needs:
+        more = min(max(0, n - 1), spare)
+        spare -= more
+        out.append(1 + more)
+    return out
 
 
 class TriagePanel(FieldsWidget, can_focus=True):
@@ -79,6 +114,8 @@ class TriagePanel(FieldsWidget, can_focus=True):
         self.border_title = "Triage"
         self._lines: tuple[Line, ...] = ()
         self._cursor = 0
+        self._row_line: list[int] = []
+        """The line each drawn row belongs to (a wrapped line takes several)."""
 
     @property
     def lines(self) -> tuple[Line, ...]:
@@ -96,7 +133,12 @@ class TriagePanel(FieldsWidget, can_focus=True):
         if new == self._lines:
             return
         keep = self.selected
-        resized = len(new) != len(self._lines)
+        width = self.size.width
+        # The height is what the lines take wrapped: the same number of lines can take
+        # more rows or fewer ("39 of 60 s" -> "40 of 60 s" can wrap differently).
+        resized = len(new) != len(self._lines) or (
+            width > 0 and _rows_for(new, width) != _rows_for(self._lines, width)
+        )
         self._lines = new
         self._cursor = self._place_cursor(keep)
         if resized:
@@ -115,7 +157,9 @@ class TriagePanel(FieldsWidget, can_focus=True):
         return 0
 
     def get_content_height(self, container: Size, viewport: Size, width: int) -> int:
-        return max(1, len(self._lines))
+        # Every row the lines would take wrapped: the CSS max-height bounds it, and `_draw`
+        # shares what it gets out, so a long verdict uses free rows before it is cut.
+        return max(1, _rows_for(self._lines, width))
 
     def on_resize(self) -> None:
         self._draw()
@@ -137,6 +181,29 @@ class TriagePanel(FieldsWidget, can_focus=True):
         if width <= 0 or height <= 0:
             return
         self.place({f"l{y}": Field(y, 0, width) for y in range(height)})
+        wrapped = [line_rows(line, width) for line in self._lines]
+        rows = allot([len(w) for w in wrapped], height)
+        if rows is None:
+            self._draw_scrolling(width, height)
+            return
+        selected = self.selected
+        self._row_line = []
+        y = 0
+        for i, (line, pieces, n) in enumerate(zip(self._lines, wrapped, rows, strict=True)):
+            cursor = self.has_focus and line.finding is not None and line.finding is selected
+            if n < len(pieces):  # rows ran out: the rest of the text on the last row, cut
+                indent = pieces[n - 1][: len(pieces[n - 1]) - len(pieces[n - 1].lstrip())]
+                rest = indent + " ".join(p.strip() for p in pieces[n - 1 :])
+                pieces = [*pieces[: n - 1], rest]
+            for j, piece in enumerate(pieces[:n]):
+                self.put(f"l{y}", render_line(line, width, cursor, piece, first=j == 0))
+                self._row_line.append(i)
+                y += 1
+        for blank in range(y, height):
+            self.put(f"l{blank}", "")
+
+    def _draw_scrolling(self, width: int, height: int) -> None:
+        """More lines than rows: a row per line (cut), the cursor kept in view, `+N more`."""
         top = self._first_visible()
         shown = list(self._lines[top : top + height])
         more = len(self._lines) - (top + len(shown))
@@ -144,6 +211,7 @@ class TriagePanel(FieldsWidget, can_focus=True):
             shown = shown[:-1]
             more += 1
         selected = self.selected
+        self._row_line = list(range(top, top + len(shown)))
         for y in range(height):
             if y < len(shown):
                 line = shown[y]
@@ -173,7 +241,7 @@ class TriagePanel(FieldsWidget, can_focus=True):
             self.post_message(self.Selected(finding))
 
     def on_click(self, event: events.Click) -> None:
-        i = self._first_visible() + event.y
+        i = self._row_line[event.y] if 0 <= event.y < len(self._row_line) else -1
         if 0 <= i < len(self._lines) and self._lines[i].finding is not None:
             self._cursor = i
             self._draw()
