@@ -43,6 +43,7 @@ from tests.prom import (
 from vtop.model import Frame, Knob
 from vtop.monitor import Monitor
 from vtop.signals.extract import PageReader
+from vtop.sim.scenarios import SCENARIOS as TWIN_SCENARIOS
 from vtop.sim.server import SimServer, serve
 from vtop.sim.twin import Twin
 from vtop.sources import discovery
@@ -56,9 +57,8 @@ if MISSING:
     pytest.skip(MISSING, allow_module_level=True)
 
 ROOT = Path(__file__).resolve().parents[2]
-SCENARIOS = ["memory-ceiling", "budget-too-small", "past-sweet-spot", "prefix-cache-ineffective",
-             "healthy", "data-parallel"]  # fmt: skip
-"""Scenarios of the twin, and `data-parallel`: two engines, one at the memory ceiling, one
+SCENARIOS = [*TWIN_SCENARIOS, "data-parallel"]
+"""Every scenario of the twin, and `data-parallel`: two engines, one at the memory ceiling, one
 lightly loaded (a `DataParallel` of a memory-ceiling twin and a healthy one)."""
 HISTORY_S = 300.0
 STEP_S = 2.0
@@ -294,13 +294,13 @@ def test_exported_rules_fire_in_prometheus_where_vtop_fires(
         for i in instances.values()
     }  # fmt: skip
     # the scenarios show what they are meant to, in vtop (the premise of the comparison)
-    assert instances["memory-ceiling"].vtop.get("memory-ceiling") == "firing"
-    assert instances["budget-too-small"].vtop.get("budget-too-small") == "firing"
-    assert instances["past-sweet-spot"].vtop.get("past-sweet-spot") == "firing"
-    assert instances["prefix-cache-ineffective"].vtop.get("prefix-cache-ineffective") == "firing"
-    # (healthy is a replica of the AWQ model beside other scenarios' loads: the imbalance
-    # between them is the fleet's, and Prometheus must see it where vtop does, below)
-    assert not want_holds[instances["healthy"].name] - {"replica-imbalance"}
+    for scenario, twin_scenario in TWIN_SCENARIOS.items():
+        if twin_scenario.rule is None:
+            # (beside the other scenarios' loads a healthy server is a replica of the same
+            # model; the imbalance between them is the fleet's, compared below like the rest)
+            assert not want_holds[instances[scenario].name] - {"replica-imbalance"}, scenario
+        else:
+            assert instances[scenario].vtop.get(twin_scenario.rule) == "firing", scenario
     assert instances["data-parallel"].vtop.get("engine-imbalance") == "firing"
 
     # an escalation fires in Prometheus as a second alert, severity critical

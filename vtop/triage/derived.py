@@ -52,7 +52,8 @@ DERIVED: dict[str, Derived] = {
                 "generates nothing between two empty reads). avg_over_time(gauges_lie) is how "
                 "often.",
                 "((vllm:num_requests_running + vllm:num_requests_waiting) == bool 0) * "
-                "((vllm:num_requests_running + vllm:num_requests_waiting) offset 1s == bool 0) "
+                "(idelta(vllm:num_requests_running[1m]) + idelta(vllm:num_requests_waiting[1m]) "
+                "== bool 0) "
                 "* (idelta(vllm:generation_tokens_total[1m]) > bool 0)"),
         Derived("kv_tokens_per_seq", "instant", "tokens",
                 "KV tokens held per running sequence: kv_usage × kv_capacity_tokens / running "

@@ -99,8 +99,6 @@ CACHE_CONFIG_LABELS = {
 """Knobs `vllm:cache_config_info` carries as labels (values as Python `str()`)."""
 MEASURED_BY_PROMETHEUS = {"up": "up", "scrape_latency": "scrape_duration_seconds"}
 """vtop's own per-scrape signals and what Prometheus records of each scrape."""
-PREVIOUS_POLL = "15s"
-"""How long before "the poll before" is, when the export is not given --resolution."""
 UNAVAILABLE = {
     "gpu_mem_total": "only vtop's NVML reader measures GPU memory in all",
     "gpu_power_limit": "only vtop's NVML reader reads the power limit",
@@ -246,14 +244,11 @@ class _Translator:
             raise NotExpressible(f"{name} a poll before")
         running, waiting = self.instant(Operand("running")), self.instant(Operand("waiting"))
         if name == "gauges_lie":
-            before = self.o.resolution or PREVIOUS_POLL
-            self.notes["gauges_lie"] = (
-                f"gauges_lie: the poll before is taken as {before} before "
-                "(export with --resolution set to your scrape interval)"
-            )
-            r0, w0 = (self.instant(Operand(n), before) for n in ("running", "waiting"))
+            # "the poll before was empty too" from the last two samples themselves (idelta),
+            # not from an `offset` that can land on the same sample or skip one
+            gauges = (self.gauge_delta(Operand(n), 60.0) for n in ("running", "waiting"))
             tokens = self.counter("idelta", Operand("generation_tokens"), 60.0)
-            return (f"((({running} + {waiting}) == bool 0) * (({r0} + {w0}) == bool 0) "
+            return (f"((({running} + {waiting}) == bool 0) * (({' + '.join(gauges)}) == bool 0) "
                     f"* ({tokens} > bool 0))")  # fmt: skip
         if name == "demand":
             return f"({running} + {waiting})"
@@ -299,6 +294,12 @@ class _Translator:
             parts.append(f"max by ({self.by}) (({body}) and on (model_name) "
                          f"(count by (model_name) ({per}) > 1))")  # fmt: skip
         return self._alternatives(parts)
+
+    def gauge_delta(self, operand: Operand, window_s: float) -> str:
+        """The change of a gauge between its last two samples (summed over engines)."""
+        sig = self._signal(operand.name)
+        m, w = self._matchers(sig, operand.label), self._range(window_s)
+        return self._alternatives([f"sum by ({self.by}) (idelta({a}{m}{w}))" for a in sig.aliases])
 
     def counter(self, fn: str, operand: Operand, window_s: float) -> str:
         sig = self._signal(operand.name)
