@@ -322,9 +322,10 @@ class Store:
         return sorted(found - {ALL})
 
     def engines(self) -> list[tuple[str, str]]:
-        """(model, engine) pairs seen on this endpoint."""
-        found = {(k.model, k.engine) for k in self._tracks if k.model != ALL}
-        return sorted(found)
+        """(model, engine) pairs that schedule a batch of their own on this endpoint: those of
+        the scheduler's `running` gauge. Other per-model series (no `engine` label, or a
+        process's own metrics) are not engines."""
+        return sorted({(k.model, k.engine) for k in self.series("running")})
 
     def restarts(self) -> list[float]:
         return [e.t for e in self.events if e.kind == "restart"]

@@ -189,12 +189,12 @@ class LiveSource:
             rediscover = True
         if rediscover:
             state.behaviour.clear()  # a new configuration: the old behaviour proves nothing
-        state.behaviour.append(_load(scrape.scalars))
-        if rediscover:
+            state.behaviour.append(_load(scrape.scalars))
             state.server = await state.scraper.info()
             state.knobs = self._discover(state)
             scrape = replace(scrape, knobs=dict(state.knobs), server=state.server)
         else:
+            state.behaviour.append(_load(scrape.scalars))
             knobs = _infer(state)
             if knobs != state.knobs:
                 state.knobs = knobs
@@ -216,8 +216,7 @@ class LiveSource:
             gpu_mem_bytes=gpu_mem,
         )
         knobs.update(self._endpoint_flags.get(state.scraper.url, {}))
-        state.knobs = knobs
-        return _infer(state)
+        return knobs
 
     def status(self, endpoint: str) -> str:
         return self.endpoints[endpoint].status(self._clock())

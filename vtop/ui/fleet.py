@@ -89,15 +89,9 @@ def cells(store: Store, cap: int | None, model: str = ALL, engine: str = ALL,
     }
 
 
-def engines(store: Store) -> list[tuple[str, str]]:
-    """The (model, engine) pairs that report a batch of their own: the scheduler's gauges
-    are per engine, while a model-wide series (no `engine` label) is not an engine."""
-    return sorted({(key.model, key.engine) for key in store.series("running")})
-
-
 def engine_rows(store: Store, cap: int | None, recent_s: float = RECENT_S) -> tuple[EngineRow, ...]:
     """A sub-row per engine when there are several (one engine is the endpoint's own row)."""
-    pairs = engines(store)
+    pairs = store.engines()
     if len(pairs) < 2:
         return ()
     models = {m for m, _ in pairs}

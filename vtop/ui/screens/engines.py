@@ -24,10 +24,7 @@ COLUMNS = ("running", "waiting", "kv", "preemptions", "generation", "ttft", "itl
 def engine_rows(view: View) -> list[tuple[str, ...]]:
     """One row per (model, engine): the panels' current values."""
     rows: list[tuple[str, ...]] = []
-    pairs = view.store.engines()
-    if len(pairs) > 1:  # unlabelled series (process_*) are not an engine of their own
-        pairs = [p for p in pairs if p != ("", "")]
-    for model, engine in pairs:
+    for model, engine in view.store.engines():
         scoped = View(
             view.store, view.knobs, view.window_s, view.interval_s, model, engine, view.thresholds
         )
