@@ -6,10 +6,11 @@ pages, one every 2 s; vtop's engine reads them (PageReader, Monitor, the shipped
 twin's command line, as the live source would find them), and the same pages, labelled as
 Prometheus labels its scrapes, become TSDB blocks (promtool). Then the twins keep running live
 behind HTTP servers, Prometheus scrapes them every second and evaluates the exported rules
-over the history plus what it scrapes, and after the rules' `for` the alerts must be the
-findings. Prometheus starts with no alert state, so the fair measure is what vtop's engine would
-judge first at that moment: for every instance, the rules whose condition holds at its firing
-level at the end of the history are exactly the alerts pending or firing in Prometheus, and
+over the history plus what it scrapes, vtop's monitor reads the same live pages, and after the
+rules' `for` the alerts must be the findings. Every scenario of the twin takes part. Prometheus
+starts with no alert state, so the fair measure is what vtop's engine would judge first at that
+moment: for every instance, the rules whose condition holds at its firing level on the pages
+so far are exactly the alerts pending or firing in Prometheus, and
 those that fire in vtop with a `for` of 30 s fire in Prometheus too (escalation included).
 (A rule that vtop keeps active only by its recovery level, from before, Prometheus cannot know
 of; the recovery levels themselves are proved under `promtool test rules`.)
@@ -27,6 +28,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 import yaml
 
@@ -159,8 +161,12 @@ class Instance:
     twin: Any
     pages: list[Scraped]
     vtop: dict[str, str]
-    """rule -> state at the end of the history, as vtop's engine has it."""
+    """rule -> state as vtop's engine has it (`_states`): at the end of the history, then as
+    the live pages move it on."""
     knobs: dict[str, Knob]
+    monitor: Monitor
+    """vtop's monitor of the whole fleet (one for all instances)."""
+    reader: PageReader
     server: SimServer | None = None
     name: str = ""
     """`instance` label: host:port of its server."""
@@ -168,10 +174,10 @@ class Instance:
 
 def _vtop_findings(
     twins: dict[str, Any], end: float
-) -> dict[str, tuple[list[Scraped], dict[str, str], dict[str, Knob]]]:
-    """Every twin's pages and vtop's verdicts, the fleet watched by one monitor (as `--url` a
-    few times would), so rules that compare replicas of a model see them all, as Prometheus
-    does."""
+) -> tuple[Monitor, dict[str, PageReader], dict[str, tuple[list[Scraped], dict[str, Knob]]]]:
+    """Every twin's pages read by vtop, the fleet watched by one monitor (as `--url` a few
+    times would), so rules that compare replicas of a model see them all, as Prometheus does.
+    The monitor and its page readers go on with the live pages (`_watch_live`)."""
     monitor = Monitor(engine=Engine.from_catalog(user=False))
     readers = {s: PageReader() for s in twins}
     pages: dict[str, list[Scraped]] = {s: [] for s in twins}
@@ -192,21 +198,39 @@ def _vtop_findings(
             scrapes.append(scrape)
             pages[s].append(scraped)
         monitor.feed(Frame(max(x.t for x in scrapes), tuple(scrapes)))
-    out = {}
-    for s in twins:
-        view = monitor.endpoints[s]
-        states = {f.rule: str(f.state) for f in view.findings}
-        states.update({f"{f.rule} critical": "firing" for f in view.findings
-                       if f.state == "firing" and f.severity.name == "CRITICAL"})  # fmt: skip
-        # Prometheus starts with no alert state, so its first evaluations compare at the firing
-        # levels; vtop's engine started at that moment would too (no hysteresis carried over)
-        snap = Snapshot(view.store, view.knobs, None)
-        for rule in monitor.engine.rules:
-            if holds(rule.when, snap, active=False):
-                states.setdefault(rule.id, "holds")
-                states[f"{rule.id} fresh"] = "holds"
-        out[s] = (pages[s], states, dict(view.knobs))
-    return out
+    return monitor, readers, {s: (pages[s], dict(monitor.endpoints[s].knobs)) for s in twins}
+
+
+def _states(monitor: Monitor, endpoint: str) -> dict[str, str]:
+    """rule -> state of one endpoint as vtop's engine has it now, plus `RULE fresh` for each
+    rule whose condition holds at its firing level: Prometheus starts with no alert state, so
+    its first evaluations compare at the firing levels; vtop's engine started at that moment
+    would too (no hysteresis carried over)."""
+    view = monitor.endpoints[endpoint]
+    states = {f.rule: str(f.state) for f in view.findings}
+    states.update({f"{f.rule} critical": "firing" for f in view.findings
+                   if f.state == "firing" and f.severity.name == "CRITICAL"})  # fmt: skip
+    snap = Snapshot(view.store, view.knobs, None)
+    for rule in monitor.engine.rules:
+        if holds(rule.when, snap, active=False):
+            states.setdefault(rule.id, "holds")
+            states[f"{rule.id} fresh"] = "holds"
+    return states
+
+
+def _watch_live(instances: dict[str, Instance]) -> None:
+    """One more poll of every live twin, read and judged by the monitor that read the history,
+    so vtop's verdicts move on with the pages Prometheus goes on scraping."""
+    scrapes = []
+    for inst in instances.values():
+        t0 = time.time()
+        page = httpx.get(f"http://{inst.name}/metrics", timeout=10).text
+        scrapes.append(inst.reader.read(page, endpoint=inst.scenario, t=time.time(),
+                                        latency_s=time.time() - t0))  # fmt: skip
+    monitor = next(iter(instances.values())).monitor
+    monitor.feed(Frame(max(x.t for x in scrapes), tuple(scrapes)))
+    for inst in instances.values():
+        inst.vtop = _states(monitor, inst.scenario)
 
 
 @pytest.fixture(scope="module")
@@ -223,8 +247,11 @@ def fleet(
                                             Twin("healthy", seed=i + 2, epoch=0.0)])  # fmt: skip
         else:
             twins[scenario] = Twin(scenario, seed=i + 1, epoch=0.0)
-    for scenario, (pages, findings, knobs) in _vtop_findings(twins, end).items():
-        instances[scenario] = Instance(scenario, twins[scenario], pages, findings, knobs)
+    monitor, readers, read = _vtop_findings(twins, end)
+    for scenario, (pages, knobs) in read.items():
+        instances[scenario] = Instance(scenario, twins[scenario], pages,
+                                       _states(monitor, scenario), knobs, monitor,
+                                       readers[scenario])  # fmt: skip
     # the twins go on live, each on its own port; their history is Prometheus's past
     for inst in instances.values():
         inst.server = serve(inst.twin)
@@ -283,16 +310,21 @@ def test_exported_rules_fire_in_prometheus_where_vtop_fires(
     prom, instances = fleet
     engine = Engine.from_catalog(user=False)
     fast = {r.id for r in engine.rules if r.for_s <= 30}
-    # the rules whose condition holds at its firing level at the end of the history (what a
-    # fresh rule engine judges first) are the alerts pending or firing in Prometheus; those
-    # of them that fire in vtop with a `for` of 30 s fire there too, escalation included
-    want_holds = {i.name: {r.removesuffix(" fresh") for r in i.vtop if r.endswith(" fresh")}
-                  for i in instances.values()}  # fmt: skip
-    want_firing = {
-        i.name: {r for r, s in i.vtop.items() if s in ("firing", "suppressed")
-                 and r.split()[0] in fast and r.split()[0] in want_holds[i.name]}
-        for i in instances.values()
-    }  # fmt: skip
+
+    def wanted() -> tuple[dict[str, set[str]], dict[str, set[str]]]:
+        # the rules whose condition holds at its firing level on the pages so far (what a
+        # fresh rule engine judges first) are the alerts pending or firing in Prometheus; those
+        # of them that fire in vtop with a `for` of 30 s fire there too, escalation included
+        holds = {i.name: {r.removesuffix(" fresh") for r in i.vtop if r.endswith(" fresh")}
+                 for i in instances.values()}  # fmt: skip
+        firing = {
+            i.name: {r for r, s in i.vtop.items() if s in ("firing", "suppressed")
+                     and r.split()[0] in fast and r.split()[0] in holds[i.name]}
+            for i in instances.values()
+        }  # fmt: skip
+        return holds, firing
+
+    want_holds, _ = wanted()
     # the scenarios show what they are meant to, in vtop (the premise of the comparison)
     for scenario, twin_scenario in TWIN_SCENARIOS.items():
         if twin_scenario.rule is None:
@@ -307,6 +339,9 @@ def test_exported_rules_fire_in_prometheus_where_vtop_fires(
     assert "memory-ceiling critical" in instances["memory-ceiling"].vtop
 
     def settled() -> bool:
+        # vtop reads the pages Prometheus goes on scraping, and both are compared on them
+        _watch_live(instances)
+        want_holds, want_firing = wanted()
         got = _alerts(prom)
         holds = {i: {r for r in got.get(i, {}) if not r.endswith(" critical")}
                  for i in want_holds}  # fmt: skip
