@@ -6,7 +6,8 @@ recording in a script, a cron job or CI never loads the TUI.
 
 Signals: SIGINT, SIGTERM and SIGHUP (an SSH session dropping) end a live report early (it covers
 what was watched) and close a recording cleanly, footer included. Errors a user can fix are one
-line on stderr: exit 2 for usage, 3 (UNKNOWN) when nothing could be read.
+line on stderr: exit 3 (UNKNOWN) when nothing could be read; a usage error, or a report that
+cannot be written, exits 2, or 3 under --report (vtop/usage.py says why).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ import sys
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from vtop import usage
 from vtop.model import Frame
 from vtop.report import FORMATS, render
 from vtop.report.collect import duration_text, exit_code
@@ -109,9 +111,14 @@ def _notify_monitoring(message: str) -> None:
     _say(f"{message}; monitoring continues")
 
 
-def _fail(message: str, code: int = 2) -> int:
+def _fail(message: str, code: int = usage.EXIT_USAGE) -> int:
     _say(message)
     return code
+
+
+def _usage_code(args: argparse.Namespace) -> int:
+    """The exit code of an error that is no verdict: never CRITICAL's 2 under --report."""
+    return usage.EXIT_UNKNOWN if args.report else usage.EXIT_USAGE
 
 
 _UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
@@ -177,7 +184,7 @@ def _emit(doc: dict[str, Any], args: argparse.Namespace) -> int:
             with open(args.output, "w", encoding="utf-8") as fh:
                 fh.write(text)
         except OSError as exc:
-            return _fail(f"cannot write {args.output}: {exc.strerror}")
+            return _fail(f"cannot write {args.output}: {exc.strerror}", _usage_code(args))
     else:
         from vtop.trace.info import write_stdout
 
@@ -210,12 +217,12 @@ def run(args: argparse.Namespace, source: FrameSource | None, names: list[str],
     try:
         duration = parse_duration(args.duration) if args.duration else None
     except ValueError as exc:
-        return _closing(source, _fail(f"--duration: {exc}"))
+        return _closing(source, _fail(f"--duration: {exc}", _usage_code(args)))
     if duration is not None and duration <= 0:
-        return _closing(source, _fail("--duration must be positive"))
+        return _closing(source, _fail("--duration must be positive", _usage_code(args)))
     problem = _usage_problem(args)
     if problem is not None:
-        return _closing(source, _fail(problem))
+        return _closing(source, _fail(problem, _usage_code(args)))
     if args.train:
         from vtop.report import train_cli
 
@@ -235,7 +242,7 @@ def run(args: argparse.Namespace, source: FrameSource | None, names: list[str],
                 notify=_notify_monitoring if args.report else _notify,
             )
         except TraceWriteError as exc:
-            return _closing(source, _fail(str(exc)))
+            return _closing(source, _fail(str(exc), _usage_code(args)))
     try:
         if args.demo and (args.report or duration is not None):
             return _demo(args, source, recorder, duration, names, engine)
@@ -359,5 +366,5 @@ def _report_replay(args: argparse.Namespace, engine: Engine | None = None) -> in
     except TraceError as exc:
         return _fail(str(exc), EXIT_UNKNOWN)
     except ValueError as exc:
-        return _fail(str(exc))
+        return _fail(str(exc), _usage_code(args))
     return _emit(doc, args)
