@@ -155,4 +155,5 @@ def test_the_command_line_runs_it() -> None:
         timeout=60,
         check=False,
     )
-    assert bad.returncode == 2 and "--train goes with --replay FILE alone" in bad.stderr
+    # --report is on the command line: a usage error is UNKNOWN (3), never CRITICAL (2)
+    assert bad.returncode == 3 and "--train goes with --replay FILE alone" in bad.stderr
