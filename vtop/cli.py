@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import logging
 import math
 import sys
 from collections.abc import Callable, Sequence
@@ -325,6 +326,11 @@ def _headless(args: argparse.Namespace, usage_code: int = usage.EXIT_USAGE) -> i
 
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
+    # A source's warnings (a GPU lost mid-run) reach stderr through logging's last-resort
+    # handler, which looks stderr up at each write (so the TUI's capture still holds them);
+    # they carry the same `vtop:` prefix as every other message of ours.
+    if logging.lastResort is not None:
+        logging.lastResort.setFormatter(logging.Formatter("vtop: %(message)s"))
     if argv[:2] == ["rules", "export"]:
         from vtop.triage.export import main as export_main
 

@@ -210,7 +210,7 @@ def test_a_gpu_lost_mid_run_in_once_and_the_report(
         "--url", sim.url, "--once", "--interval", INTERVAL,
     )  # fmt: skip
     assert result.returncode == 0, result.stderr
-    assert one_line(result.stderr) == f"GPU 1 ({H200}): GPU lost"
+    assert one_line(result.stderr) == f"vtop: GPU 1 ({H200}): GPU lost"
     doc = json.loads(result.stdout)
     good, lost = doc["gpu"]["gpus"]
     assert (good["name"], good["util_pct"], good["power_w"], good["error"]) == (

@@ -40,6 +40,10 @@ def vtop(*args: str) -> subprocess.CompletedProcess[str]:
         (["--demo", "nope"], 2, "vtop: unknown scenario 'nope'"),
         (["sim", "--bogus"], 2, "vtop sim: error: unrecognized arguments: --bogus"),
         (["trace", "info"], 2, "vtop trace info: error: the following arguments are required: file"),
+        (["rules", "lst"], 2, "vtop rules: error: argument cmd: invalid choice: 'lst' (choose from"),
+        (["rules", "list", "--nope"], 2, "vtop rules: error: unrecognized arguments: --nope"),
+        (["rules", "export", "--format", "yaml"], 2,
+         "vtop rules export: error: argument --format: invalid choice: 'yaml' (choose from"),
     ],
 )  # fmt: skip
 def test_usage_errors_are_one_line_and_unknown_under_report(

@@ -15,10 +15,11 @@ from pathlib import Path
 
 from vtop.triage.loader import check, load_catalog, load_paths
 from vtop.triage.ruletest import TestFileError, run_file, test_files
+from vtop.usage import OneLineParser
 
 
 def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="vtop rules", description="List, check and test rules.")
+    p = OneLineParser(prog="vtop rules", description="List, check and test rules.")
     sub = p.add_subparsers(dest="cmd", required=True)
     ls = sub.add_parser("list", help="the rules that would run: id, severity, title")
     ls.add_argument("--rules", action="append", default=[], metavar="DIR", type=Path,

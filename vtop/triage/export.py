@@ -977,14 +977,14 @@ def _knob_value(text: str) -> KnobValue:
 
 def main(argv: Sequence[str]) -> int:
     """`vtop rules export --format prometheus|alertmanager [-o FILE] …`; returns the exit code."""
-    import argparse
     import sys
     from pathlib import Path
 
     from vtop.targets import TargetsError, load_targets
     from vtop.triage.loader import load_catalog
+    from vtop.usage import OneLineParser
 
-    p = argparse.ArgumentParser(
+    p = OneLineParser(
         prog="vtop rules export",
         description="Write vtop's rules as Prometheus alerting rules (or Alertmanager inhibit "
         "rules for their root causes).",
