@@ -179,7 +179,7 @@ class VtopApp(App[None]):
         self.refresh_view()
         # What is alive once the screen is up (modules, widgets, styles: ~90k objects) lives
         # as long as the app; frozen, the collector stops walking it in every full collection
-        # (80 ms each, a sixth of vtop's CPU at 1 Hz).
+        # (80 ms each, about a tenth of what vtop spends in a minute at 1 Hz).
         self.call_after_refresh(gc.freeze)
         if self._autopoll:
             self._arm(0.0)
