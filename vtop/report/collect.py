@@ -73,8 +73,6 @@ class _Track:
     first_t: float
     last_t: float
     worst: Severity
-    fired: bool
-    """It fired (not suppressed) at some evaluation of the window."""
     evaluations: int = 1
     active: bool = True
     starts: list[float] = field(default_factory=list)
@@ -95,13 +93,12 @@ class _Track:
         if (f.state, f.suppressed_by) != (self.finding.state, self.finding.suppressed_by):
             self.state_since = t
         firing = f.state == "firing"
-        if firing and (not self.active or not self.fired):
+        if firing and (not self.active or self.onset is None):
             self.starts.append(t)
         if firing and self.onset is None:
             self.onset = f
         if firing:
             self.episode = f.severity if self.episode is None else max(self.episode, f.severity)
-            self.fired = True
         else:  # a root cause explains it: what it said before is that cause's to carry
             self.episode = None
         self.finding, self.worst, self.rank = f, max(self.worst, f.severity), rank
@@ -222,7 +219,7 @@ class Collector:
             track = self._tracks.get(key)
             if track is None:
                 self._tracks[key] = _Track(
-                    f, t, t, f.severity, firing, starts=[t] if firing else [],
+                    f, t, t, f.severity, starts=[t] if firing else [],
                     onset=f if firing else None, state_since=t, rank=rank,
                     episode=f.severity if firing else None,
                 )  # fmt: skip

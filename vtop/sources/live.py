@@ -189,12 +189,12 @@ class LiveSource:
             rediscover = True
         if rediscover:
             state.behaviour.clear()  # a new configuration: the old behaviour proves nothing
-            state.behaviour.append(_load(scrape.scalars))
+        state.behaviour.append(_load(scrape.scalars))
+        if rediscover:
             state.server = await state.scraper.info()
             state.knobs = self._discover(state)
             scrape = replace(scrape, knobs=dict(state.knobs), server=state.server)
         else:
-            state.behaviour.append(_load(scrape.scalars))
             knobs = _infer(state)
             if knobs != state.knobs:
                 state.knobs = knobs

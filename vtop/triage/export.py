@@ -193,8 +193,6 @@ class _Translator:
         self.by = ", ".join(options.by)
         self.universe = f"group by ({self.by}) (vllm:num_requests_running)"
         self.knobs_used: dict[str, str] = {}
-        self.notes: dict[str, str] = {}
-        """What the translation assumed, for the alert's annotations."""
         self.values: dict[str, ValueDef] = {d.name: d for d in rule.values}
         self._defaults = {k: v.value for k, v in version_defaults(None, None, None).items()}
         self.lenient = False
@@ -224,24 +222,20 @@ class _Translator:
     def _alternatives(self, parts: Sequence[str]) -> str:
         return parts[0] if len(parts) == 1 else "(" + " or ".join(parts) + ")"
 
-    def instant(self, operand: Operand, offset: str = "") -> str:
-        """The per-instance value of a gauge or instant derived signal at each evaluation
-        (`offset`: that long before, on the selectors)."""
+    def instant(self, operand: Operand) -> str:
+        """The per-instance value of a gauge or instant derived signal at each evaluation."""
         name = operand.name
-        off = f" offset {offset}" if offset else ""
         if name in MEASURED_BY_PROMETHEUS:
-            return f"max by ({self.by}) ({MEASURED_BY_PROMETHEUS[name]}{off})"
+            return f"max by ({self.by}) ({MEASURED_BY_PROMETHEUS[name]})"
         if name in BY_NAME:
             sig = self._signal(name)
             if sig.label == "gpu" and not operand.label:
-                return self.instant(Operand("gpu_util_max"), offset)
+                return self.instant(Operand("gpu_util_max"))
             agg = "max" if sig.combine == "max" else "sum"
             m = self._matchers(sig, operand.label)
             return self._alternatives(
-                [f"{agg} by ({self.by}) ({alias}{m}{off})" for alias in sig.aliases]
+                [f"{agg} by ({self.by}) ({alias}{m})" for alias in sig.aliases]
             )
-        if offset:
-            raise NotExpressible(f"{name} a poll before")
         running, waiting = self.instant(Operand("running")), self.instant(Operand("waiting"))
         if name == "gauges_lie":
             # "the poll before was empty too" from the last two samples themselves (idelta),
@@ -894,8 +888,6 @@ def _annotations(rule: Rule, tr: _Translator) -> dict[str, str]:
             ann[key + "_promql"] = f"(computed by vtop only: {why})"
     if tr.knobs_used:
         ann["vtop_knobs"] = "; ".join(tr.knobs_used[k] for k in sorted(tr.knobs_used))
-    if tr.notes:
-        ann["vtop_assumes"] = "; ".join(tr.notes[k] for k in sorted(tr.notes))
     req = rule.requires
     ann["vtop_requires"] = (
         f"vtop waits for {req.samples} polls and {duration(req.uptime_s)} of history"

@@ -17,7 +17,7 @@ which values were assumed and how to tell vtop the real ones.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Literal
 
@@ -101,17 +101,28 @@ def steady(rec: Recommendation, previous: KnobValue) -> Recommendation:
     cur = _number(rec.current.value) if rec.current is not None else None
     if new is None or old is None or new == old or abs(new - old) > STEADY * abs(old):
         return rec
-    if cur is not None and (
-        (rec.direction == "raise" and old <= cur) or (rec.direction == "lower" and old >= cur)
-    ):
+    if cur is not None and not _keeps_promise(rec.direction, old, cur):
         return rec
     return replace(rec, new_value=previous)
 
 
+def _keeps_promise(direction: str, new: float, cur: float) -> bool:
+    """False when a raise would not raise the knob, or a lower would not lower it."""
+    return not ((direction == "raise" and new <= cur) or (direction == "lower" and new >= cur))
+
+
+def _resolved(
+    names: Sequence[str], values: Mapping[str, Value], snap: Snapshot
+) -> dict[str, Value]:
+    """The values a template names: the rule's own `values`, else the snapshot's."""
+    return {n: values[n] if n in values else snap.resolve(n) for n in names}
+
+
 def _withheld(spec: RecSpec, values: Mapping[str, Value], snap: Snapshot, new: KnobValue,
               cur: KnobValue) -> Withheld:  # fmt: skip
-    names = {n: values[n] if n in values else snap.resolve(n) for n in spec.withheld_names}
-    why = render(spec.withheld, names) if spec.withheld else ""
+    why = (
+        render(spec.withheld, _resolved(spec.withheld_names, values, snap)) if spec.withheld else ""
+    )
     if not why:
         why = f"the formula gives {format_value(new)}, now {format_value(cur)}"
     verb = VERB.get(spec.direction, spec.direction)
@@ -152,12 +163,11 @@ def build(spec: RecSpec, values: Mapping[str, Value], defs: Mapping[str, ValueDe
             new = round(x) if spec.rounding == "int" else round(x, 4)
         c = _number(cur)
         n = _number(new)
-        if spec.direction in ("raise", "lower") and c is not None and n is None:
-            return None
-        if spec.direction == "raise" and c is not None and n is not None and n <= c:
-            return _withheld(spec, values, snap, new, cur)
-        if spec.direction == "lower" and c is not None and n is not None and n >= c:
-            return _withheld(spec, values, snap, new, cur)
+        if spec.direction in ("raise", "lower") and c is not None:
+            if n is None:
+                return None
+            if not _keeps_promise(spec.direction, n, c):
+                return _withheld(spec, values, snap, new, cur)
         if spec.direction == "set" and new == cur:
             return None
     exprs = [e for e in (spec.value, spec.minimum, spec.maximum) if e is not None]
@@ -170,8 +180,7 @@ def build(spec: RecSpec, values: Mapping[str, Value], defs: Mapping[str, ValueDe
         confidence = "medium"
     if current is None or current.assumed:
         confidence = "low"
-    names = {n: values[n] if n in values else snap.resolve(n) for n in spec.tradeoff_names}
-    note = render(spec.tradeoff, names)
+    note = render(spec.tradeoff, _resolved(spec.tradeoff_names, values, snap))
     if assumed:
         said = "; ".join(f"{k.name} = {k.value} ({k.detail or k.provenance})" for k in assumed)
         note = (note + " " if note else "") + f"Assumed, not read from the server: {said}."

@@ -44,7 +44,7 @@ from vtop.monitor import EndpointView, Monitor
 from vtop.sources.base import FrameSource, retime
 from vtop.trace.recorder import Recorder
 from vtop.trace.writer import TraceWriteError
-from vtop.ui import fleet, fmt, osc52, verdict
+from vtop.ui import fleet, fmt, osc52, panels, verdict
 from vtop.ui.findings import FindingsProvider, monitor_findings
 from vtop.ui.headline import headline
 from vtop.ui.panels import View
@@ -339,7 +339,7 @@ class VtopApp(App[None]):
         eps = self.endpoints
         ep = self.endpoint
         if len(eps) > 1:
-            recent = max(10.0, 3.0 * self.interval)  # the panels' "now" (`View.recent_s`)
+            recent = panels.recent_span(self.interval)
             rows = [fleet.row(self.monitor.endpoints[e], self._findings(self.monitor, e),
                               self._status(e), recent) for e in eps]  # fmt: skip
             self.endpoint_list.show(rows, self.selected)

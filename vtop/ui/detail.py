@@ -66,10 +66,6 @@ def recommendation_rows(r: Recommendation) -> list[Row]:
     return out
 
 
-def recommendation_lines(r: Recommendation) -> list[str]:
-    return [row.text for row in recommendation_rows(r)]
-
-
 def _sorted(inputs: Mapping[str, Knob | float | None]) -> list[tuple[str, Knob | float | None]]:
     return sorted(inputs.items())
 

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from vtop.model import ALL, Finding, SeriesKey, Severity
 from vtop.monitor import EndpointView
 from vtop.signals.store import Store
-from vtop.ui import fmt
+from vtop.ui import fmt, panels
 from vtop.ui.headline import HEALTHY, short_url
 from vtop.ui.verdict import LABELS, order
 
@@ -44,9 +44,9 @@ DROP_ORDER = ("pre", "ttft", "gen", "wait")
 """Left out first when the row is too narrow: preemptions follow KV usage (which stays), then
 latency and throughput; running against its cap and KV usage always stay."""
 
-RECENT_S = 10.0
+RECENT_S = panels.recent_span(1.0)
 """The span of a rate "now" (the panels' own for one-second polls)."""
-LATENCY_S = 60.0
+LATENCY_S = panels.RECENT_S
 """The span of TTFT p99 "now" (the panels' own)."""
 
 

@@ -86,10 +86,14 @@ class View:
 
     @property
     def recent_s(self) -> float:
-        """The span of a counter's "current" rate: 10 s (vLLM's own log line averages over
-        the same span), or three polls when polls are slower. Shorter spans only add jitter,
-        and every jitter is a repaint."""
-        return max(10.0, 3.0 * self.interval_s)
+        return recent_span(self.interval_s)
+
+
+def recent_span(interval_s: float) -> float:
+    """The span of a counter's "current" rate: 10 s (vLLM's own log line averages over the
+    same span), or three polls when polls are slower. Shorter spans only add jitter, and every
+    jitter is a repaint."""
+    return max(10.0, 3.0 * interval_s)
 
 
 @dataclass(frozen=True, slots=True)
