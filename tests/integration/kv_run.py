@@ -18,7 +18,7 @@ import httpx
 from prometheus_client.parser import text_string_to_metric_families
 
 from tools.vllm_cpu.load import LoadResult, Shape, closed_loop
-from vtop.model import Finding
+from vtop.model import Finding, Frame
 from vtop.monitor import EndpointView, Monitor
 from vtop.sources.live import LiveSource
 from vtop.sources.local import LocalHost
@@ -49,6 +49,8 @@ class KvRun:
     """(seconds since the load began, the page) for every raw poll while clients were busy."""
     view: EndpointView | None = None
     findings: list[list[Finding]] = field(default_factory=list)
+    poll_errors: list[str] = field(default_factory=list)
+    """vtop's one-line message for each of its polls that failed."""
 
 
 async def run(url: str) -> KvRun:
@@ -66,21 +68,26 @@ async def run(url: str) -> KvRun:
                             host=local.host, process_probe=local.process_knobs)  # fmt: skip
         monitor = Monitor(engine=Engine(Engine.from_catalog(user=False).rules))
         out = KvRun(LoadResult(), {}, {})
+
+        def watch(frame: Frame) -> None:
+            monitor.feed(frame)
+            out.poll_errors.extend(s.error for s in frame.scrapes if s.error)
+
         out.raw_before = out.raw_after = await raw()
         async with source:
-            monitor.feed(await source.poll())
+            watch(await source.poll())
             load = asyncio.create_task(closed_loop(url, concurrency=40, duration=LOAD_SECONDS,
                                                    shape=KV_HEAVY, seed=3))  # fmt: skip
             loaded_at = time.monotonic()
             while not load.done():
                 began = time.monotonic()
                 out.raw_seen.append(await raw(loaded_at))
-                monitor.feed(await source.poll())
+                watch(await source.poll())
                 view = next(iter(monitor.endpoints.values()))
                 out.findings.append(list(view.findings))
                 await asyncio.sleep(max(0.0, 1.0 - (time.monotonic() - began)))
             out.load = await load
-            monitor.feed(await source.poll())
+            watch(await source.poll())
             out.raw_after = await raw()
         local.close()
         out.view = next(iter(monitor.endpoints.values()))
