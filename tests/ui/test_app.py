@@ -101,6 +101,25 @@ async def test_polling_ingests_frames_and_never_overlaps() -> None:
     assert source.closed
 
 
+async def test_a_failing_poll_is_one_notice_and_polling_goes_on() -> None:
+    class FlakySource(ScriptedSource):
+        async def poll(self) -> Frame:
+            if self.polled in (1, 2):  # a source bug, twice in a row
+                self.polled += 1
+                raise RuntimeError("source bug")
+            return await super().poll()
+
+    source = FlakySource(pages.frames([pages.Endpoint(EP)], 50))
+    app = VtopApp(source, Monitor(), interval=0.5, self_cpu=lambda: 0.4)
+    app.interval = 0.02
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.pause(0.5)
+        notices = [n.message for n in app._notifications]
+        assert notices.count("poll failed: source bug") == 1, notices
+        assert source.polled >= 5
+        assert app.monitor.frames == source.polled - 2 or app.monitor.frames == source.polled - 3
+
+
 async def test_reconnecting_keeps_history_and_says_why() -> None:
     ep = pages.Endpoint(EP, down=set(range(400, 440)))
     status = "reconnecting (attempt 3, next in 4 s)"

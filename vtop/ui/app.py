@@ -31,7 +31,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import ClassVar
 
-from textual import events, work
+from textual import events
 from textual.app import App, ComposeResult, SystemCommand
 from textual.binding import Binding, BindingType
 from textual.content import Content
@@ -146,6 +146,7 @@ class VtopApp(App[None]):
         self._self_cpu = self_cpu or ProcessCpu()
         self._autopoll = autopoll
         self._timer: asyncio.TimerHandle | None = None
+        self._polling: asyncio.Task[None] | None = None
         self._repaint: asyncio.TimerHandle | None = None
         self._poll_started: float | None = None
         self._poll_failures = 0
@@ -181,6 +182,9 @@ class VtopApp(App[None]):
         # as long as the app; frozen, the collector stops walking it in every full collection
         # (80 ms each, about a tenth of what vtop spends in a minute at 1 Hz).
         self.call_after_refresh(gc.freeze)
+        # A poll allocates a few thousand short-lived objects, nearly all freed by reference
+        # counting; the default threshold (700) still ran a young collection on every poll.
+        gc.set_threshold(20_000, *gc.get_threshold()[1:])
         if self._autopoll:
             self._arm(0.0)
 
@@ -207,6 +211,8 @@ class VtopApp(App[None]):
     async def on_unmount(self) -> None:
         if self._timer is not None:
             self._timer.cancel()
+        if self._polling is not None:
+            self._polling.cancel()
         if self._repaint is not None:
             self._repaint.cancel()
         self._stop_recording()
@@ -255,27 +261,29 @@ class VtopApp(App[None]):
     def _arm(self, delay: float) -> None:
         """One one-shot timer for the next poll; re-armed only when a poll has finished.
 
-        A plain event-loop timer, not a Textual `Timer`: creating one of those formats the
-        app's repr (milliseconds of CPU on every poll) and a zero delay divides by zero.
+        A plain event-loop timer and task, not a Textual `Timer` or worker: creating one of
+        those costs a tenth of a millisecond or more on every poll (a worker also posts three
+        state messages), and a zero-delay `Timer` divides by zero.
         """
         if self._timer is not None:
             self._timer.cancel()
-        self._timer = asyncio.get_running_loop().call_later(max(0.0, delay), self._poll)
+        self._timer = asyncio.get_running_loop().call_later(max(0.0, delay), self._start_poll)
 
-    @work(exclusive=True, group="poll", exit_on_error=False)
-    async def _poll(self) -> None:
+    def _start_poll(self) -> None:
         self._timer = None
+        self._polling = asyncio.create_task(self._poll())
+
+    async def _poll(self) -> None:
         started = time.monotonic()
         self._poll_started = started
         try:
             frame = await self.source.poll()
-        except Exception as exc:  # a source bug must not kill the screen
+            self._poll_failures = 0
+            self.ingest(frame)
+        except Exception as exc:  # a source or view bug must not kill the screen, nor polling
             self._poll_failures += 1
             if self._poll_failures == 1:
                 self.notify(f"poll failed: {exc}", severity="error", timeout=10)
-        else:
-            self._poll_failures = 0
-            self.ingest(frame)
         self._follow_terminal_size()
         if self._autopoll and self.is_running:
             self._arm(self.interval - (time.monotonic() - started))

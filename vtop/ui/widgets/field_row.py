@@ -48,8 +48,9 @@ class FieldRow(FieldsWidget):
             self._natural = natural
             self.refresh(layout=True)  # an auto-width row changes size
         self._place()
-        for name, content in self._texts.items():
-            self.put(name, content)
+        with self.repaint_once():
+            for name, content in self._texts.items():
+                self.put(name, content)
 
     def _width(self, name: str) -> int:
         if name in self._fixed:

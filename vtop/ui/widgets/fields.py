@@ -14,7 +14,8 @@ render time: themes and NO_COLOR keep working.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Literal
 
@@ -46,6 +47,7 @@ class FieldsWidget(Widget):
         self._layout: dict[str, Field] = {}
         self._content: dict[str, Content] = {}
         self._by_line: dict[int, list[tuple[str, Field]]] = {}
+        self._changed: list[Region] | None = None
         self._cache: dict[str, tuple[Content, tuple[Field, tuple[str, VisualStyle]],
                                      list[Segment]]] = {}  # fmt: skip
 
@@ -72,9 +74,28 @@ class FieldsWidget(Widget):
             return False
         self._content[name] = new
         f = self._layout.get(name)
-        if f is not None and self.is_mounted:
+        if f is None or not self.is_mounted:
+            return True
+        if self._changed is not None:
+            self._changed.append(Region(f.x, f.y, f.width, 1))
+        else:
             self.refresh(Region(f.x, f.y, f.width, 1))
         return True
+
+    @contextmanager
+    def repaint_once(self) -> Iterator[None]:
+        """The fields put inside repaint together at the end: one refresh, not one each (a
+        refresh costs about as much as drawing the field)."""
+        if self._changed is not None:  # already inside one
+            yield
+            return
+        self._changed = []
+        try:
+            yield
+        finally:
+            changed, self._changed = self._changed, None
+            if changed:
+                self.refresh(*changed)
 
     def text(self, name: str) -> str:
         """The plain text of a field (what tests and the explain screen read)."""

@@ -230,15 +230,17 @@ class PanelColumn(FieldsWidget, can_focus=True):
     def show(self, view: View, *, force: bool = False) -> None:
         """New data (or window, or endpoint): update what changed."""
         self._view = view
-        for pid in self.order:
-            state = self.panels[pid]
-            reading = panels.read(state.spec, view)
-            value = reading.value
-            if state.spec.unit and not value.startswith("–"):
-                value = f"{value} {state.spec.unit}"
-            self.put(f"{pid}.value", Content.styled(value, VALUE_STYLES.get(reading.level, "bold")))
-            state.level = reading.level
-            self._update_window(state, view, force=force)
+        with self.repaint_once():
+            for pid in self.order:
+                state = self.panels[pid]
+                reading = panels.read(state.spec, view)
+                value = reading.value
+                if state.spec.unit and not value.startswith("–"):
+                    value = f"{value} {state.spec.unit}"
+                style = VALUE_STYLES.get(reading.level, "bold")
+                self.put(f"{pid}.value", Content.styled(value, style))
+                state.level = reading.level
+                self._update_window(state, view, force=force)
 
     def _update_window(self, state: PanelState, view: View, *, force: bool) -> None:
         """Chart, statistics and note: recomputed only when a bucket has completed."""
