@@ -43,6 +43,7 @@ class HeaderBar(Horizontal):
         self.levels: dict[str, Severity] = {}
         self._head: Headline | None = None
         self._right: dict[str, Content] = {}
+        self._left: tuple[tuple[str, str], ...] = ()
 
     def compose(self) -> ComposeResult:
         yield self.info
@@ -82,4 +83,7 @@ class HeaderBar(Horizontal):
             names = ("endpoint", "model") if narrow else ("endpoint", "model", "version", "uptime")
             for name in names:
                 left[name] = Content.styled(getattr(head, name), STYLES.get(name, ""))
-        self.info.show(left)
+        shown = tuple((name, c.plain) for name, c in left.items())
+        if shown != self._left:  # it changes with the endpoint and the uptime's minute only
+            self._left = shown
+            self.info.show(left)
