@@ -118,6 +118,19 @@ async def test_a_failing_poll_is_one_notice_and_polling_goes_on() -> None:
         assert notices.count("poll failed: source bug") == 1, notices
         assert source.polled >= 5
         assert app.monitor.frames == source.polled - 2 or app.monitor.frames == source.polled - 3
+    broken = VtopApp(ScriptedSource(pages.frames([pages.Endpoint(EP)], 50)), Monitor(),
+                     interval=0.5, self_cpu=lambda: 0.4)  # fmt: skip
+    broken.interval = 0.02
+
+    def view_bug(frame: Frame) -> None:
+        raise RuntimeError("view bug")
+
+    broken.ingest = view_bug  # type: ignore[method-assign]
+    async with broken.run_test(size=SIZE) as pilot:
+        await pilot.pause(0.3)
+        notices = [n.message for n in broken._notifications]
+        assert notices == ["poll failed: view bug"], "one notice, not one per poll"
+        assert isinstance(broken.source, ScriptedSource) and broken.source.polled >= 5
 
 
 async def test_reconnecting_keeps_history_and_says_why() -> None:

@@ -278,8 +278,8 @@ class VtopApp(App[None]):
         self._poll_started = started
         try:
             frame = await self.source.poll()
-            self._poll_failures = 0
             self.ingest(frame)
+            self._poll_failures = 0
         except Exception as exc:  # a source or view bug must not kill the screen, nor polling
             self._poll_failures += 1
             if self._poll_failures == 1:
