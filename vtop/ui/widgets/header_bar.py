@@ -75,15 +75,13 @@ class HeaderBar(Horizontal):
 
     def _show_info(self) -> None:
         narrow = self.size.width < NARROW
-        left: dict[str, Content] = {}
-        if not narrow:
-            left["brand"] = Content.styled("vtop", STYLES["brand"])
+        texts: list[tuple[str, str]] = [] if narrow else [("brand", "vtop")]
         head = self._head
         if head is not None:
             names = ("endpoint", "model") if narrow else ("endpoint", "model", "version", "uptime")
-            for name in names:
-                left[name] = Content.styled(getattr(head, name), STYLES.get(name, ""))
-        shown = tuple((name, c.plain) for name, c in left.items())
+            texts += [(name, getattr(head, name)) for name in names]
+        shown = tuple(texts)
         if shown != self._left:  # it changes with the endpoint and the uptime's minute only
             self._left = shown
-            self.info.show(left)
+            self.info.show({name: Content.styled(text, STYLES.get(name, ""))
+                            for name, text in texts})  # fmt: skip
