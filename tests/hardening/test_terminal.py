@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import os
 import random
+import re
 import signal
 import time
 from collections.abc import Iterator
@@ -202,3 +203,45 @@ async def test_after_a_resize_storm_80x24_shows_the_verdict_as_a_fresh_start_doe
         assert first.finding.rule == "budget-too-small"
         assert first.text.startswith("Budget too small")
         assert isinstance(app.triage, TriagePanel) and app.triage.region.bottom <= 24
+
+
+def helper_thread_wakeups(pid: int) -> int:
+    """How often vtop's threads other than the main one have blocked and woken again (their
+    voluntary context switches). Those are Textual's input thread and its output thread, which
+    wakes once per screen update: with a long poll interval and no key, a handful at most."""
+    total = 0
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        if task.name != str(pid):
+            status = (task / "status").read_text()
+            found = re.search(r"^voluntary_ctxt_switches:\s+(\d+)", status, re.M)
+            assert found is not None, status
+            total += int(found[1])
+    return total
+
+
+def test_the_input_thread_sleeps_until_a_key_comes_and_every_key_still_arrives(
+    tmp_path: Path,
+) -> None:
+    """Textual's own input thread wakes ten times a second, key or not (an eighth of vtop's
+    CPU on the bench); vtop's driver (`vtop.ui.driver`) blocks it until a key comes or the app
+    ends. Idle, it must not wake; a key, a lone Escape (sent only after the escape delay) and
+    q (the thread must end for vtop to exit) must all still work in a real terminal."""
+    with Tmux(tmp_path, size=(100, 30)) as tmux:
+        pid = tmux.start("--demo", "--interval", "10")
+        tmux.wait_screen(lambda s: any("Triage" in row for row in s), what="the dashboard")
+        time.sleep(2.0)  # the terminal's answers to start-up queries, and the ticks after them
+        before = helper_thread_wakeups(pid)
+        time.sleep(3.0)
+        woken = helper_thread_wakeups(pid) - before
+        assert woken <= 6, f"vtop's input and output threads woke {woken} times in 3 s idle"
+
+        def helped(screen: list[str]) -> bool:
+            return any("vtop keys" in row for row in screen)
+
+        tmux.send("?")
+        tmux.wait_screen(helped, what="the help screen")
+        tmux.send("Escape")
+        tmux.wait_screen(lambda s: not helped(s), timeout=5, what="Escape to close the help")
+        tmux.send("q")
+        assert tmux.exit_code(timeout=5) == 0
+        assert not alive(pid)

@@ -35,6 +35,7 @@ from textual import events
 from textual.app import App, ComposeResult, SystemCommand
 from textual.binding import Binding, BindingType
 from textual.content import Content
+from textual.driver import Driver
 from textual.geometry import Size
 from textual.screen import Screen
 from textual.widgets import Footer, Input
@@ -162,6 +163,18 @@ class VtopApp(App[None]):
         self.triage = TriagePanel()
         self.grid = SchedulerGrid()
         self.gpus = GpuPanel()
+
+    def get_driver_class(self) -> type[Driver]:
+        """Textual's driver for this terminal; its Linux one swapped for `QuietLinuxDriver`
+        (unless TEXTUAL_DRIVER names a driver: then that one, as Textual would)."""
+        driver = super().get_driver_class()
+        if sys.platform == "win32" or os.environ.get("TEXTUAL_DRIVER"):
+            return driver
+        from textual.drivers.linux_driver import LinuxDriver
+
+        from vtop.ui.driver import QuietLinuxDriver
+
+        return QuietLinuxDriver if driver is LinuxDriver else driver
 
     # -- layout ----------------------------------------------------------------------------------
 

@@ -1,0 +1,97 @@
+"""The terminal driver: Textual's own, with an input thread that sleeps while no key comes.
+
+Textual's input thread wakes ten times a second, key or not, to see whether the app is ending
+and to time out a lone Escape (which could be the start of an escape sequence). In a dashboard
+left open all day those wake-ups were an eighth of vtop's CPU. Here the thread blocks until a
+key arrives or the app stops: stopping sets the driver's exit event, which here also writes to
+a pipe the thread watches. It ticks only for a moment after input, which is all a lone Escape
+needs (it is sent once the escape delay has passed with no byte after it).
+
+Everything else is Textual's Linux driver, unchanged; vtop uses this driver wherever Textual
+would use that one.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import selectors
+import threading
+import time
+from codecs import getincrementaldecoder
+from typing import Any
+
+from textual import constants
+from textual._xterm_parser import XTermParser
+from textual.drivers.linux_driver import LinuxDriver
+
+TICK_S = 0.1
+"""How often the parser is ticked after input (Textual's own rate)."""
+TICK_FOR_S = max(1.0, 4 * constants.ESCAPE_DELAY)
+"""How long after the last input the thread keeps ticking: far longer than the escape delay."""
+
+
+class WakingEvent(threading.Event):
+    """A threading.Event that also makes `wake_fd` readable when it is set."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.wake_fd, self._write_fd = os.pipe()
+        os.set_blocking(self.wake_fd, False)
+        os.set_blocking(self._write_fd, False)
+
+    def set(self) -> None:
+        super().set()
+        with contextlib.suppress(OSError):  # full (so already readable), or closed
+            os.write(self._write_fd, b"!")
+
+    def clear(self) -> None:
+        super().clear()
+        with contextlib.suppress(OSError):  # empty (BlockingIOError), or closed
+            while os.read(self.wake_fd, 512):
+                pass
+
+    def close(self) -> None:
+        for fd in (self.wake_fd, self._write_fd):
+            with contextlib.suppress(OSError):
+                os.close(fd)
+
+
+class QuietLinuxDriver(LinuxDriver):
+    """Textual's Linux driver whose input thread blocks instead of polling."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.exit_event: WakingEvent = WakingEvent()
+
+    def close(self) -> None:
+        super().close()
+        self.exit_event.close()
+
+    def run_input_thread(self) -> None:
+        """Read keys until the exit event is set; ticks the parser only just after input."""
+        fileno = self.fileno
+        wake_fd = self.exit_event.wake_fd
+        selector = selectors.SelectSelector()
+        selector.register(fileno, selectors.EVENT_READ)
+        selector.register(wake_fd, selectors.EVENT_READ)
+        parser = XTermParser(self._debug)
+        decode = getincrementaldecoder("utf-8")().decode
+        tick_until = 0.0
+        try:
+            while not self.exit_event.is_set():
+                timeout = TICK_S if time.monotonic() < tick_until else None
+                for key, _ in selector.select(timeout):
+                    if key.fd != fileno:
+                        continue  # the wake pipe: the loop condition ends the thread
+                    data = os.read(fileno, 1024 * 4)
+                    if not data:  # end of input (stdin is not a terminal): stop watching it
+                        selector.unregister(fileno)
+                        continue
+                    for event in parser.feed(decode(data)):
+                        self.process_message(event)
+                    tick_until = time.monotonic() + TICK_FOR_S
+                for event in parser.tick():
+                    self.process_message(event)
+        finally:
+            selector.close()
