@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 
 import pytest
+from textual.app import App, ComposeResult
 from textual.command import CommandPalette
 
 from tests.ui import pages
@@ -20,12 +21,14 @@ from tests.ui.scripted import EP, FINDINGS, FIRING, ScriptedSource, build_app, b
 from vtop.model import Frame, Severity
 from vtop.monitor import Monitor
 from vtop.ui.app import VtopApp
+from vtop.ui.headline import Headline
 from vtop.ui.panels import Trend
 from vtop.ui.screens.engines import EnginesScreen
 from vtop.ui.screens.explain import ExplainScreen
 from vtop.ui.screens.finding import FindingScreen
 from vtop.ui.screens.help import HelpScreen
 from vtop.ui.widgets.fields import FieldsWidget
+from vtop.ui.widgets.header_bar import HeaderBar
 
 SIZE = (120, 40)
 
@@ -637,3 +640,79 @@ def test_cli_rejects_an_unknown_theme_in_one_line(capsys: pytest.CaptureFixture[
     assert run_tui(ScriptedSource(pages.frames([pages.Endpoint(EP)], 1)), args) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "unknown theme 'neon'" in err
+
+
+async def test_the_header_holds_a_jittering_poll_latency_and_shows_a_real_change() -> None:
+    """A poll's latency jitters by tens of percent; each new number would repaint the top of
+    the screen. The header keeps the one shown while new ones stay within 1.5× of it at the
+    same level, for at most 10 s of frame time."""
+
+    class Host(App[None]):
+        def compose(self) -> ComposeResult:
+            yield HeaderBar()
+
+    def head(ms: float | None, t: float, lvl: Severity = Severity.OK) -> Headline:
+        return Headline(endpoint="localhost:8000", model="m", version="vLLM 0.32.0",
+                        uptime="up 1m", status="● connected", status_level=Severity.OK,
+                        latency=f"poll {ms:g}ms" if ms is not None else "", latency_level=lvl,
+                        latency_s=ms / 1000 if ms is not None else None, t=t)  # fmt: skip
+
+    app = Host()
+    async with app.run_test(size=(120, 3)) as pilot:
+        bar = app.query_one(HeaderBar)
+
+        async def shown(ms: float | None, t: float, lvl: Severity = Severity.OK) -> str:
+            bar.show(head(ms, t, lvl), cadence="1s · 5m", cost="vtop 0.4%")
+            await pilot.pause()
+            return bar.text("latency")
+
+        assert await shown(20, 0) == "poll 20ms"
+        assert await shown(26, 1) == "poll 20ms"  # jitter: held
+        assert await shown(14, 2) == "poll 20ms"
+        assert await shown(31, 3) == "poll 31ms"  # more than 1.5× away: shown
+        assert await shown(30, 4) == "poll 31ms"
+        assert await shown(30, 12.5) == "poll 31ms"
+        assert await shown(30, 13) == "poll 30ms"  # held 10 s at most
+        assert await shown(35, 15, Severity.WARNING) == "poll 35ms"  # a new level: shown
+        assert await shown(None, 16) == ""  # a failed poll shows no latency
+        assert await shown(36, 17) == "poll 36ms"
+
+
+async def test_the_host_is_read_only_while_recording(tmp_path: Path) -> None:
+    """Host readings (CPU, memory, vtop's own cost) go only into recordings: the real
+    LiveSource over a real HTTP server leaves them out until `r`, and again after it."""
+    from tests.pageserver import Answer, PageServer, Script
+    from vtop.sources.host import HostSampler
+    from vtop.sources.live import LiveSource
+    from vtop.sources.vllm import ScrapeOptions
+    from vtop.trace.reader import TraceReader
+
+    maker = pages.PageMaker()
+    script = Script({"/metrics": lambda: Answer(maker.page().encode())})
+    with PageServer(script) as srv:
+        source = LiveSource([srv.url], ScrapeOptions(timeout_s=2.0), host=HostSampler().read)
+        app = VtopApp(source, Monitor(), interval=0.5, self_cpu=lambda: 0.4, record_dir=tmp_path)
+        app.interval = 0.05
+
+        async def polls(n: int) -> None:
+            until = app.monitor.frames + n
+            for _ in range(200):
+                await pilot.pause(0.05)
+                if app.monitor.frames >= until:
+                    return
+            raise AssertionError(f"fewer than {n} polls")
+
+        async with app.run_test(size=SIZE) as pilot:
+            await polls(3)
+            assert app.monitor.host is None
+            await pilot.press("r")
+            await polls(3)
+            assert app.monitor.host is not None and app.monitor.host.mem_total_bytes
+            await pilot.press("r")
+            await polls(2)
+            assert app.monitor.host is None
+    (trace,) = tmp_path.glob("vtop-*.vtrace")
+    with TraceReader(trace) as reader:
+        hosts = [poll.frame().host for poll in reader.polls()]
+    assert len(hosts) >= 3
+    assert all(h is not None and h.mem_total_bytes for h in hosts), hosts

@@ -12,6 +12,11 @@ past in its first frame, so a consumer that ignores `history` still gets it.
 A source whose requests must fit in the poll interval (live endpoints) also offers
 `set_interval(seconds)`; a consumer that changes the interval calls `retime(source, seconds)`,
 which does nothing for a source without it.
+
+A source that reads the host vtop runs on (its CPU and memory, vtop's own cost) with each frame
+may offer `sample_host(on)`: those readings go only into recordings, so a consumer that records
+some of the time (the TUI's `r`) turns them on while it records, through `sample_host(source,
+on)`, and saves their cost (a few /proc reads a poll) the rest of the time.
 """
 
 from __future__ import annotations
@@ -46,3 +51,16 @@ def retime(source: object, interval_s: float) -> None:
     """Tell `source` the poll interval is now `interval_s`, if its timeouts depend on it."""
     if isinstance(source, Retimable):
         source.set_interval(interval_s)
+
+
+@runtime_checkable
+class HostSampling(Protocol):
+    """A source whose frames carry host readings only while asked to."""
+
+    def sample_host(self, on: bool) -> None: ...
+
+
+def sample_host(source: object, on: bool) -> None:
+    """Ask `source` to read the host with each frame (or to stop), if it reads the host."""
+    if isinstance(source, HostSampling):
+        source.sample_host(on)

@@ -125,6 +125,7 @@ class LiveSource:
         wins over what vtop read or assumed."""
         self._gpu = gpu
         self._host = host
+        self._sampling_host = True
         self._probe = process_probe
         self._clock = clock
         self._last_gpu = GpuStatus(unavailable="no GPU reader")
@@ -134,6 +135,13 @@ class LiveSource:
         self.options = self.options.for_interval(interval_s)
         for state in self.endpoints.values():
             state.scraper.set_interval(interval_s)
+
+    def sample_host(self, on: bool) -> None:
+        """Read the host with every frame, or not (see `vtop.sources.base`). Turned on, the
+        host is read once at once, so the next frame's CPU shares cover the time from now."""
+        if on and not self._sampling_host and self._host is not None:
+            self._host()
+        self._sampling_host = on
 
     async def aclose(self) -> None:
         for state in self.endpoints.values():
@@ -158,7 +166,7 @@ class LiveSource:
         events = tuple(e for _, evs in results for e in evs)
         if gpu_task is not None:
             self._last_gpu = await gpu_task
-        host = self._host() if self._host else None
+        host = self._host() if self._host and self._sampling_host else None
         t = max((s.t for s in scrapes), default=time.time())
         return Frame(t=t, scrapes=scrapes, gpu=self._last_gpu, host=host, events=events)
 

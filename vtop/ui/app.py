@@ -42,7 +42,7 @@ from textual.widgets import Footer, Input
 
 from vtop.model import Frame
 from vtop.monitor import EndpointView, Monitor
-from vtop.sources.base import FrameSource, retime
+from vtop.sources.base import FrameSource, retime, sample_host
 from vtop.trace.recorder import Recorder
 from vtop.trace.writer import TraceWriteError
 from vtop.ui import fleet, fmt, osc52, panels, verdict
@@ -198,6 +198,7 @@ class VtopApp(App[None]):
         # A poll allocates a few thousand short-lived objects, nearly all freed by reference
         # counting; the default threshold (700) still ran a young collection on every poll.
         gc.set_threshold(20_000, *gc.get_threshold()[1:])
+        sample_host(self.source, self.recorder is not None)  # the host is read to be recorded
         if self._autopoll:
             self._arm(0.0)
 
@@ -482,6 +483,7 @@ class VtopApp(App[None]):
             except TraceWriteError as exc:
                 self.notify(f"cannot record: {exc}", severity="error", timeout=8)
                 return
+            sample_host(self.source, True)
             self.notify(f"recording to {path} (r stops)", title="recording", timeout=5)
         self._show_header()
 
@@ -489,6 +491,7 @@ class VtopApp(App[None]):
         recorder, self.recorder = self.recorder, None
         if recorder is None:
             return
+        sample_host(self.source, False)
         recorder.close()
         if recorder.error is None:
             self.notify(f"{recorder.path}: {recorder.polls} polls, {recorder.bytes // 1024} KiB",

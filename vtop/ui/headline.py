@@ -29,6 +29,10 @@ class Headline:
     status_level: Severity
     latency: str
     latency_level: Severity
+    latency_s: float | None = None
+    """The poll's latency in seconds (None when the poll failed)."""
+    t: float | None = None
+    """When the poll was taken (the frame's time)."""
 
 
 def short_url(url: str) -> str:
@@ -79,4 +83,6 @@ def headline(view: EndpointView, status: str, table: Table = FALLBACK) -> Headli
         latency=f"poll {fmt.seconds(latency, digits=2)}" if last is not None and last.ok else "",
         latency_level=level("scrape_latency", latency, table) if last is not None and last.ok
         else Severity.OK,
+        latency_s=latency if last is not None and last.ok else None,
+        t=now,
     )  # fmt: skip

@@ -1,11 +1,16 @@
 """The top line: endpoint, model, version, uptime | poll latency, connection, cadence, cost.
 
 Two `FieldRow`s side by side: the left one changes when the endpoint does, the right one
-every poll, and it starts with the poll latency so that a new latency rewrites a dozen cells,
-not the line. On narrow terminals the brand, version and uptime give way.
+with the poll latency, and it starts with the latency so that a new one rewrites a dozen cells,
+not the line. The latency shown is held while new ones stay near it (`LATENCY_BAND`) at the
+same level, for at most `LATENCY_HOLD_S`: a poll's latency jitters by tens of percent from poll
+to poll, and each new number is a repaint (of the header, and of the screen's top rows with it).
+On narrow terminals the brand, version and uptime give way.
 """
 
 from __future__ import annotations
+
+from dataclasses import replace
 
 from textual.app import ComposeResult
 from textual.containers import Horizontal
@@ -24,6 +29,10 @@ STYLES = {
     "cadence": "$text-muted",
     "cost": "$text-muted",
 }
+LATENCY_BAND = 1.5
+"""A new latency replaces the one shown when it is more than this factor above or below it."""
+LATENCY_HOLD_S = 10.0
+"""...or when the one shown is this old (frame time)."""
 LEVEL_STYLES = {Severity.WARNING: "bold $warning", Severity.CRITICAL: "bold reverse $error"}
 
 
@@ -44,6 +53,7 @@ class HeaderBar(Horizontal):
         self._head: Headline | None = None
         self._right: dict[str, Content] = {}
         self._left: tuple[tuple[str, str], ...] = ()
+        self._latency: Headline | None = None
 
     def compose(self) -> ComposeResult:
         yield self.info
@@ -55,6 +65,7 @@ class HeaderBar(Horizontal):
 
     def show(self, head: Headline | None, *, cadence: str, cost: str) -> None:
         if head is not None:
+            head = self._held_latency(head)
             self._head = head
             self.levels["status"] = head.status_level
             self.levels["latency"] = head.latency_level
@@ -69,6 +80,24 @@ class HeaderBar(Horizontal):
         self._show_info()
         order = ("latency", "status", "cadence", "cost")  # the moving field first
         self.poll.show({name: self._right[name] for name in order if name in self._right})
+
+    def _held_latency(self, head: Headline) -> Headline:
+        """`head`, with the latency shown before while the new one is close to it."""
+        held = self._latency
+        new, t = head.latency_s, head.t
+        if (
+            held is not None
+            and held.latency_s is not None
+            and held.t is not None
+            and new is not None
+            and t is not None
+            and held.latency_level == head.latency_level
+            and held.latency_s / LATENCY_BAND <= new <= held.latency_s * LATENCY_BAND
+            and 0 <= t - held.t < LATENCY_HOLD_S
+        ):
+            return replace(head, latency=held.latency)
+        self._latency = head
+        return head
 
     def on_resize(self) -> None:
         self._show_info()
