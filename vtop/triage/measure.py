@@ -13,7 +13,8 @@ Unknown is `None` throughout: a series never seen, a window with no samples, a k
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+import operator
+from collections.abc import Callable, Mapping, Sequence
 
 from vtop.model import ALL, Knob
 from vtop.signals.catalog import BY_NAME, Kind
@@ -47,6 +48,21 @@ def quantile(q: float, values: Sequence[float]) -> float | None:
     lo = math.floor(pos)
     hi = min(lo + 1, len(vs) - 1)
     return vs[lo] + (vs[hi] - vs[lo]) * (pos - lo)
+
+
+_OPS: dict[str, Callable[[float, float], bool]] = {
+    "above": operator.gt, "at_least": operator.ge, "below": operator.lt,
+    "at_most": operator.le, "equals": operator.eq, "not_equals": operator.ne,
+}  # fmt: skip
+
+
+def compare_column(column: Column, op: str, threshold: Value) -> list[bool | None]:
+    """`compare` at every sample of a column: the operator is looked up once, not per sample
+    (`share_over_time` compares every poll of its window on every evaluation)."""
+    fn = _OPS.get(op)
+    if fn is None or isinstance(threshold, bool) or not isinstance(threshold, int | float):
+        return [compare(v, op, threshold) for v in column]
+    return [None if v is None else fn(v, threshold) for v in column]
 
 
 def compare(value: Value, op: str, threshold: Value) -> bool | None:
@@ -183,13 +199,13 @@ class Snapshot:
         if name == "gauges_lie":
             run, wait = self._signal("running", "", w), self._signal("waiting", "", w)
             gen = self._signal("generation_tokens", "", w)
-            out: Column = [None] * n
-            for i in range(1, n):
-                r0, q0, r1, q1 = run[i - 1], wait[i - 1], run[i], wait[i]
-                g0, g1 = gen[i - 1], gen[i]
-                if None in (r0, q0, r1, q1, g0, g1):
-                    continue
-                out[i] = float(r0 == q0 == r1 == q1 == 0 and g1 > g0)  # type: ignore[operator]
+            out: Column = [None] * min(n, 1)  # the first poll has no poll before it
+            pairs = zip(run[:-1], wait[:-1], run[1:], wait[1:], gen[:-1], gen[1:], strict=True)
+            for r0, q0, r1, q1, g0, g1 in pairs:
+                if r0 is None or q0 is None or r1 is None or q1 is None or g0 is None or g1 is None:
+                    out.append(None)
+                else:
+                    out.append(float(r0 == q0 == r1 == q1 == 0 and g1 > g0))
             return out
         if name in ("kv_tokens_per_seq", "kv_used_tokens"):
             cap = self.resolve("kv_capacity_tokens")
@@ -344,17 +360,15 @@ class Snapshot:
         if isinstance(cond, Sample):
             col = self.column(cond.operand, window_s)
             thr = self.number(cond.threshold)
-            return [compare(v, cond.op, thr) for v in col] if len(col) == n else [None] * n
+            return compare_column(col, cond.op, thr) if len(col) == n else [None] * n
         if isinstance(cond, Not):
             return [None if t is None else not t for t in self._samples(cond.item, window_s, n)]
         if isinstance(cond, IfKnown):
             return [t is not False for t in self._samples(cond.item, window_s, n)]
         if isinstance(cond, All | AnyOf):
             parts = [self._samples(c, window_s, n) for c in cond.items]
-            out: list[bool | None] = []
-            for row in zip(*parts, strict=True):
-                out.append(_all(row) if isinstance(cond, All) else _any(row))
-            return out
+            join = _all if isinstance(cond, All) else _any
+            return [join(row) for row in zip(*parts, strict=True)]
         if isinstance(cond, KnobIs):
             return [self.knob_is(cond)] * n
         if isinstance(cond, Compare):
@@ -367,15 +381,16 @@ class Snapshot:
 
 
 def _all(values: Sequence[bool | None]) -> bool | None:
-    if any(v is False for v in values):
+    # `in` on values that are only True, False or None: no 0 or 1 to be taken for them.
+    if False in values:
         return False
-    return None if any(v is None for v in values) else True
+    return None if None in values else True
 
 
 def _any(values: Sequence[bool | None]) -> bool | None:
-    if any(v is True for v in values):
+    if True in values:
         return True
-    return None if any(v is None for v in values) else False
+    return None if None in values else False
 
 
 def holds(cond: Cond, snap: Snapshot, active: bool) -> bool | None:

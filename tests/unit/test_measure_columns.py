@@ -1,0 +1,93 @@
+"""The per-poll measures (`share_over_time`, derived columns) against their definitions,
+written the plain way: what the evaluation computes in bulk must be what the catalog says."""
+
+from __future__ import annotations
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from vtop.model import Scrape, SeriesKey
+from vtop.signals.store import Store
+from vtop.triage.measure import Snapshot, compare, compare_column
+from vtop.triage.schema import OPS, All, AnyOf, Measure, Not, Operand, Sample
+
+EP = "http://127.0.0.1:8000"
+gauge = st.sampled_from([None, 0.0, 0.0, 0.0, 1.0, 2.0])  # empty most of the time
+counter = st.sampled_from([None, 5.0, 5.0, 6.0])  # often unchanged between two polls
+column = st.lists(st.one_of(st.none(), st.floats(-10, 10), st.sampled_from([0.0, 3.0])))
+threshold = st.one_of(st.none(), st.integers(-3, 3), st.floats(-5, 5), st.just("text"),
+                      st.booleans())  # fmt: skip
+
+
+@given(column, st.sampled_from(OPS), threshold)
+def test_a_column_compares_as_each_of_its_samples(values: list[float | None], op: str,
+                                                  thr: float | str | None) -> None:  # fmt: skip
+    assert compare_column(values, op, thr) == [compare(v, op, thr) for v in values]
+
+
+def store_of(rows: list[tuple[float | None, float | None, float | None]]) -> Store:
+    store = Store(EP)
+    for i, (running, waiting, gen) in enumerate(rows):
+        scalars = {SeriesKey(name, "m", "0", ""): v
+                   for name, v in (("running", running), ("waiting", waiting),
+                                   ("generation_tokens", gen)) if v is not None}  # fmt: skip
+        store.ingest(Scrape(EP, float(i), latency_s=0.01, size_bytes=1, scalars=scalars))
+    return store
+
+
+rows = st.lists(st.tuples(gauge, gauge, counter), min_size=1, max_size=40)
+
+
+@settings(max_examples=150)
+@given(rows)
+def test_gauges_lie_is_an_empty_scheduler_that_generated_tokens(
+    data: list[tuple[float | None, float | None, float | None]],
+) -> None:
+    store = store_of(data)
+    snap = Snapshot(store, {}, None)
+    run, wait = store.values("running"), store.values("waiting")
+    gen = store.values("generation_tokens")
+    expected: list[float | None] = [None] * len(run)
+    for i in range(1, len(run)):
+        seen = (run[i - 1], wait[i - 1], run[i], wait[i], gen[i - 1], gen[i])
+        if None not in seen:
+            empty = run[i - 1] == wait[i - 1] == run[i] == wait[i] == 0
+            expected[i] = float(empty and gen[i] > gen[i - 1])  # type: ignore[operator]
+    assert snap.column(Operand("gauges_lie"), 3600) == expected
+
+
+def plain_truth(cond: object, store: Store, i: int) -> bool | None:
+    """One poll's truth of a share_over_time condition, by the catalog's definition."""
+    if isinstance(cond, Sample):
+        return compare(store.values(cond.operand.name)[i], cond.op, cond.threshold)
+    if isinstance(cond, Not):
+        inner = plain_truth(cond.item, store, i)
+        return None if inner is None else not inner
+    assert isinstance(cond, All | AnyOf)
+    parts = [plain_truth(c, store, i) for c in cond.items]
+    decisive = not isinstance(cond, All)  # False decides an All, True an AnyOf
+    if any(p is decisive for p in parts):
+        return decisive
+    return None if any(p is None for p in parts) else not decisive
+
+
+samples = st.builds(Sample, st.sampled_from([Operand("running"), Operand("waiting")]),
+                    st.sampled_from(OPS), st.sampled_from([0.0, 1.0, 2.0]))  # fmt: skip
+conds = st.recursive(samples, lambda inner: st.one_of(
+    st.builds(Not, inner),
+    st.builds(All, st.lists(inner, min_size=1, max_size=3).map(tuple)),
+    st.builds(AnyOf, st.lists(inner, min_size=1, max_size=3).map(tuple)),
+), max_leaves=6)  # fmt: skip
+
+
+@settings(max_examples=150)
+@given(rows, conds)
+def test_share_over_time_is_the_share_of_known_polls_where_the_condition_held(
+    data: list[tuple[float | None, float | None, float | None]], cond: object
+) -> None:
+    store = store_of(data)
+    truths = [plain_truth(cond, store, i) for i in range(len(data))]
+    known = [t for t in truths if t is not None]
+    expected = sum(known) / len(known) if known else None
+    got = Snapshot(store, {}, None).measure(Measure("share_over_time", None, 3600, sub=cond))  # type: ignore[arg-type]
+    assert got == expected
