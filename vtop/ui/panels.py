@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from vtop.model import ALL, Knob, SeriesKey, Severity
+from vtop.signals import histogram as hist
 from vtop.signals.store import Store
 from vtop.ui import chart as draw
 from vtop.ui import fmt, trend
@@ -138,9 +139,8 @@ def read(spec: PanelSpec, v: View) -> Reading:
     if spec.kind == "rate":
         now = s.per_second(k, v.recent_s)
         return Reading(fmt.num(now), level(spec.signal, now, v.thresholds))
-    recent = min(RECENT_S, v.window_s)
-    p50 = s.hist_quantile(0.5, k, recent)
-    p99 = s.hist_quantile(0.99, k, recent)
+    recent = s.hist_delta(k, min(RECENT_S, v.window_s))  # once for both percentiles
+    p50, p99 = hist.quantile(0.5, recent), hist.quantile(0.99, recent)
     return Reading(
         f"p50 {fmt.seconds(p50)} p99 {fmt.seconds(p99)}", level(spec.signal, p99, v.thresholds)
     )

@@ -54,6 +54,7 @@ class HeaderBar(Horizontal):
         self._right: dict[str, Content] = {}
         self._left: tuple[tuple[str, str], ...] = ()
         self._latency: Headline | None = None
+        self._shown: tuple[Headline | None, str, str] | None = None
 
     def compose(self) -> ComposeResult:
         yield self.info
@@ -66,6 +67,11 @@ class HeaderBar(Horizontal):
     def show(self, head: Headline | None, *, cadence: str, cost: str) -> None:
         if head is not None:
             head = self._held_latency(head)
+        shown = (None if head is None else replace(head, latency_s=None, t=None), cadence, cost)
+        if shown == self._shown:  # most polls: nothing on the header changed
+            return
+        self._shown = shown
+        if head is not None:
             self._head = head
             self.levels["status"] = head.status_level
             self.levels["latency"] = head.latency_level
