@@ -349,13 +349,15 @@ class Store:
         start = self._start(window_s)
         if track is None:
             return [None] * (len(self._t) - start)
-        return [None if math.isnan(v) else v for v in track.values[start:]]
+        # `v == v` is False for NaN only, and twice as fast as math.isnan in a comprehension
+        # (the rules read a few thousand samples per evaluation this way).
+        return [v if v == v else None for v in track.values[start:]]  # noqa: PLR0124
 
     def _window(self, k: SeriesKey | str, window_s: float | None) -> list[float]:
         track = self._tracks.get(_k(k))
         if track is None:
             return []
-        return [v for v in track.values[self._start(window_s) :] if not math.isnan(v)]
+        return [v for v in track.values[self._start(window_s) :] if v == v]  # noqa: PLR0124
 
     def last(self, k: SeriesKey | str) -> float | None:
         """The latest poll's value (None if the latest poll did not see it)."""
@@ -435,7 +437,7 @@ class Store:
             end -= 1
         if end <= first:
             return None
-        samples = sum(1 for v in vals[first : end + 1] if not math.isnan(v))
+        samples = len([v for v in vals[first : end + 1] if v == v])  # noqa: PLR0124 (not NaN)
         t_first, t_last = self._t[first], self._t[end]
         result = vals[end] - vals[first]
         sampled = t_last - t_first
