@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import replace
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from tests.ui import pages
 from tests.ui.scripted import EP, FINDINGS, FIRING, PENDING
@@ -82,6 +84,39 @@ def test_chart_rows_levels_gaps_and_restarts() -> None:
     assert styles[1] == ["bar", "gap", "bar"]  # runs are merged by style
     assert chart.scale_max([None, None]) == 1.0
     assert chart.scale_max([2.0], floor=64.0) == 64.0
+
+
+def cell_by_cell(values: list[float | None], height: int, top: float,
+                 restarts: list[int]) -> list[list[chart.Run]]:  # fmt: skip
+    """The chart's definition, one cell at a time: eighth blocks, a dotted baseline where
+    unknown, a restart mark in the top row, runs of one style merged."""
+    lv = chart.levels(values, height, top)
+    out = []
+    for r in range(height):
+        runs: list[chart.Run] = []
+        for c, n in enumerate(lv):
+            style: chart.RunStyle
+            if r == 0 and c in restarts:
+                ch, style = chart.RESTART, "restart"
+            elif n is None:
+                ch, style = (chart.GAP if r == height - 1 else " "), "gap"
+            else:
+                ch, style = chart.BLOCKS[max(0, min(8, n - (height - 1 - r) * 8))], "bar"
+            if runs and runs[-1][1] == style:
+                runs[-1] = (runs[-1][0] + ch, style)
+            else:
+                runs.append((ch, style))
+        out.append(runs)
+    return out
+
+
+@given(st.lists(st.one_of(st.none(), st.floats(-1, 12)), max_size=50), st.integers(1, 9),
+       st.lists(st.integers(-2, 52), max_size=3))  # fmt: skip
+def test_chart_rows_are_the_cell_by_cell_definition(
+    values: list[float | None], height: int, restarts: list[int]
+) -> None:
+    assert chart.rows(values, height, 10.0, restarts) == cell_by_cell(values, height, 10.0,
+                                                                       restarts)  # fmt: skip
 
 
 # -- readings ----------------------------------------------------------------------------------

@@ -10,6 +10,8 @@ merged, so a chart line costs a handful of escape codes, not one per cell.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from functools import lru_cache
+from itertools import groupby
 from typing import Literal
 
 BLOCKS = " ▁▂▃▄▅▆▇█"
@@ -41,26 +43,41 @@ def levels(values: Sequence[float | None], height: int, top: float) -> list[int 
     return out
 
 
+@lru_cache(maxsize=1024)
+def _column(n: int | None, height: int) -> str:
+    """One cell top row first: blocks for `n` eighths, or the dotted baseline when unknown."""
+    if n is None:
+        return " " * (height - 1) + GAP
+    return "".join(BLOCKS[max(0, min(8, n - (height - 1 - r) * 8))] for r in range(height))
+
+
+def _spans(kinds: Sequence[RunStyle]) -> list[tuple[int, int, RunStyle]]:
+    """(start, end, style) of each run of cells of one style."""
+    out: list[tuple[int, int, RunStyle]] = []
+    at = 0
+    for style, cells in groupby(kinds):
+        end = at + sum(1 for _ in cells)
+        out.append((at, end, style))
+        at = end
+    return out
+
+
 def rows(values: Sequence[float | None], height: int, top: float,
          restarts: Sequence[int] = ()) -> list[list[Run]]:  # fmt: skip
-    """`height` rows, top first, each a list of merged (text, style) runs."""
+    """`height` rows, top first, each a list of merged (text, style) runs.
+
+    Built a cell column at a time (each cached: a chart has at most `height × 8` kinds of
+    cell) and cut into runs once per row: a chart redraws whole whenever a bucket completes."""
     lv = levels(values, height, top)
-    marks = set(restarts)
-    out: list[list[Run]] = []
-    for r in range(height):
-        base = (height - 1 - r) * 8  # eighths below this row
-        runs: list[Run] = []
-        for c, n in enumerate(lv):
-            style: RunStyle
-            if r == 0 and c in marks:
-                ch, style = RESTART, "restart"
-            elif n is None:
-                ch, style = (GAP if r == height - 1 else " "), "gap"
-            else:
-                ch, style = BLOCKS[max(0, min(8, n - base))], "bar"
-            if runs and runs[-1][1] == style:
-                runs[-1] = (runs[-1][0] + ch, style)
-            else:
-                runs.append((ch, style))
-        out.append(runs)
+    if not lv:
+        return [[] for _ in range(height)]
+    lines = ["".join(row) for row in zip(*(_column(n, height) for n in lv), strict=True)]
+    kinds: list[RunStyle] = ["gap" if n is None else "bar" for n in lv]
+    spans = _spans(kinds)
+    out = [[(line[a:b], style) for a, b, style in spans] for line in lines]
+    marks = {c for c in restarts if 0 <= c < len(lv)}
+    if marks:  # the top row marks each restart in its cell
+        first = "".join(RESTART if c in marks else ch for c, ch in enumerate(lines[0]))
+        top_kinds: list[RunStyle] = ["restart" if c in marks else k for c, k in enumerate(kinds)]
+        out[0] = [(first[a:b], style) for a, b, style in _spans(top_kinds)]
     return out
