@@ -161,7 +161,11 @@ class LiveSource:
                 gpu_task = asyncio.create_task(asyncio.to_thread(self._gpu))
             else:  # no GPU readable: the reader answers from its cache, a thread costs more
                 self._last_gpu = self._gpu()
-        results = await asyncio.gather(*(self._poll_one(s) for s in self.endpoints.values()))
+        states = list(self.endpoints.values())
+        if len(states) == 1:  # one endpoint: no task and gathering future to make every poll
+            results = [await self._poll_one(states[0])]
+        else:
+            results = await asyncio.gather(*(self._poll_one(s) for s in states))
         scrapes = tuple(scrape for scrape, _ in results)
         events = tuple(e for _, evs in results for e in evs)
         if gpu_task is not None:
