@@ -11,7 +11,9 @@ Cost is designed in, because the screen is meant to stay open all day over SSH:
   the fields whose text changed are repainted (`FieldsWidget`): a new token rate repaints a
   dozen cells, not its panel;
 - charts are drawn over fixed time buckets and recomputed only when a bucket completes;
-- time on screen comes from the frames, never from the wall clock.
+- time on screen comes from the frames, never from the wall clock;
+- between polls nothing wakes: Textual's input thread sleeps until a key comes
+  (`vtop.ui.driver`), and the host is read only while a recording wants it.
 
 The UI owns all its state (selected endpoint, window, pause); widgets get data pushed down
 and send messages up.
