@@ -174,8 +174,10 @@ class VtopApp(App[None]):
             return driver
         from textual.drivers.linux_driver import LinuxDriver
 
-        from vtop.ui.driver import QuietLinuxDriver
-
+        try:
+            from vtop.ui.driver import QuietLinuxDriver
+        except ImportError:  # a Textual without the parts it builds on: Textual's own driver
+            return driver
         return QuietLinuxDriver if driver is LinuxDriver else driver
 
     # -- layout ----------------------------------------------------------------------------------
@@ -200,7 +202,7 @@ class VtopApp(App[None]):
         # A poll allocates a few thousand short-lived objects, nearly all freed by reference
         # counting; the default threshold (700) still ran a young collection on every poll.
         gc.set_threshold(20_000, *gc.get_threshold()[1:])
-        sample_host(self.source, self.recorder is not None)  # the host is read to be recorded
+        sample_host(self.source, False)  # host readings are for recordings: read from `r` on
         if self._autopoll:
             self._arm(0.0)
 

@@ -8,7 +8,9 @@ a pipe the thread watches. It ticks only for a moment after input, which is all 
 needs (it is sent once the escape delay has passed with no byte after it).
 
 Everything else is Textual's Linux driver, unchanged; vtop uses this driver wherever Textual
-would use that one.
+would use that one. The input loop is Textual's own with a different wait, and uses Textual's
+key parser (a private module): where that parser is not the one this was written against, the
+thread runs Textual's own loop instead.
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ from textual.drivers.linux_driver import LinuxDriver
 
 TICK_S = 0.1
 """How often the parser is ticked after input (Textual's own rate)."""
-TICK_FOR_S = max(1.0, 4 * constants.ESCAPE_DELAY)
+TICK_FOR_S = max(1.0, 4 * getattr(constants, "ESCAPE_DELAY", TICK_S))
 """How long after the last input the thread keeps ticking: far longer than the escape delay."""
 
 
@@ -72,10 +74,14 @@ class QuietLinuxDriver(LinuxDriver):
         """Read keys until the exit event is set; ticks the parser only just after input."""
         fileno = self.fileno
         wake_fd = self.exit_event.wake_fd
+        try:
+            parser = XTermParser(self._debug)
+        except TypeError:  # another Textual's parser: Textual's own loop, which knows it
+            super().run_input_thread()
+            return
         selector = selectors.SelectSelector()
         selector.register(fileno, selectors.EVENT_READ)
         selector.register(wake_fd, selectors.EVENT_READ)
-        parser = XTermParser(self._debug)
         decode = getincrementaldecoder("utf-8")().decode
         tick_until = 0.0
         try:
