@@ -194,13 +194,11 @@ class FieldsWidget(Widget):
                 segments.append(Segment(text[at : span.start], base.rich_style))
                 at = span.start
             if span.end > span.start:
-                style = self._styles.get(span.style)
+                raw = span.style
+                style = self._styles.get(raw)
                 if style is None:
-                    parsed = self._get_style(span.style) if isinstance(span.style, str) else (
-                        span.style)  # fmt: skip
-                    style = self._styles[span.style] = VisualStyle.combine(
-                        [base, parsed]
-                    ).rich_style
+                    parsed = self._get_style(raw) if isinstance(raw, str) else raw
+                    style = self._styles[raw] = VisualStyle.combine([base, parsed]).rich_style
                 segments.append(Segment(text[span.start : span.end], style))
                 at = span.end
         if at < len(text):
