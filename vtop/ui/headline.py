@@ -7,7 +7,7 @@ every run.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from urllib.parse import urlsplit
 
 from vtop.model import Severity
@@ -29,10 +29,11 @@ class Headline:
     status_level: Severity
     latency: str
     latency_level: Severity
-    latency_s: float | None = None
-    """The poll's latency in seconds (None when the poll failed)."""
-    t: float | None = None
-    """When the poll was taken (the frame's time)."""
+    latency_s: float | None = field(default=None, compare=False)
+    """The poll's latency in seconds (None when the poll failed); not shown, so two headlines
+    that read the same are equal whatever it is."""
+    t: float | None = field(default=None, compare=False)
+    """When the poll was taken (the frame's time); not shown either."""
 
 
 def short_url(url: str) -> str:

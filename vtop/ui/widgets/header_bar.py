@@ -67,7 +67,7 @@ class HeaderBar(Horizontal):
     def show(self, head: Headline | None, *, cadence: str, cost: str) -> None:
         if head is not None:
             head = self._held_latency(head)
-        shown = (None if head is None else replace(head, latency_s=None, t=None), cadence, cost)
+        shown = (head, cadence, cost)
         if shown == self._shown:  # most polls: nothing on the header changed
             return
         self._shown = shown
