@@ -36,6 +36,12 @@ class Answer:
     """> 0: a body of this many bytes (`body` repeated), announced and streamed in chunks."""
     raw: bytes | None = None
     """Sent as the whole response instead of HTTP (no status line, no headers)."""
+    chunked: bool = False
+    """The body sent with `Transfer-Encoding: chunked`, in three chunks (a streaming server)."""
+    location: str | None = None
+    """Sent as the Location header: with a 3xx status, a redirect."""
+    hangup: bool = False
+    """Read the request, then close the connection without a byte of answer."""
 
 
 @dataclass
@@ -48,6 +54,8 @@ class Script:
     """Body bytes written by `stream_bytes` answers (what the client made the server send)."""
     guard: Callable[[dict[str, str]], Answer | None] | None = None
     """Sees each request's headers first; an answer it returns is the answer (a proxy's 401)."""
+    connections: int = 0
+    """TCP connections accepted (with `keep_alive_s`, polls share them)."""
 
 
 class _Server(ThreadingHTTPServer):
@@ -58,14 +66,30 @@ class _Server(ThreadingHTTPServer):
 
 class PageServer:
     def __init__(
-        self, script: Script | None = None, *, port: int = 0, tls: ssl.SSLContext | None = None
+        self,
+        script: Script | None = None,
+        *,
+        port: int = 0,
+        tls: ssl.SSLContext | None = None,
+        keep_alive_s: float | None = None,
     ) -> None:
+        """`keep_alive_s`: speak HTTP/1.1 and keep connections open between requests, closing
+        one idle that long (as uvicorn, vLLM's server, does after 5 s); else HTTP/1.0, one
+        request per connection."""
         self.script = script or Script()
         script_ref = self.script
 
         class Handler(BaseHTTPRequestHandler):
+            if keep_alive_s is not None:
+                protocol_version = "HTTP/1.1"
+                timeout = keep_alive_s
+
             def log_message(self, *args: object) -> None:
                 pass
+
+            def setup(self) -> None:
+                script_ref.connections += 1
+                super().setup()
 
             def do_POST(self) -> None:
                 length = int(self.headers.get("Content-Length") or 0)
@@ -89,6 +113,9 @@ class PageServer:
                 answer = route() if callable(route) else route
                 if answer.delay_s:
                     time.sleep(answer.delay_s)
+                if answer.hangup:
+                    self.close_connection = True
+                    return
                 if answer.raw is not None:
                     with contextlib.suppress(OSError):
                         self.wfile.write(answer.raw)
@@ -109,13 +136,28 @@ class PageServer:
                             time.sleep(0.05)
                     except OSError:
                         return
+                if answer.location is not None:
+                    self.send_header("Location", answer.location)
                 if answer.stream_bytes:
                     self._stream(answer)
+                    return
+                if answer.chunked:
+                    self._chunked(body)
                     return
                 self.send_header("Content-Length", str(len(body)))
                 self.end_headers()
                 with contextlib.suppress(OSError):
                     self.wfile.write(body)
+
+            def _chunked(self, body: bytes) -> None:
+                self.send_header("Transfer-Encoding", "chunked")
+                self.end_headers()
+                third = len(body) // 3 + 1
+                with contextlib.suppress(OSError):
+                    for at in range(0, len(body), third):
+                        piece = body[at : at + third]
+                        self.wfile.write(b"%x\r\n%s\r\n" % (len(piece), piece))
+                    self.wfile.write(b"0\r\n\r\n")
 
             def _stream(self, answer: Answer) -> None:
                 unit = answer.body or b"#\n"

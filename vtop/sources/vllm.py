@@ -31,6 +31,7 @@ import httpx
 from vtop.model import EndpointInfo, Scrape
 from vtop.signals.extract import PageReader, clean_label
 from vtop.signals.parser import ParseError
+from vtop.sources.transport import OneOriginTransport
 
 DEFAULT_MAX_BYTES = 16 * 1024 * 1024
 API_KEY_ENV = "VTOP_API_KEY"
@@ -165,7 +166,7 @@ class VllmScraper:
         self.options = options or ScrapeOptions()
         self._own_client = client is None
         self._client = client or httpx.AsyncClient(
-            verify=ssl.create_default_context() if self.options.verify_tls else False,
+            transport=OneOriginTransport(verify=self.options.verify_tls),
             timeout=self.options.timeout_s,
             follow_redirects=True,
             trust_env=False,
