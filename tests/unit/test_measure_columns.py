@@ -6,10 +6,10 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from vtop.model import Scrape, SeriesKey
+from vtop.model import Knob, Scrape, SeriesKey
 from vtop.signals.store import Store
-from vtop.triage.measure import Snapshot, compare, compare_column
-from vtop.triage.schema import OPS, All, AnyOf, Measure, Not, Operand, Sample
+from vtop.triage.measure import Snapshot, compare, compare_column, holds
+from vtop.triage.schema import OPS, All, AnyOf, IfKnown, KnobIs, Measure, Not, Operand, Sample
 
 EP = "http://127.0.0.1:8000"
 gauge = st.sampled_from([None, 0.0, 0.0, 0.0, 1.0, 2.0])  # empty most of the time
@@ -91,3 +91,42 @@ def test_share_over_time_is_the_share_of_known_polls_where_the_condition_held(
     expected = sum(known) / len(known) if known else None
     got = Snapshot(store, {}, None).measure(Measure("share_over_time", None, 3600, sub=cond))  # type: ignore[arg-type]
     assert got == expected
+
+
+def plain_holds(cond: object, knobs: dict[str, Knob]) -> bool | None:
+    """A condition's three-valued truth by the catalog's definition: every item judged."""
+    if isinstance(cond, KnobIs):
+        knob = knobs.get(cond.knob)
+        return None if knob is None else compare(knob.value, cond.op, cond.value)
+    if isinstance(cond, Not):
+        inner = plain_holds(cond.item, knobs)
+        return None if inner is None else not inner
+    if isinstance(cond, IfKnown):
+        return plain_holds(cond.item, knobs) is not False
+    assert isinstance(cond, All | AnyOf)
+    parts = [plain_holds(c, knobs) for c in cond.items]
+    decisive = not isinstance(cond, All)
+    if any(p is decisive for p in parts):
+        return decisive
+    return None if any(p is None for p in parts) else not decisive
+
+
+knob_leaves = st.builds(KnobIs, st.sampled_from(["a", "b", "c"]), st.just("above"),
+                        st.just(0))  # fmt: skip
+knob_conds = st.recursive(knob_leaves, lambda inner: st.one_of(
+    st.builds(Not, inner),
+    st.builds(IfKnown, inner),
+    st.builds(All, st.lists(inner, min_size=1, max_size=4).map(tuple)),
+    st.builds(AnyOf, st.lists(inner, min_size=1, max_size=4).map(tuple)),
+), max_leaves=10)  # fmt: skip
+knob_values = st.dictionaries(st.sampled_from(["a", "b", "c"]), st.sampled_from([1, -1]))
+
+
+@settings(max_examples=300)
+@given(knob_conds, knob_values)
+def test_a_condition_stops_at_its_deciding_item_with_the_truth_of_all_its_items(
+    cond: object, values: dict[str, int]
+) -> None:
+    knobs = {name: Knob(name, v, "default") for name, v in values.items()}
+    snap = Snapshot(Store(EP), knobs, None)
+    assert holds(cond, snap, active=False) == plain_holds(cond, knobs)  # type: ignore[arg-type]

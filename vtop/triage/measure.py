@@ -411,8 +411,16 @@ def holds(cond: Cond, snap: Snapshot, active: bool) -> bool | None:
         return None if inner is None else not inner
     if isinstance(cond, IfKnown):
         return holds(cond.item, snap, active) is not False
-    if isinstance(cond, All):
-        return _all([holds(c, snap, active) for c in cond.items])
-    if isinstance(cond, AnyOf):
-        return _any([holds(c, snap, active) for c in cond.items])
+    if isinstance(cond, All | AnyOf):
+        # Three-valued and/or that stops at the first deciding item (False for all, True
+        # for any): the same truth as `_all`/`_any` over every item, without computing the
+        # measures of the items after it (most rules fail their first condition).
+        decides = isinstance(cond, AnyOf)
+        unknown = False
+        for c in cond.items:
+            truth = holds(c, snap, active)
+            if truth is decides:
+                return decides
+            unknown = unknown or truth is None
+        return None if unknown else not decides
     return None

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import textwrap
 from collections.abc import Sequence
+from functools import lru_cache
 from typing import ClassVar
 
 from textual import events
@@ -38,8 +39,16 @@ def line_rows(line: Line, width: int) -> list[str]:
     text = line.wide if line.wide and len(line.wide) <= room else line.text
     if room <= 1 or len(text) <= room:
         return [text]
-    hang = " " * (2 if line.kind == "action" else 0)  # under the flags, past the arrow
-    return textwrap.wrap(text, room, subsequent_indent=hang, break_on_hyphens=False) or [text]
+    return list(_wrapped(text, room, line.kind == "action"))
+
+
+@lru_cache(maxsize=64)
+def _wrapped(text: str, room: int, hanging: bool) -> tuple[str, ...]:
+    # Cached: a changed verdict is wrapped three times a poll (old and new heights, drawing),
+    # and most of its lines are the same text as the poll before.
+    hang = "  " if hanging else ""  # under the flags, past the arrow
+    rows = textwrap.wrap(text, room, subsequent_indent=hang, break_on_hyphens=False)
+    return tuple(rows) or (text,)
 
 
 def render_line(line: Line, width: int, cursor: bool, text: str | None = None,
