@@ -17,6 +17,11 @@ server (a real vLLM). Both apps get
 the same terminal settings (`TERM` of tmux, `COLORTERM=truecolor` unless `--colors 256`):
 these decide how long each escape code is.
 
+`--against REV` runs, beside the working tree's vtop, the vtop of git revision REV (from a
+temporary worktree) on the same endpoint and prints how their CPU compares: on a shared machine
+whose speed moves by a quarter from hour to hour, two runs side by side are how a change's
+saving is judged, not two runs an hour apart.
+
 Targets for vtop on this machine: ≤ 1% of one core, ≤ 5 KB/s to the terminal, RSS ≤ 120 MB.
 """
 
@@ -145,19 +150,25 @@ def peer_python(cache: Path) -> tuple[Path | None, str]:
     return python, f"vllmstat {probe.stdout.strip()}"
 
 
-def start(name: str, argv: list[str], size: tuple[int, int], log: Path, env: dict[str, str]
-          ) -> int:  # fmt: skip
+def start(name: str, argv: list[str], size: tuple[int, int], log: Path, env: dict[str, str],
+          cwd: Path = ROOT) -> int:  # fmt: skip
     """Run argv in a new tmux session; returns the pane's pid (the program itself: exec)."""
     exports = " ".join(f"{k}={shlex.quote(v)}" for k, v in env.items())
-    command = f"cd {shlex.quote(str(ROOT))} && exec env {exports} {shlex.join(argv)}"
+    command = f"cd {shlex.quote(str(cwd))} && exec env {exports} {shlex.join(argv)}"
     tmux("new-session", "-d", "-s", name, "-x", str(size[0]), "-y", str(size[1]), command)
     tmux("pipe-pane", "-t", name, "-o", f"cat > {shlex.quote(str(log))}")
     return int(tmux("list-panes", "-t", name, "-F", "#{pane_pid}"))
 
 
-def cpu_ticks(pid: int) -> int:
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return int(fields[11]) + int(fields[12])  # utime + stime
+def cpu_seconds(pid: int) -> float:
+    """CPU time of all the process's threads: nanoseconds on a CPU from schedstat where the
+    kernel keeps it, else utime + stime in clock ticks (10 ms steps: 2% of a minute at 1%)."""
+    tasks = list(Path(f"/proc/{pid}/task").glob("*/schedstat"))
+    try:
+        return sum(int(t.read_text().split()[0]) for t in tasks) / 1e9
+    except (OSError, IndexError, ValueError):
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / TICKS  # utime + stime
 
 
 def mem_mb(pid: int) -> tuple[float, float]:
@@ -167,17 +178,24 @@ def mem_mb(pid: int) -> tuple[float, float]:
 
 
 def measure(url: str, *, seconds: float, warmup: float, size: tuple[int, int],
-            env: dict[str, str], peer: bool, cache: Path) -> list[Figures]:  # fmt: skip
-    """vtop's figures (and the peer's, when `peer`) watching `url` side by side in tmux."""
+            env: dict[str, str], peer: bool, cache: Path,
+            against: tuple[str, Path] | None = None) -> list[Figures]:  # fmt: skip
+    """vtop's figures (and the peer's, when `peer`; another revision's, `against`: its name
+    and checkout) watching `url` side by side in tmux."""
     cache.mkdir(parents=True, exist_ok=True)
     runs: list[tuple[Figures, int, Path]] = []
     tmux("kill-server", check=False)
     work = Path(tempfile.mkdtemp(prefix="vtop-bench-"))
+    argv = [sys.executable, "-m", "vtop", "--url", url, "--interval", "1"]
     try:
         vtop_log = work / "vtop.out"
-        pid = start("vtop", [sys.executable, "-m", "vtop", "--url", url, "--interval", "1"],
-                    size, vtop_log, env)  # fmt: skip
+        pid = start("vtop", argv, size, vtop_log, env)
         runs.append((Figures("vtop"), pid, vtop_log))
+        if against is not None:
+            rev, checkout = against
+            log = work / "against.out"  # `python -m` imports vtop from its working directory
+            pid = start("against", argv, size, log, env, cwd=checkout)
+            runs.append((Figures(f"vtop @ {rev}"), pid, log))
         if peer:
             python, label = peer_python(cache)
             if python is None:
@@ -190,13 +208,13 @@ def measure(url: str, *, seconds: float, warmup: float, size: tuple[int, int],
         time.sleep(warmup)
         start_marks = []
         for _, pid, log in runs:
-            start_marks.append((cpu_ticks(pid), log.stat().st_size if log.exists() else 0))
+            start_marks.append((cpu_seconds(pid), log.stat().st_size if log.exists() else 0))
         t0 = time.monotonic()
         time.sleep(seconds)
         elapsed = time.monotonic() - t0
-        for (fig, pid, log), (ticks0, size0) in zip(runs, start_marks, strict=True):
+        for (fig, pid, log), (cpu0, size0) in zip(runs, start_marks, strict=True):
             try:
-                fig.cpu_pct = 100.0 * (cpu_ticks(pid) - ticks0) / TICKS / elapsed
+                fig.cpu_pct = 100.0 * (cpu_seconds(pid) - cpu0) / elapsed
                 fig.rss_mb, fig.peak_mb = mem_mb(pid)
             except FileNotFoundError:
                 fig.note = "exited before the end"
@@ -217,6 +235,8 @@ def main() -> int:
     ap.add_argument("--size", default="160x50")
     ap.add_argument("--colors", choices=("truecolor", "256"), default="truecolor")
     ap.add_argument("--no-peer", action="store_true", help="do not run vllmstat")
+    ap.add_argument("--against", metavar="REV",
+                    help="also run the vtop of this git revision, side by side")  # fmt: skip
     ap.add_argument("--cache", type=Path, default=Path(tempfile.gettempdir()) / "vtop-bench",
                     help="where the peer's venv is kept between runs")  # fmt: skip
     args = ap.parse_args()
@@ -236,10 +256,19 @@ def main() -> int:
         url, sim = serve_sim(args.scenario)
         where = f"vtop sim --scenario {args.scenario} ({url}, its own process)"
     env = {"COLORTERM": "truecolor"} if args.colors == "truecolor" else {"COLORTERM": ""}
+    checkout = Path(tempfile.mkdtemp(prefix="vtop-against-")) / "vtop"
     try:
+        if args.against:
+            subprocess.run(["git", "worktree", "add", "--detach", "-q", str(checkout),
+                            args.against], cwd=ROOT, check=True)  # fmt: skip
         runs = measure(url, seconds=args.seconds, warmup=args.warmup, size=(w, h), env=env,
-                       peer=not args.no_peer, cache=args.cache)  # fmt: skip
+                       peer=not args.no_peer, cache=args.cache,
+                       against=(args.against, checkout) if args.against else None)  # fmt: skip
     finally:
+        if args.against:
+            subprocess.run(["git", "worktree", "remove", "--force", str(checkout)], cwd=ROOT,
+                           check=False)  # fmt: skip
+        shutil.rmtree(checkout.parent, ignore_errors=True)
         if server is not None:
             server.shutdown()
         if sim is not None:
@@ -259,6 +288,8 @@ def main() -> int:
               f"{f(fig.peak_mb, '9.1f')}{f(fig.kbps, '13.2f')}  {fig.note}")  # fmt: skip
     print(f"{'targets (vtop)':18}{'≤ 1.00':>16}{'≤ 120':>9}{'':9}{'≤ 5.00':>13}")
     vtop = runs[0]
+    if args.against and vtop.cpu_pct and runs[1].cpu_pct:
+        print(f"CPU, this tree / {args.against}: {vtop.cpu_pct / runs[1].cpu_pct:.3f}")
     ok = (
         vtop.cpu_pct is not None
         and vtop.cpu_pct <= TARGETS["cpu"]
