@@ -68,7 +68,7 @@ def test_a_fresh_connection_dropped_without_an_answer_is_one_line() -> None:
         (scrape,) = polls(srv.url, 1)
     assert scrape.error is not None
     assert scrape.error == (f"request to {srv.url}/metrics failed: "
-                            "server closed the connection without answering")  # fmt: skip
+                            "Server disconnected without sending a response.")  # fmt: skip
 
 
 def test_chunked_and_gzipped_bodies_are_read_whole() -> None:

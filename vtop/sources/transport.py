@@ -77,8 +77,8 @@ class _Connection:
             except OSError as exc:
                 raise httpx.ReadError(str(exc) or type(exc).__name__) from exc
             if not data and self.h11.their_state is h11.SEND_RESPONSE:
-                # EOF before any byte of an answer: say so plainly (h11 would call it a
-                # protocol error), so a reused connection can be retried.
+                # EOF before an answer (or after bytes that are not one): httpx's transport
+                # says so in these words; a reused connection is retried on this error.
                 raise _Unanswered
             self.h11.receive_data(data)
 
@@ -88,7 +88,7 @@ class _Connection:
 
 class _Unanswered(httpx.RemoteProtocolError):
     def __init__(self) -> None:
-        super().__init__("server closed the connection without answering")
+        super().__init__("Server disconnected without sending a response.")
 
 
 class _Body(httpx.AsyncByteStream):
