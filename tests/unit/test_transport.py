@@ -43,8 +43,8 @@ def test_polls_share_one_kept_alive_connection() -> None:
 
 def test_a_connection_the_server_closed_while_idle_is_replaced_without_an_error() -> None:
     # uvicorn, vLLM's server, closes a connection idle for 5 s: polls every 10 s meet this.
-    with PageServer(Script({"/metrics": Answer(PAGE)}), keep_alive_s=0.2) as srv:
-        got = polls(srv.url, 3, pause_s=0.5)
+    with PageServer(Script({"/metrics": Answer(PAGE)}), keep_alive_s=0.1) as srv:
+        got = polls(srv.url, 3, pause_s=0.8)  # room for a server thread that wakes late
     assert [running(s) for s in got] == [7.0] * 3
     assert srv.script.connections == 3
 
