@@ -256,19 +256,19 @@ def main() -> int:
         url, sim = serve_sim(args.scenario)
         where = f"vtop sim --scenario {args.scenario} ({url}, its own process)"
     env = {"COLORTERM": "truecolor"} if args.colors == "truecolor" else {"COLORTERM": ""}
-    checkout = Path(tempfile.mkdtemp(prefix="vtop-against-")) / "vtop"
+    checkout = Path(tempfile.mkdtemp(prefix="vtop-against-")) / "vtop" if args.against else None
     try:
-        if args.against:
+        if checkout is not None:
             subprocess.run(["git", "worktree", "add", "--detach", "-q", str(checkout),
                             args.against], cwd=ROOT, check=True)  # fmt: skip
         runs = measure(url, seconds=args.seconds, warmup=args.warmup, size=(w, h), env=env,
                        peer=not args.no_peer, cache=args.cache,
-                       against=(args.against, checkout) if args.against else None)  # fmt: skip
+                       against=(args.against, checkout) if checkout else None)  # fmt: skip
     finally:
-        if args.against:
+        if checkout is not None:
             subprocess.run(["git", "worktree", "remove", "--force", str(checkout)], cwd=ROOT,
                            check=False)  # fmt: skip
-        shutil.rmtree(checkout.parent, ignore_errors=True)
+            shutil.rmtree(checkout.parent, ignore_errors=True)
         if server is not None:
             server.shutdown()
         if sim is not None:
