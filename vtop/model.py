@@ -223,16 +223,23 @@ def format_value(value: KnobValue) -> str:
 
 
 FindingState = Literal["pending", "firing", "suppressed", "insufficient"]
-"""`insufficient`: the condition holds but the rule's minimum of evidence is not in yet."""
+"""`pending`: the condition holds and the rule will fire in `needs_s` more seconds if it goes on
+holding; `insufficient`: it holds, but the rule waits for something other than time (requests
+to finish)."""
+
+ACCRUING: tuple[FindingState, ...] = ("pending", "insufficient")
+"""States of a finding whose condition holds while its evidence is still accruing: not a
+verdict yet, and not an all-clear either."""
 
 
 @dataclass(frozen=True, slots=True)
 class Finding:
     """What one rule concluded about one endpoint at one evaluation.
 
-    `pending` findings hold their condition but not yet for the rule's `for` duration
-    (`held_s` of `for_s`); `suppressed` ones fire but are explained away by a root cause
-    (`suppressed_by`), and say so instead of giving advice.
+    `pending` findings hold their condition, for `held_s` so far of the `for_s` their rule
+    needs on its quicker path (decisive evidence, or the full window), `needs_s` more;
+    `suppressed` ones fire but are explained away by a root cause (`suppressed_by`), and say
+    so instead of giving advice.
     """
 
     rule: str
@@ -247,6 +254,8 @@ class Finding:
     held_s: float = 0.0
     for_s: float = 0.0
     suppressed_by: str | None = None
+    needs_s: float | None = None
+    """Seconds of evidence a pending finding still needs (None: not a matter of time)."""
 
     @property
     def firing(self) -> bool:

@@ -66,10 +66,12 @@ def process_knobs(twin: object) -> dict[str, Knob]:
     return {k: Knob(k, v, "process", "sim command line") for k, v in knobs.items()}
 
 
-def run(name: str | object, seconds: float, seed: int = 0,
-        monitor: Monitor | None = None) -> list[list[Finding]]:  # fmt: skip
-    """Poll the twin once a virtual second; the findings after every poll."""
+def run(name: str | object, seconds: float, seed: int = 0, monitor: Monitor | None = None,
+        start_s: float = 0.0) -> list[list[Finding]]:  # fmt: skip
+    """Poll the twin once a virtual second (from `start_s` into its run); the findings after
+    every poll."""
     twin = Twin(name, seed=seed)
+    twin.advance(start_s)
     reader = PageReader()
     monitor = monitor or Monitor(engine=Engine(ENGINE_RULES))
     cache_info: dict[str, str] = {}

@@ -37,7 +37,7 @@ def test_a_direction_the_value_cannot_keep_is_withheld_with_the_numbers() -> Non
         id: capped
         title: capped
         severity: warning
-        requires: {samples: 2, uptime: 1s}
+        requires: {evidence: 1s}
         when: {max_over_time: running, window: 1m, above: 0}
         summary: "capped"
         recommend:

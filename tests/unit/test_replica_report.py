@@ -28,7 +28,7 @@ RULE = ROOT / "rules" / "replica-imbalance.yaml"
 def quick_rule(tmp: Path) -> Path:
     text = RULE.read_text()
     for old, new in (("\nfor: 1m", "\nfor: 2s"), ("keep_firing_for: 1m", "keep_firing_for: 2s"),
-                     ("{samples: 60, uptime: 2m}", "{samples: 4, uptime: 2s}"),
+                     ("{evidence: 2m}", "{evidence: 2s}"),
                      ("window: 2m", "window: 3s")):  # fmt: skip
         assert old in text, old
         text = text.replace(old, new)

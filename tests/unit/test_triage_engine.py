@@ -31,7 +31,7 @@ def rule(rid: str, order: int, direction: str, value: str, extra: str = "") -> s
         title: {rid}
         severity: warning
         order: {order}
-        requires: {{samples: 2, uptime: 1s}}
+        requires: {{evidence: 1s}}
         when: {{max_over_time: running, window: 1m, above: 0}}
         summary: "{rid}"
         recommend:
@@ -98,20 +98,24 @@ def test_pending_reports_progress_then_fires() -> None:
         view.store.ingest(scrape(float(i), running=5))
         f = engine.evaluate(view)[0]
         states.append((f.state, f.held_s, f.for_s))
-    assert states[0][0] == "insufficient"
-    assert states[5] == ("pending", 4.0, 10.0)
+    # 1 s of evidence, then 10 s of holding: the condition has held from the first poll, and
+    # the rule says from then on that it fires at 11 s if it goes on holding.
+    assert states[0] == ("pending", 0.0, 11.0)
+    assert states[5] == ("pending", 5.0, 11.0)
+    assert states[10][0] == "pending"
     assert states[11][0] == "firing"
 
 
 def test_a_restart_resets_the_rules() -> None:
-    engine = engine_of(rule("r", 1, "lower", "32").replace("samples: 2", "samples: 5"))
+    engine = engine_of(rule("r", 1, "lower", "32").replace("evidence: 1s", "evidence: 4s"))
     view = View(Store(EP), {"max_num_seqs": Knob("max_num_seqs", 64, "flag")})
     for i in range(10):
         view.store.ingest(scrape(float(i), running=5, generation_tokens=100.0 * i))
     assert engine.evaluate(view)[0].state == "firing"
     view.store.ingest(scrape(10.0, running=5, generation_tokens=3.0))
     assert view.store.restarts() == [10.0]
-    assert engine.evaluate(view)[0].state == "insufficient"
+    after = engine.evaluate(view)[0]
+    assert (after.state, after.held_s, after.needs_s) == ("pending", 0.0, 4.0)
 
 
 def test_assumed_inputs_lower_confidence_and_say_so() -> None:

@@ -306,13 +306,31 @@ def _dcgm(status: GpuStatus) -> Iterator[Any]:
         yield m
 
 
+class _ServerProcess:
+    """prometheus-client's process metrics, started when the simulated server started.
+
+    The process is vtop's own, but `process_start_time_seconds` says when the *server* began
+    (the twin's epoch): rules read it as the start of everything its counters hold, and a page
+    that claimed a start after its own counters began would make that history unusable."""
+
+    def __init__(self, started: float) -> None:
+        self._started = started
+        self._process = ProcessCollector(registry=None)
+
+    def collect(self) -> Iterator[Metric]:
+        for family in self._process.collect():
+            if family.name == "process_start_time_seconds":
+                family.samples = [s._replace(value=self._started) for s in family.samples]
+            yield family
+
+
 def render(dialect: Dialect, state: PageState, *, process_metrics: bool = True) -> bytes:
     """The full /metrics page for `state` in `dialect`."""
     registry = CollectorRegistry(auto_describe=False)
     if process_metrics:
         GCCollector(registry=registry)
         PlatformCollector(registry=registry)
-        ProcessCollector(registry=registry)
+        registry.register(_ServerProcess(state.created))
     registry.register(_Collector(dialect, state))
     page: bytes = generate_latest(registry)
     return page

@@ -126,6 +126,25 @@ DERIVED: dict[str, Derived] = {
                 "arriving independently keep it near 1 (the count in an unsaturated server is "
                 "Poisson); synchronised waves push it far above.",
                 "stdvar_over_time(demand[W]) / avg_over_time(demand[W])"),
+        Derived("wave_refills", "window", "waves",
+                "Refills of the server over the window: polls at which running + waiting rose "
+                "by at least half its peak (p95) from at most half of it since the poll before. "
+                "A client that sends a batch and waits for all of it refills the server the "
+                "moment the batch drains to its tail, once a wave.",
+                "count_over_time((delta(demand[1s]) >= 0.5 * P95 and demand offset 1s <= "
+                "0.5 * P95)[W:])"),
+        Derived("wave_share", "window", "ratio",
+                "Share of the requests the server took in between polls (the rises of running "
+                "+ waiting) that came as refills (wave_refills). Synchronised waves bring "
+                "nearly all of them that way, the batch only draining in between; requests "
+                "arriving independently raise it a few at a time.",
+                "sum of the refill rises / sum of all rises of demand over W"),
+        Derived("prompt_quiet", "window", "ratio",
+                "Share of the intervals between polls in which the server prefilled no prompt "
+                "token: no new request began. Requests arriving independently keep it near 0 "
+                "under load; a client that sends waves leaves the server without a new prompt "
+                "from one wave to the next.",
+                "avg_over_time((delta(vllm:prompt_tokens_total[1s]) == bool 0)[W:])"),
         Derived("prompt_len_spread", "window", "ratio",
                 "How much longer the longest prompts are than the typical one: prompt length "
                 "p99 / p50 over the window.",
@@ -147,6 +166,14 @@ DERIVED: dict[str, Derived] = {
                 "increase(vllm:request_success_total[W])"),
     )
 }  # fmt: skip
+
+
+SINCE_START_VALUES = frozenset({
+    "prefix_hit_rate", "queue_share_of_ttft", "prefill_share_of_ttft", "iteration_fill",
+    "prompt_len_spread", "ttft_spread", "length_finish_share",
+})  # fmt: skip
+"""Window-derived values made of counters and histograms alone, so the server's own totals
+give them since it started (`window: since_start`)."""
 
 
 @dataclass(frozen=True, slots=True)

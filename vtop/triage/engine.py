@@ -20,7 +20,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Protocol
 
-from vtop.model import ALL, Finding, FindingState, Knob, KnobValue, Recommendation, Severity
+from vtop.model import ALL, Finding, FindingState, Knob, KnobValue, Recommendation
 from vtop.signals.store import Store, key
 from vtop.triage import guards
 from vtop.triage.expr import Value
@@ -38,20 +38,45 @@ class ViewLike(Protocol):
     knobs: dict[str, Knob]
 
 
+MIN_DECISIVE_POLLS = 3
+"""The fast path needs at least this many successful polls within its evidence span: one or two
+points of a coarse Prometheus backfill, or of a 10 s interval, say nothing about 'every
+sample'; the slow path decides those."""
+PENDING_GRACE_S = 5.0
+"""A condition that lapses for less than this keeps its finding on screen (as pending, its
+progress started afresh), so a line does not vanish and come back poll to poll."""
+HOLD_BACK_S = 30.0
+"""A root cause that would fire within this holds back the symptoms it explains."""
+MAX_GAP_S = 60.0
+"""Seconds between two successful polls that count as evidence at most (a paused screen or a
+hole in a trace is not evidence)."""
+
+
 @dataclass(slots=True)
 class _State:
     since: float | None = None
+    """When the condition began holding (any evidence)."""
+    ready_since: float | None = None
+    """When the slow path's `for` began: the condition held with the rule's evidence in."""
     firing_since: float | None = None
     last_true: float | None = None
     advised: dict[str, KnobValue] = field(default_factory=dict)
     """The value each knob was last advised at while firing (kept steady, `recommend.steady`)."""
+
+    def clear(self) -> None:
+        self.since = self.ready_since = self.firing_since = self.last_true = None
+        self.advised.clear()
 
 
 @dataclass(slots=True)
 class _Endpoint:
     states: dict[str, _State]
     restart: float | None = None
-    ok_base: int | None = None
+    evidence_s: float = 0.0
+    """Seconds covered by pairs of successful polls since the restart or the first poll."""
+    seen_t: float | None = None
+    """The last poll counted into `evidence_s`."""
+    seen_ok: bool = False
     finished_base: float | None = None
 
 
@@ -107,33 +132,46 @@ class Engine:
 
     def _step(self, rule: Rule, st: _State, snap: Snapshot, now: float,
               evidence: _Evidence) -> Finding | None:  # fmt: skip
+        # Recovery thresholds apply once the slow path counts or the rule fires, not while
+        # evidence is short: a borderline condition held on the clear levels from its first
+        # poll would outlast the evidence it needs and fire on a burst long gone.
+        active = st.ready_since is not None or st.firing_since is not None
+        main = holds(rule.when, snap, active)
+        fast: bool | None = None
+        if rule.decisive is not None and main is not False:
+            fast = holds(rule.decisive.when, snap, active)
         missing = evidence.missing(rule)
-        truth = holds(rule.when, snap, active=st.since is not None)
-        if truth and not missing:
+        if main is True or fast is True:
             if st.since is None:
                 st.since = now
             st.last_true = now
-            if st.firing_since is None and now - st.since >= rule.for_s:
+            if main is True and not missing:
+                if st.ready_since is None:
+                    st.ready_since = now
+            else:
+                st.ready_since = None
+            decided = fast is True and evidence.decisive(rule)
+            slow = st.ready_since is not None and now - st.ready_since >= rule.for_s
+            if st.firing_since is None and (decided or slow):
                 st.firing_since = now
-        elif not (
-            st.firing_since is not None
-            and st.last_true is not None
-            and now - st.last_true < rule.keep_firing_for_s
+        elif st.last_true is not None and now - st.last_true < (
+            rule.keep_firing_for_s if st.firing_since is not None else PENDING_GRACE_S
         ):
-            st.since = st.firing_since = st.last_true = None
-            st.advised.clear()
+            st.ready_since = None  # a lapse restarts `for`; what fired stays firing
+        else:
+            st.clear()
         if st.since is None:
-            if truth and missing:
-                return Finding(rule=rule.id, title=rule.title, endpoint=snap.store.endpoint,
-                               severity=Severity.OK, state="insufficient",
-                               summary="not enough data yet: " + ", ".join(missing),
-                               for_s=rule.for_s)  # fmt: skip
             return None
-        state: FindingState = "firing" if st.firing_since is not None else "pending"
-        return self._finding(rule, st, snap, now, state)
+        if st.firing_since is not None:
+            return self._finding(rule, st, snap, now, "firing")
+        needs = evidence.needs(rule, st, now, fast is True, main is True)
+        if needs is None:
+            return replace(self._finding(rule, st, snap, now, "insufficient"),
+                           summary="not enough data yet: " + ", ".join(missing))  # fmt: skip
+        return self._finding(rule, st, snap, now, "pending", needs)
 
     def _finding(self, rule: Rule, st: _State, snap: Snapshot, now: float,
-                 state: FindingState) -> Finding:  # fmt: skip
+                 state: FindingState, needs_s: float | None = None) -> Finding:  # fmt: skip
         values: dict[str, Value] = {}
         for d in rule.values:
             if d.measure is not None:
@@ -159,25 +197,45 @@ class Engine:
             withheld = [("withheld", w.note) for w in built if isinstance(w, Withheld)]
         assert st.since is not None
         evidence = tuple((label, render(t, names)) for label, t in rule.evidence)
+        held = now - st.since
+        if st.firing_since is not None:
+            took = st.firing_since - st.since  # the time it took, on whichever path
+        else:
+            took = held + needs_s if needs_s is not None else rule.for_s
         return Finding(
             rule=rule.id, title=rule.title, endpoint=snap.store.endpoint, severity=severity,
             state=state, summary=render(rule.summary, names), evidence=evidence + tuple(withheld),
-            recommendations=recs, since=st.since, held_s=now - st.since, for_s=rule.for_s,
+            recommendations=recs, since=st.since, held_s=held, for_s=took, needs_s=needs_s,
         )  # fmt: skip
 
     # -- root causes ------------------------------------------------------------------------------
 
     def _suppress(self, findings: list[Finding]) -> list[Finding]:
+        """A firing root cause suppresses what it explains; one due within `HOLD_BACK_S`
+        holds back what it would explain (pending, no advice), so a symptom does not fire
+        seconds ahead of the cause that would carry it. A cause further off does not: its
+        condition may hold only on the few seconds seen so far (a burst at the cap)."""
         by_rule = {f.rule: f for f in findings}
         for f in sorted(findings, key=lambda f: (self.by_id[f.rule].order, f.rule)):
             current = by_rule[f.rule]
-            if current.state not in ("firing", "suppressed"):
-                continue
             for other in self.by_id[f.rule].explains:
                 g = by_rule.get(other)
-                if g is not None and g.state in ("firing", "pending"):
+                if g is None:
+                    continue
+                if current.state in ("firing", "suppressed") and g.state in ("firing", "pending"):
                     by_rule[other] = replace(g, state="suppressed", suppressed_by=f.rule,
-                                             recommendations=())  # fmt: skip
+                                             recommendations=(), needs_s=None)  # fmt: skip
+                elif (
+                    current.state == "pending"
+                    and g.state == "firing"
+                    and current.needs_s is not None
+                    and current.needs_s <= HOLD_BACK_S
+                ):
+                    note = ("held back", f"{f.rule} would explain it; it is judged first")
+                    by_rule[other] = replace(g, state="pending", recommendations=(),
+                                             needs_s=current.needs_s,
+                                             for_s=g.held_s + current.needs_s,
+                                             evidence=(*g.evidence, note))  # fmt: skip
         return sorted(by_rule.values(), key=lambda f: (self.by_id[f.rule].order, f.rule))
 
 
@@ -201,21 +259,29 @@ class _NameView(Mapping[str, Value]):
 
 
 class _Evidence:
-    """How much history there is since the last restart: polls, seconds, finished requests.
+    """How much evidence there is since the last restart: seconds covered by pairs of
+    successful polls (at any interval: a backfill at a coarse step counts for the span it
+    covers), and finished requests.
 
-    Counting from the whole history each evaluation would scan an hour of polls; instead the
-    baselines at the restart (or the first evaluation) are found once and kept per endpoint.
+    Counting from the whole history each evaluation would scan an hour of polls; instead each
+    endpoint keeps its running totals and adds the polls that arrived since it last looked.
     """
 
     def __init__(self, snap: Snapshot, ep: _Endpoint) -> None:
         store = snap.store
-        ok_total = store.polls - store.failed_polls
-        if ep.ok_base is None:
-            span = snap.span(1e12)
-            ok_since = sum(1 for v in store.values(key("up"), span) if v)
-            ep.ok_base = ok_total - ok_since
-        self.polls = ok_total - ep.ok_base
-        self.uptime_s = snap.uptime_s
+        since = ep.seen_t if ep.seen_t is not None else snap.since
+        if since is not None and snap.now is not None:
+            window = snap.now - since + (1e-6 if ep.seen_t is None else 0.0)
+            times = store.times(window)
+            ups = store.values(key("up"), window)
+            for t, up in zip(times, ups, strict=True):
+                if ep.seen_t is not None and t <= ep.seen_t:
+                    continue
+                if up and ep.seen_ok and ep.seen_t is not None:
+                    ep.evidence_s += min(t - ep.seen_t, MAX_GAP_S)
+                ep.seen_t, ep.seen_ok = t, bool(up)
+        self._store = store
+        self.seconds = ep.evidence_s
         finished_key = key("requests_finished", ALL)
         if ep.finished_base is None:
             done = [v for v in store.values(finished_key, snap.span(1e12)) if v is not None]
@@ -226,12 +292,42 @@ class _Evidence:
         self.finished = None if latest is None or base is None else latest - base
 
     def missing(self, rule: Rule) -> list[str]:
+        """What the slow path still lacks, in words (empty: its evidence is in)."""
         req = rule.requires
         out = []
-        if self.polls < req.samples:
-            out.append(f"{self.polls} of {req.samples} polls")
-        if self.uptime_s < req.uptime_s:
-            out.append(f"{self.uptime_s:.0f} of {req.uptime_s:.0f} s of history")
-        if req.finished and (self.finished is None or self.finished < req.finished):
+        if self.seconds < req.evidence_s:
+            out.append(f"{self.seconds:.0f} of {req.evidence_s:.0f} s of evidence")
+        if self.short_of_requests(rule):
             out.append(f"{self.finished or 0:.0f} of {req.finished} finished requests")
         return out
+
+    def short_of_requests(self, rule: Rule) -> bool:
+        """Whether the slow path waits for requests to finish (not a matter of time)."""
+        need = rule.requires.finished
+        return bool(need) and (self.finished is None or self.finished < need)
+
+    def decisive(self, rule: Rule) -> bool:
+        """Whether the fast path has evidence enough (its condition holding is the caller's):
+        its seconds, with at least `MIN_DECISIVE_POLLS` successful polls within them."""
+        assert rule.decisive is not None
+        span = rule.decisive.evidence_s
+        if self.seconds < span:
+            return False
+        ups = self._store.values(key("up"), span)
+        return sum(1 for up in ups if up) >= MIN_DECISIVE_POLLS
+
+    def needs(self, rule: Rule, st: _State, now: float, fast: bool,
+              main: bool) -> float | None:  # fmt: skip
+        """Seconds more until the rule fires if what holds now goes on holding, on its
+        quicker path; None when that is not a matter of time (requests must finish)."""
+        etas = []
+        if fast and rule.decisive is not None:
+            etas.append(max(0.0, rule.decisive.evidence_s - self.seconds))
+        if main and not self.short_of_requests(rule):
+            if st.ready_since is not None:
+                etas.append(max(0.0, rule.for_s - (now - st.ready_since)))
+            else:
+                etas.append(max(0.0, rule.requires.evidence_s - self.seconds) + rule.for_s)
+        if not etas and st.last_true is not None and st.last_true < now:
+            etas.append(rule.for_s)  # a lapse within the grace: `for` starts again
+        return min(etas) if etas else None

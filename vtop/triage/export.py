@@ -52,7 +52,9 @@ from vtop.model import KnobValue, Severity
 from vtop.signals.catalog import BY_NAME, Signal
 from vtop.sources.discovery import defaults as version_defaults
 from vtop.triage.derived import CONTEXT_WINDOW_S, KNOBS
+from vtop.triage.engine import MIN_DECISIVE_POLLS
 from vtop.triage.expr import Expr
+from vtop.triage.measure import SINCE_START_LOAD_FLOOR, SINCE_START_MIN_S
 from vtop.triage.recommend import bounded
 from vtop.triage.schema import (
     All,
@@ -195,6 +197,8 @@ class _Translator:
         self.knobs_used: dict[str, str] = {}
         self.values: dict[str, ValueDef] = {d.name: d for d in rule.values}
         self._defaults = {k: v.value for k, v in version_defaults(None, None, None).items()}
+        self.partial: dict[str, None] = {}
+        """Why branches of an `any` were left out (ordered, once each)."""
         self.lenient = False
         """True while translating advice: a knob nobody gave is then an empty vector (the
         formula's `known()` fallback or nothing), not a reason to leave the rule out."""
@@ -295,34 +299,57 @@ class _Translator:
         m, w = self._matchers(sig, operand.label), self._range(window_s)
         return self._alternatives([f"sum by ({self.by}) (idelta({a}{m}{w}))" for a in sig.aliases])
 
-    def counter(self, fn: str, operand: Operand, window_s: float) -> str:
+    def _over(self, fn: str, series: str, window_s: float | None) -> str:
+        """`fn(series[W])`; over everything since the server started (`window_s` None): the
+        cumulative series itself, per second of uptime for a rate."""
+        if window_s is not None:
+            return f"{fn}({series}{self._range(window_s)})"
+        return f"({series} / {self.uptime()})" if fn == "rate" else series
+
+    def uptime(self) -> str:
+        """Seconds since the API server started, per instance."""
+        starts = BY_NAME["api_start_time"].aliases
+        return self._alternatives([f"(time() - max by ({self.by}) ({a}))" for a in starts])
+
+    def trusted_history(self) -> str:
+        """Where the server's own history stands for it now (`measure.since_start_ok`): up for
+        a minute, and its token rate over 5 min at least half its average since it started
+        (Prometheus knows no restart it did not see in the counters themselves)."""
+        gen = Operand("generation_tokens")
+        now, average = self.counter("rate", gen, 300.0), self.counter("rate", gen, None)
+        floor = _num(SINCE_START_LOAD_FLOOR)
+        return (f"(({self.uptime()} >= {_num(SINCE_START_MIN_S)}) and on ({self.by}) "
+                f"({now} >= {floor} * {average}))")  # fmt: skip
+
+    def counter(self, fn: str, operand: Operand, window_s: float | None) -> str:
         sig = self._signal(operand.name)
         m = self._matchers(sig, operand.label)
-        w = self._range(window_s)
         return self._alternatives(
-            [f"sum by ({self.by}) ({fn}({alias}_total{m}{w}))" for alias in sig.aliases]
-        )
+            [f"sum by ({self.by}) ({self._over(fn, f'{a}_total{m}', window_s)})"
+             for a in sig.aliases]
+        )  # fmt: skip
 
-    def hist_quantile(self, q: float, name: str, window_s: float) -> str:
-        sig, w = self._signal(name), self._range(window_s)
-        return self._alternatives(
-            [
-                f"histogram_quantile({_num(q)}, sum by ({self.by}, le) (rate({a}_bucket{w})))"
-                for a in sig.aliases
-            ]
-        )
+    def hist_quantile(self, q: float, name: str, window_s: float | None) -> str:
+        sig = self._signal(name)
+        parts = []
+        for a in sig.aliases:
+            buckets = f"{a}_bucket" if window_s is None else self._over("rate", f"{a}_bucket",
+                                                                         window_s)  # fmt: skip
+            parts.append(f"histogram_quantile({_num(q)}, sum by ({self.by}, le) ({buckets}))")
+        return self._alternatives(parts)
 
-    def hist_part(self, part: str, name: str, window_s: float, fn: str = "rate") -> str:
-        sig, w = self._signal(name), self._range(window_s)
+    def hist_part(self, part: str, name: str, window_s: float | None, fn: str = "rate") -> str:
+        sig = self._signal(name)
         return self._alternatives(
-            [f"sum by ({self.by}) ({fn}({a}_{part}{w}))" for a in sig.aliases]
-        )
+            [f"sum by ({self.by}) ({self._over(fn, f'{a}_{part}', window_s)})"
+             for a in sig.aliases]
+        )  # fmt: skip
 
     def ratio(self, num: str, den: str) -> str:
         """num / den where den > 0 (vtop: unknown otherwise)."""
         return f"({num} / ({den} > 0))"
 
-    def window_value(self, name: str, w: float) -> str:
+    def window_value(self, name: str, w: float | None) -> str:
         """A window-derived signal (`value:`), per its PromQL in `triage.derived`."""
         if name == "prefix_hit_rate":
             return self.ratio(
@@ -347,6 +374,11 @@ class _Translator:
             tokens = self.counter("rate", Operand("generation_tokens"), w)
             itl = self.ratio(self.hist_part("sum", "itl", w), self.hist_part("count", "itl", w))
             return f"({tokens} * {itl})"
+        if w is None:
+            raise NotExpressible(f"{name} has no meaning since the server started")
+        if name == "prompt_quiet":
+            steps = self.counter("idelta", Operand("prompt_tokens"), 60.0)
+            return f"avg_over_time(({steps} == bool 0){self._sub(w)})"
         if name == "demand_dispersion":
             d = self.instant(Operand("demand"))
             sub = self._sub(w)
@@ -373,9 +405,17 @@ class _Translator:
         raise NotExpressible(f"no PromQL for the window signal {name!r}")
 
     def measure(self, m: Measure) -> str:
-        fn, operand, w = m.fn, m.operand, m.window_s
+        if m.since_start:
+            return f"({self._measure(m, None)} and on ({self.by}) {self.trusted_history()})"
+        return self._measure(m, m.window_s)
+
+    def _measure(self, m: Measure, w: float | None) -> str:
+        fn, operand = m.fn, m.operand
+        if w is None and fn not in ("value", "rate", "increase", "histogram_quantile",
+                                    "histogram_mean"):  # fmt: skip
+            raise NotExpressible(f"{fn} has no meaning since the server started")
         if fn == "share_over_time":
-            assert m.sub is not None
+            assert m.sub is not None and w is not None
             return f"avg_over_time(({self.sample(m.sub)}){self._sub(w)})"
         assert operand is not None
         if fn == "value":
@@ -391,6 +431,7 @@ class _Translator:
         x = self.instant(operand)
         if fn == "last":
             return x
+        assert w is not None  # a gauge function: the loader gives it a window
         if fn == "quantile_over_time":
             q = m.q if m.q is not None else 0.5
             return f"quantile_over_time({_num(q)}, ({x}){self._sub(w)})"
@@ -480,7 +521,17 @@ class _Translator:
         if isinstance(c, All):
             return "(" + "\nand\n".join(f"({self.cond(i, active)})" for i in c.items) + ")"
         if isinstance(c, AnyOf):
-            return "(" + "\nor\n".join(f"({self.cond(i, active)})" for i in c.items) + ")"
+            # A branch PromQL cannot express is left out, and said so: the alert then fires
+            # on the others only (never where vtop would not).
+            kept = []
+            for item in c.items:
+                try:
+                    kept.append(f"({self.cond(item, active)})")
+                except NotExpressible as exc:
+                    self.partial.setdefault(str(exc), None)
+            if not kept:
+                raise NotExpressible("; ".join(self.partial))
+            return "(" + "\nor\n".join(kept) + ")"
         if isinstance(c, Not):
             return self.cond(negate(c.item), active)
         if isinstance(c, IfKnown):
@@ -855,6 +906,7 @@ def _rule(rule: Rule, o: Options) -> list[dict[str, Any]]:
             f"severity={_quote(sev)}}}"
         )
         expr = f"{expr}\nor\n(\n{tr.cond(rule.when, active=True)}\nand on ({tr.by}) {state}\n)"
+    fast = _decisive(rule, tr)
     annotations = _annotations(rule, tr)
     base: dict[str, Any] = {"alert": name, "expr": expr}
     if rule.for_s:
@@ -869,7 +921,31 @@ def _rule(rule: Rule, o: Options) -> list[dict[str, Any]]:
         alert = dict(base, expr=esc_expr)
         alert["labels"] = {"severity": _severity(esc.severity), "vtop_rule": rule.id}
         alerts.append(alert)
+    if fast is not None:
+        alert = {"alert": name, "expr": fast}
+        if rule.keep_firing_for_s:
+            alert["keep_firing_for"] = duration(rule.keep_firing_for_s)
+        alert["labels"] = {"severity": sev, "vtop_rule": rule.id, "vtop_path": "decisive"}
+        alert["annotations"] = annotations
+        alerts.append(alert)
     return alerts
+
+
+def _decisive(rule: Rule, tr: _Translator) -> str | None:
+    """The fast path as an alert of its own (same name, `vtop_path: decisive`, no `for`: its
+    windows say how long): where the decisive condition and the rule's own hold, over at least
+    `MIN_DECISIVE_POLLS` scrapes of the evidence span. None where PromQL cannot say it."""
+    if rule.decisive is None:
+        return None
+    try:
+        fast = tr.cond(rule.decisive.when, active=False)
+        main = tr.cond(rule.when, active=False)
+    except NotExpressible as exc:
+        tr.partial.setdefault(f"the fast path: {exc}", None)
+        return None
+    span = tr._range(rule.decisive.evidence_s)
+    samples = f"max by ({tr.by}) (count_over_time(up{span})) >= {MIN_DECISIVE_POLLS}"
+    return f"(\n{fast}\n)\nand on ({tr.by})\n(\n{main}\n)\nand on ({tr.by})\n({samples})"
 
 
 def _annotations(rule: Rule, tr: _Translator) -> dict[str, str]:
@@ -890,10 +966,17 @@ def _annotations(rule: Rule, tr: _Translator) -> dict[str, str]:
         ann["vtop_knobs"] = "; ".join(tr.knobs_used[k] for k in sorted(tr.knobs_used))
     req = rule.requires
     ann["vtop_requires"] = (
-        f"vtop waits for {req.samples} polls and {duration(req.uptime_s)} of history"
+        f"vtop waits for {duration(req.evidence_s)} of evidence"
         + (f" and {req.finished} finished requests" if req.finished else "")
         + " before this rule may fire; here Prometheus's own history and `for` stand in"
     )
+    if rule.decisive is not None:
+        ann["vtop_decisive"] = (
+            f"fast path: a second alert of this name (vtop_path=decisive) fires on decisive "
+            f"evidence across {duration(rule.decisive.evidence_s)}, as vtop does"
+        )
+    if tr.partial:
+        ann["vtop_partial"] = "vtop also fires where PromQL cannot look: " + "; ".join(tr.partial)
     if rule.explains:
         ann["vtop_explains"] = (
             "root cause of "

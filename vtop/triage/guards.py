@@ -31,7 +31,7 @@ _PREEMPTED = Measure("increase", Operand("preemptions"), KV_WALL_WINDOW_S)
 def kv_wall(snap: Snapshot, findings: list[Finding], wall_rules: set[str]) -> str | None:
     """Why KV is the wall now (a rule id, or a short reason), or None if it is not."""
     for f in findings:
-        if f.rule in wall_rules and f.state in ("pending", "firing", "suppressed"):
+        if f.rule in wall_rules and f.state in ("pending", "insufficient", "firing", "suppressed"):
             return f.rule
     kv = snap.measure(_KV_P50)
     if kv is not None and kv >= KV_WALL_USAGE:

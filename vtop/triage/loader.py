@@ -34,6 +34,7 @@ from vtop.triage.schema import (
     AnyOf,
     Compare,
     Cond,
+    Decisive,
     Direction,
     Escalation,
     Function,
@@ -55,12 +56,14 @@ SEVERITIES = {"info": Severity.INFO, "warning": Severity.WARNING, "critical": Se
 DIRECTIONS: tuple[Direction, ...] = ("raise", "lower", "set", "enable", "disable")
 RULE_KEYS = frozenset({
     "id", "title", "severity", "order", "when", "summary", "description", "source", "for",
-    "keep_firing_for", "requires", "explains", "kv_wall", "values", "evidence", "recommend",
-    "escalate", "enabled",
+    "keep_firing_for", "requires", "decisive", "explains", "kv_wall", "values", "evidence",
+    "recommend", "escalate", "enabled",
 })  # fmt: skip
 _COMBINATORS = ("all", "any", "not", "if_known")
 _ID = re.compile(r"^[a-z][a-z0-9-]*$")
 _OPERAND = re.compile(r'^([a-z_][a-z0-9_]*)(?:\{(?:([a-z_]+)=)?"?([^"}]*)"?\})?$')
+SINCE_START = "since_start"
+"""The window that reaches back to the server's start (`Measure.since_start`)."""
 _DURATION = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h)")
 _ID_LINE = re.compile(r"(?:^|[\s{,-])id:\s*[\"']?([a-z][a-z0-9-]*)")
 
@@ -188,12 +191,18 @@ class _RuleParser:
     def measure(self, node: LineDict, fn: Function) -> Measure:
         line = node.line_of(fn)
         window = 0.0
+        since_start = False
         if fn != "last":
             if "window" not in node:
                 raise _Bad(line, f"{fn}: needs a window (e.g. window: 2m)")
-            window = parse_duration(node["window"], node.line_of("window"), "window")
-            if window <= 0:
-                raise _Bad(node.line_of("window"), "window must be positive")
+            wline = node.line_of("window")
+            if node["window"] == SINCE_START:
+                since_start = True
+                self.since_start_operand(node, fn, wline)
+            else:
+                window = parse_duration(node["window"], wline, "window")
+                if window <= 0:
+                    raise _Bad(wline, "window must be positive")
         q: float | None = None
         if fn in ("quantile_over_time", "histogram_quantile"):
             qv = node.get("q")
@@ -207,7 +216,20 @@ class _RuleParser:
             if not isinstance(sub, LineDict):
                 raise _Bad(line, "share_over_time: expected a sub-condition mapping")
             return Measure(fn, None, window, None, self.sample_cond(sub))
-        return Measure(fn, self.operand(node[fn], fn, line), window, q)
+        return Measure(fn, self.operand(node[fn], fn, line), window, q, since_start=since_start)
+
+    def since_start_operand(self, node: LineDict, fn: Function, line: int) -> None:
+        """`window: since_start` reads what the server counted since it started: counters,
+        histograms and the window-derived values built from them, never a gauge (the server
+        keeps no history of a gauge; only vtop's polls do)."""
+        if fn in ("rate", "increase", "histogram_quantile", "histogram_mean"):
+            return
+        name = str(node.get(fn, "")).strip()
+        if fn == "value" and name in derived.SINCE_START_VALUES:
+            return
+        raise _Bad(line, f"{fn}: window {SINCE_START} takes a counter, a histogram or one of "
+                         + ", ".join(sorted(derived.SINCE_START_VALUES))
+                         + " (a gauge has no history on the server)")  # fmt: skip
 
     def sample_cond(self, node: LineDict) -> Cond:
         if any(k in node for k in _COMBINATORS):
@@ -355,19 +377,36 @@ class _RuleParser:
         if node is None:
             return Requires()
         if not isinstance(node, LineDict):
-            raise _Bad(line, "requires: expected a mapping of samples / uptime / finished")
-        extra = sorted(set(node) - {"samples", "uptime", "finished"})
+            raise _Bad(line, "requires: expected a mapping of evidence / finished")
+        for gone in ("samples", "uptime"):
+            if gone in node:
+                raise _Bad(node.line_of(gone), f"requires: {gone} is now evidence, in seconds "
+                                               "(e.g. evidence: 60s): polls at any interval "
+                                               "count for the time they cover")  # fmt: skip
+        extra = sorted(set(node) - {"evidence", "finished"})
         if extra:
             raise _Bad(node.line_of(extra[0]), f"requires: unknown key {extra[0]!r}")
         base = Requires()
-        samples = node.get("samples", base.samples)
         finished = node.get("finished", base.finished)
-        for k, v in (("samples", samples), ("finished", finished)):
-            if isinstance(v, bool) or not isinstance(v, int) or v < 0:
-                raise _Bad(node.line_of(k), f"requires: {k} must be a whole number")
-        uptime = parse_duration(node.get("uptime", base.uptime_s), node.line_of("uptime"),
-                                "requires: uptime")  # fmt: skip
-        return Requires(samples, uptime, finished)
+        if isinstance(finished, bool) or not isinstance(finished, int) or finished < 0:
+            raise _Bad(node.line_of("finished"), "requires: finished must be a whole number")
+        evidence = parse_duration(node.get("evidence", base.evidence_s),
+                                  node.line_of("evidence"), "requires: evidence")  # fmt: skip
+        return Requires(evidence, finished)
+
+    def decisive(self, node: object, line: int) -> Decisive | None:
+        if node is None:
+            return None
+        if not isinstance(node, LineDict) or "when" not in node or "evidence" not in node:
+            raise _Bad(line, "decisive: expected {evidence: DURATION, when: CONDITION}")
+        extra = sorted(set(node) - {"evidence", "when"})
+        if extra:
+            raise _Bad(node.line_of(extra[0]), f"decisive: unknown key {extra[0]!r}")
+        evidence = parse_duration(node["evidence"], node.line_of("evidence"),
+                                  "decisive: evidence")  # fmt: skip
+        if evidence <= 0:
+            raise _Bad(node.line_of("evidence"), "decisive: evidence must be positive")
+        return Decisive(evidence, self.cond(node["when"], node.line_of("when")))
 
     def rule(self, node: LineDict, file: str) -> Rule:
         extra = sorted(set(node) - RULE_KEYS)
@@ -410,6 +449,7 @@ class _RuleParser:
             keep_firing_for_s=parse_duration(node.get("keep_firing_for", 0),
                                              node.line_of("keep_firing_for"), "keep_firing_for"),
             requires=self.requires(node.get("requires"), node.line_of("requires")),
+            decisive=self.decisive(node.get("decisive"), node.line_of("decisive")),
             explains=tuple(explains), kv_wall=kv_wall, values=values, evidence=rows,
             recommend=self.recommend(node.get("recommend"), node.line_of("recommend")),
             escalate=tuple(escalate),

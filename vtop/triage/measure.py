@@ -8,18 +8,28 @@ percentile over two minutes is read by four rules); a `Snapshot` answers each di
 Windows never reach back past a server restart (or past the first poll): after a restart the
 configuration is usually the one the user just applied, and the old history is another server.
 Unknown is `None` throughout: a series never seen, a window with no samples, a knob not known.
+
+A measure may also read the server's own history (`window: since_start`): its counters and
+histograms at the latest poll hold everything since it started, so a server that has queued
+every request for an hour says so at vtop's first poll. That history is trusted only where it
+describes the server as it is now (`Snapshot.since_start_ok`): its start is known (the API
+server's process_start_time_seconds), it has run for a minute at least, vtop saw no restart,
+and the load has not fallen since (the token rate vtop sees is at least half the server's
+average since its start). Rules read it only beside their windows, which still decide.
 """
 
 from __future__ import annotations
 
+import itertools
 import math
 import operator
 from collections.abc import Callable, Mapping, Sequence
 
-from vtop.model import ALL, Knob
+from vtop.model import ALL, Histogram, Knob, SeriesKey
+from vtop.signals import histogram as hist
 from vtop.signals.catalog import BY_NAME, Kind
 from vtop.signals.store import Store, key
-from vtop.triage.derived import CONTEXT_WINDOW_S
+from vtop.triage.derived import CONTEXT_WINDOW_S, SINCE_START_VALUES
 from vtop.triage.expr import Expr, Value
 from vtop.triage.replicas import PEER as REPLICA_PEER
 from vtop.triage.replicas import SIGNALS as REPLICA_SIGNALS
@@ -37,6 +47,53 @@ from vtop.triage.schema import (
 )
 
 Column = list[float | None]
+
+WAVE_GAIN = 0.4
+WAVE_FROM = 0.6
+"""A climb of demand refills the server when it gains at least `WAVE_GAIN` of the peak (p95)
+from no higher than `WAVE_FROM` of it: at one poll a second a wave of the batch's size is seen
+from wherever the draining batch was at the last poll before it."""
+
+SINCE_START_MIN_S = 60.0
+"""A server younger than this has no history worth more than vtop's own window."""
+SINCE_START_LOAD_FLOOR = 0.5
+"""The server's history stands for now only while the token rate vtop sees is at least this
+share of the server's average since its start (the load has not fallen away since)."""
+
+
+class _Window:
+    """Counters and histograms over a window of polls (deltas between its ends)."""
+
+    def __init__(self, store: Store, window_s: float) -> None:
+        self.store = store
+        self.window_s = window_s
+
+    def increase(self, k: SeriesKey | str) -> float | None:
+        return self.store.increase(k, self.window_s)
+
+    def rate(self, k: SeriesKey | str) -> float | None:
+        return self.store.rate(k, self.window_s)
+
+    def hist(self, k: SeriesKey | str) -> Histogram | None:
+        return self.store.hist_delta(k, self.window_s)
+
+
+class _SinceStart:
+    """Counters and histograms since the server started: their values at the latest poll."""
+
+    def __init__(self, store: Store, seconds: float) -> None:
+        self.store = store
+        self.seconds = seconds
+
+    def increase(self, k: SeriesKey | str) -> float | None:
+        return self.store.last(k)
+
+    def rate(self, k: SeriesKey | str) -> float | None:
+        total = self.store.last(k)
+        return None if total is None else total / self.seconds
+
+    def hist(self, k: SeriesKey | str) -> Histogram | None:
+        return self.store.hist_last(k)
 
 
 def quantile(q: float, values: Sequence[float]) -> float | None:
@@ -99,6 +156,8 @@ class Snapshot:
         self._columns: dict[tuple[Operand, float], Column] = {}
         self._context: dict[str, Value] = {}
         self._thresholds: dict[Expr, float | None] = {}
+        self._restarted = restarted
+        self._server: _SinceStart | bool | None = False  # False: not worked out yet
 
     # -- time ----------------------------------------------------------------------------------
 
@@ -112,6 +171,30 @@ class Snapshot:
     def span(self, window_s: float) -> float:
         """The window, clamped so it never reaches back past a restart."""
         return min(window_s, self.uptime_s + 1e-6)
+
+    def since_start_ok(self) -> _SinceStart | None:
+        """The server's own history, where it stands for the server as it is now (module
+        docstring); None where it does not."""
+        if self._server is False:
+            self._server = self._trusted_history()
+        return self._server if isinstance(self._server, _SinceStart) else None
+
+    def _trusted_history(self) -> _SinceStart | None:
+        store = self.store
+        start = store.last("api_start_time")
+        if start is None or self.now is None or self._restarted is not None:
+            return None
+        seconds = self.now - start
+        if seconds < SINCE_START_MIN_S:
+            return None
+        server = _SinceStart(store, seconds)
+        recent = _Window(store, self.span(CONTEXT_WINDOW_S))
+        for signal in ("generation_tokens", "requests_finished"):
+            k = key(signal, ALL if BY_NAME[signal].label else "")
+            average, now = server.rate(k), recent.rate(k)
+            if average is not None and now is not None:
+                return server if now >= SINCE_START_LOAD_FLOOR * average else None
+        return None
 
     # -- names -----------------------------------------------------------------------------------
 
@@ -265,6 +348,11 @@ class Snapshot:
 
     def _compute(self, m: Measure) -> float | None:
         fn, operand = m.fn, m.operand
+        if m.since_start:
+            counts = self.since_start_ok()
+            if counts is None or operand is None:
+                return None
+            return self._counted(fn, operand, m.q, counts)
         w = self.span(m.window_s)
         if fn == "share_over_time":
             return self._share(m.sub, m.window_s) if m.sub is not None else None
@@ -273,18 +361,8 @@ class Snapshot:
         if fn == "value":
             return self._window_value(operand.name, w)
         sig = BY_NAME.get(operand.name)
-        if sig is not None and sig.kind is Kind.HISTOGRAM:
-            k = key(operand.name)
-            if fn == "histogram_quantile":
-                return self.store.hist_quantile(m.q or 0.5, k, w)
-            if fn == "histogram_mean":
-                return self.store.hist_mean(k, w)
-            return None
-        if fn in ("rate", "increase"):
-            if sig is None:
-                return None
-            k = key(operand.name, operand.label or (ALL if sig.label else ""))
-            return self.store.rate(k, w) if fn == "rate" else self.store.increase(k, w)
+        if sig is not None and sig.kind in (Kind.HISTOGRAM, Kind.COUNTER):
+            return self._counted(fn, operand, m.q, _Window(self.store, w))
         col = self.column(operand, m.window_s)
         if fn == "last":
             return col[-1] if col else None
@@ -301,26 +379,56 @@ class Snapshot:
             return quantile(m.q if m.q is not None else 0.5, vals)
         return None
 
+    def _counted(self, fn: str, operand: Operand, q: float | None,
+                 counts: _Window | _SinceStart) -> float | None:  # fmt: skip
+        """A function of a counter or a histogram over a window or since the server started."""
+        if fn == "value":
+            return self._counted_value(operand.name, counts)
+        sig = BY_NAME.get(operand.name)
+        if sig is None:
+            return None
+        if sig.kind is Kind.HISTOGRAM:
+            h = counts.hist(key(operand.name))
+            if fn == "histogram_quantile":
+                return hist.quantile(q or 0.5, h)
+            return hist.mean(h) if fn == "histogram_mean" else None
+        k = key(operand.name, operand.label or (ALL if sig.label else ""))
+        if fn == "rate":
+            return counts.rate(k)
+        return counts.increase(k) if fn == "increase" else None
+
     def _ratio(self, num: float | None, den: float | None) -> float | None:
         if num is None or den is None or den <= 0:
             return None
         return num / den
 
-    def _window_value(self, name: str, w: float) -> float | None:
-        st = self.store
+    def _counted_value(self, name: str, counts: _Window | _SinceStart) -> float | None:
+        """A window-derived value made of counters and histograms alone (the names of
+        `derived.SINCE_START_VALUES`), over a window or since the server started."""
         if name == "prefix_hit_rate":
-            return self._ratio(st.increase("prefix_cache_hits", w),
-                               st.increase("prefix_cache_queries", w))  # fmt: skip
+            return self._ratio(counts.increase("prefix_cache_hits"),
+                               counts.increase("prefix_cache_queries"))  # fmt: skip
         if name in ("queue_share_of_ttft", "prefill_share_of_ttft"):
-            part = st.hist_delta("queue_time" if name.startswith("queue") else "prefill_time", w)
-            ttft = st.hist_delta("ttft", w)
+            part = counts.hist("queue_time" if name.startswith("queue") else "prefill_time")
+            ttft = counts.hist("ttft")
             return self._ratio(part.sum if part else None, ttft.sum if ttft else None)
         if name == "iteration_fill":
             mbt = self.resolve("max_num_batched_tokens")
-            mean = st.hist_mean("iteration_tokens", w)
             if isinstance(mbt, bool) or not isinstance(mbt, int | float):
                 return None
-            return self._ratio(mean, float(mbt))
+            return self._ratio(hist.mean(counts.hist("iteration_tokens")), float(mbt))
+        if name in ("prompt_len_spread", "ttft_spread"):
+            h = counts.hist("prompt_len" if name.startswith("prompt") else "ttft")
+            return self._ratio(hist.quantile(0.99, h), hist.quantile(0.5, h))
+        if name == "length_finish_share":
+            return self._ratio(counts.increase(key("requests_finished", "length")),
+                               counts.increase(key("requests_finished", ALL)))  # fmt: skip
+        return None
+
+    def _window_value(self, name: str, w: float) -> float | None:
+        st = self.store
+        if name in SINCE_START_VALUES:
+            return self._counted_value(name, _Window(st, w))
         if name == "engine_steps_per_s":
             delta = st.hist_delta("iteration_tokens", w)
             times = st.times(w)
@@ -330,9 +438,6 @@ class Snapshot:
             tokens = st.rate("generation_tokens", w)
             itl = st.hist_mean("itl", w)
             return None if tokens is None or itl is None else tokens * itl
-        if name in ("prompt_len_spread", "ttft_spread"):
-            sig = "prompt_len" if name.startswith("prompt") else "ttft"
-            return self._ratio(st.hist_quantile(0.99, sig, w), st.hist_quantile(0.5, sig, w))
         if name == "demand_dispersion":
             vals = [v for v in self.column(Operand("demand"), w) if v is not None]
             if len(vals) < 2:
@@ -340,13 +445,47 @@ class Snapshot:
             mean = sum(vals) / len(vals)
             var = sum((v - mean) ** 2 for v in vals) / len(vals)
             return self._ratio(var, mean)
+        if name == "prompt_quiet":
+            known = [v for v in self.column(Operand("prompt_tokens"), w) if v is not None]
+            steps = [b - a for a, b in itertools.pairwise(known)]
+            return sum(1 for d in steps if d <= 0) / len(steps) if steps else None
+        if name in ("wave_refills", "wave_share"):
+            return self._waves(w, name == "wave_share")
         if name == "ttft_p95_imbalance":
             p95 = [q for k in st.series("ttft") if (q := st.hist_quantile(0.95, k, w)) is not None]
             return max(p95) / min(p95) if len(p95) >= 2 and min(p95) > 0 else None
-        if name == "length_finish_share":
-            return self._ratio(st.increase(key("requests_finished", "length"), w),
-                               st.increase(key("requests_finished", ALL), w))  # fmt: skip
         return None
+
+    def _waves(self, w: float, share: bool) -> float | None:
+        """`wave_refills` (or `wave_share`): the climbs of demand that refill a drained server
+        (see `derived.DERIVED`). A climb is a run of polls over which demand never falls (a
+        wave's requests pass the API server over a second or two, so four polls a second see
+        it rise in steps); polls that failed are skipped, not taken for a fall."""
+        known = [v for v in self.column(Operand("demand"), w) if v is not None]
+        peak = quantile(0.95, known)
+        if peak is None or peak <= 0:
+            return None
+        gain_min, high = WAVE_GAIN * peak, WAVE_FROM * peak
+        rises = refills = 0.0
+        count = 0
+        start = prev = known[0]
+        candidate = counted = False  # this climb: a refill if the poll after it stays up
+        for v in [*known[1:], -math.inf]:  # a last fall closes the last climb
+            if candidate and v >= high:  # the wave stays up while its requests decode
+                counted = True
+                count += 1
+            candidate = False
+            if v < prev:
+                gain = prev - start
+                rises += gain
+                refills += gain if counted else 0.0
+                start, counted = v, False
+            elif not counted and start <= high and v - start >= gain_min:
+                candidate = True
+            prev = v
+        if not share:
+            return float(count)
+        return refills / rises if rises > 0 else None
 
     # -- share_over_time ---------------------------------------------------------------------
 

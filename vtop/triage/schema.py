@@ -81,13 +81,19 @@ class IfKnown:
 
 @dataclass(frozen=True, slots=True)
 class Measure:
-    """One PromQL function over one operand (or a sub-condition, for share_over_time)."""
+    """One PromQL function over one operand (or a sub-condition, for share_over_time).
+
+    `since_start`: over everything the server counted since it started (its counters and
+    histograms at the latest poll, against zero at its start), not over a window of polls;
+    `window_s` is then 0. Unknown where that history cannot be trusted (see
+    `measure.Snapshot.since_start_ok`)."""
 
     fn: Function
     operand: Operand | None
     window_s: float
     q: float | None = None
     sub: Cond | None = None
+    since_start: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -144,11 +150,21 @@ class Escalation:
 
 @dataclass(frozen=True, slots=True)
 class Requires:
-    """Evidence a rule needs before it may speak (Robusta KRR's "not enough data")."""
+    """Evidence a rule needs before it may speak (Robusta KRR's "not enough data"): seconds
+    covered by successful polls since vtop attached or the server restarted, at any poll
+    interval, and requests finished in that time."""
 
-    samples: int = 30
-    uptime_s: float = 60.0
+    evidence_s: float = 60.0
     finished: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class Decisive:
+    """The fast path: evidence far past the thresholds, on every sample, fires the rule after
+    `evidence_s` (and at least `MIN_SAMPLES` polls) instead of `requires` + `for`."""
+
+    evidence_s: float
+    when: Cond
 
 
 @dataclass(frozen=True, slots=True)
@@ -166,6 +182,7 @@ class Rule:
     for_s: float = 0.0
     keep_firing_for_s: float = 0.0
     requires: Requires = Requires()
+    decisive: Decisive | None = None
     explains: tuple[str, ...] = ()
     kv_wall: bool = False
     values: tuple[ValueDef, ...] = ()
