@@ -28,7 +28,7 @@ from vtop.sources import discovery, prometheus
 from vtop.sources.base import FrameSource
 from vtop.sources.live import LiveSource
 from vtop.sources.local import LocalHost
-from vtop.sources.sim import DEFAULT_SCENARIO, SimSource
+from vtop.sources.sim import DEFAULT_SCENARIO, DEMO_RUNNING_S, SimSource
 from vtop.sources.vllm import HeaderError, ScrapeOptions
 from vtop.triage.engine import Engine
 
@@ -184,7 +184,7 @@ def _demo_source(args: argparse.Namespace) -> SimSource:
     if not args.speed > 0:
         raise UsageError("--speed must be positive")
     return SimSource.scenario(args.demo, seed=args.seed, interval_s=args.interval,
-                              speed=args.speed)  # fmt: skip
+                              speed=args.speed, running_s=DEMO_RUNNING_S)  # fmt: skip
 
 
 class UsageError(Exception):

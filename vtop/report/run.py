@@ -1,7 +1,8 @@
 """Driving a report (and a headless recording) from a source to a finished document.
 
 `watch()` is the one headless poll loop: it polls a `FrameSource` once per interval (never two
-polls at once, never a backlog: a slow poll delays the next instead of stacking), hands every
+polls at once, never a backlog: a slow poll delays the next instead of stacking; four times a
+second for the first seconds where the server answers fast, `vtop.sources.pacing`), hands every
 frame to its consumers (the report's collector, the recorder) and stops on request, after a
 duration, or both. A source with a past to read (`history()`, Prometheus's backfill) hands it
 over first, one frame per step, so a report over `--prometheus` already has the last hour.
@@ -24,7 +25,8 @@ from vtop.model import Frame
 from vtop.monitor import Monitor
 from vtop.report.collect import Collector, FindingsFn, monitor_findings
 from vtop.report.window import LIGHT
-from vtop.sources.base import FrameSource
+from vtop.sources.base import FrameSource, pace, warms_up
+from vtop.sources.pacing import WARM_UP_S, Pacer
 from vtop.trace.reader import TraceReader, Warn
 from vtop.triage.engine import Engine
 
@@ -58,6 +60,7 @@ async def watch(
             on_frame(frame)
     started = loop.time()
     polls = 0
+    pacer = Pacer(interval_s, warm_up_s=WARM_UP_S if warms_up(source) else 0.0)
     while stop is None or not stop.is_set():
         tick = loop.time()
         frame = await source.poll()
@@ -66,7 +69,9 @@ async def watch(
         elapsed = loop.time() - started
         if duration_s is not None and elapsed >= duration_s and polls >= min_polls:
             break
-        delay = max(0.0, tick + interval_s - loop.time())
+        after = pacer.next_after(frame)
+        pace(source, after)
+        delay = max(0.0, tick + after - loop.time())
         if stop is None:
             await asyncio.sleep(delay)
             continue
@@ -120,12 +125,19 @@ def simulated_document(
         monitor=_monitor(engine),
     )  # fmt: skip
     collector.step_s = step
-    for _ in range(max(2, math.ceil(duration_s / step) + 1)):
+    pacer = Pacer(source.interval_s)
+    start: float | None = None
+    polls = 0
+    while True:
         frame = source.poll_now()
+        polls += 1
         if on_frame is not None:
             on_frame(frame)
         collector.add(frame)
-    return collector.document()
+        start = frame.t if start is None else start
+        if polls >= 2 and frame.t - start >= duration_s - 1e-6:
+            return collector.document()
+        source.pace(pacer.next_after(frame))
 
 
 def replay_document(

@@ -13,6 +13,11 @@ A source whose requests must fit in the poll interval (live endpoints) also offe
 `set_interval(seconds)`; a consumer that changes the interval calls `retime(source, seconds)`,
 which does nothing for a source without it.
 
+A source that may be polled faster for the first seconds after attaching (`vtop.sources.pacing`)
+offers `pace(seconds)`: the time from this poll to the next. The simulator advances its virtual
+clock by it; a live endpoint's request timeouts stay those of the interval. A consumer asks
+`warms_up(source)` whether to warm up at all: a trace or a Prometheus history gains nothing.
+
 A source that reads the host vtop runs on (its CPU and memory, vtop's own cost) with each frame
 may offer `sample_host(on)`: those readings go only into recordings, so a consumer that records
 some of the time (the TUI's `r`) turns them on while it records, through `sample_host(source,
@@ -51,6 +56,24 @@ def retime(source: object, interval_s: float) -> None:
     """Tell `source` the poll interval is now `interval_s`, if its timeouts depend on it."""
     if isinstance(source, Retimable):
         source.set_interval(interval_s)
+
+
+@runtime_checkable
+class Paced(Protocol):
+    """A source that may be polled faster than the interval while a warm-up lasts."""
+
+    def pace(self, seconds: float) -> None: ...
+
+
+def pace(source: object, seconds: float) -> None:
+    """Tell `source` the next poll comes `seconds` after this one, if that matters to it."""
+    if isinstance(source, Paced):
+        source.pace(seconds)
+
+
+def warms_up(source: object) -> bool:
+    """Whether a consumer should poll `source` faster while a warm-up lasts."""
+    return isinstance(source, Paced)
 
 
 @runtime_checkable

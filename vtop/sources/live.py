@@ -136,6 +136,10 @@ class LiveSource:
         for state in self.endpoints.values():
             state.scraper.set_interval(interval_s)
 
+    def pace(self, seconds: float) -> None:
+        """A warm-up poll comes sooner (`vtop.sources.pacing`); request timeouts stay those of
+        the interval, so an answer that comes late delays the next poll instead of failing."""
+
     def sample_host(self, on: bool) -> None:
         """Read the host with every frame, or not (see `vtop.sources.base`). Turned on, the
         host is read once at once, so the next frame's CPU shares cover the time from now."""

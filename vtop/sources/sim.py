@@ -13,6 +13,7 @@ shows wall-clock times while a test with a fixed epoch gets the same frames ever
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Mapping
 from dataclasses import replace
 
@@ -22,6 +23,10 @@ from vtop.sim.twin import Twin
 from vtop.sources import discovery
 
 DEFAULT_SCENARIO = "budget-too-small"
+DEMO_RUNNING_S = 300.0
+"""How long `vtop --demo`'s server has been in its scenario when vtop attaches: long enough
+for the incident to be under way and for its own counters to tell of it, so a newcomer sees
+the verdict within seconds."""
 
 
 def sim_url(scenario: str, index: int = 0) -> str:
@@ -56,6 +61,7 @@ class SimSource:
         self._readers = [PageReader() for _ in twins]
         self._urls = [sim_url(t.scenario.name, i) for i, t in enumerate(twins)]
         self._announced = False
+        self._next_s: float | None = None
 
     @classmethod
     def scenario(
@@ -65,11 +71,19 @@ class SimSource:
         seed: int = 0,
         epoch: float | None = None,
         warm_up: bool = True,
+        running_s: float = 0.0,
         **kw: float,
     ) -> SimSource:
+        """One twin of scenario `name`, warmed up to its symptom (or `running_s` into it, if
+        longer: the demo attaches to a server that has been in trouble for minutes, as a user
+        opening vtop during an incident does). Without `epoch`, the server started `running_s`
+        ago, so the frames carry the wall-clock time."""
+        if epoch is None:
+            epoch = time.time() - running_s
         twin = Twin(name, seed=seed, epoch=epoch)
         if warm_up:
             twin.warm_up()
+        twin.advance(max(0.0, running_s - twin.now))
         return cls([twin], **kw)  # type: ignore[arg-type]
 
     @property
@@ -82,8 +96,14 @@ class SimSource:
     async def aclose(self) -> None:
         return None
 
+    def pace(self, seconds: float) -> None:
+        """The next poll comes `seconds` after this one (a warm-up, `vtop.sources.pacing`):
+        the twins advance by that much (times `speed`) instead of a whole interval."""
+        self._next_s = seconds
+
     def _step(self) -> Frame:
-        dt = self.interval_s * self.speed
+        dt = (self.interval_s if self._next_s is None else self._next_s) * self.speed
+        self._next_s = None
         scrapes = []
         for twin, reader, url in zip(self.twins, self._readers, self._urls, strict=True):
             twin.advance(dt)
