@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import subprocess
 import sys
@@ -263,7 +264,9 @@ def test_no_secret_reaches_a_report_or_a_trace(
             "0.2",
             env=env,
         )
-        assert result.returncode == 0, result.stderr
+        # 0.4 s of a busy engine is a report like any other (its verdict may be UNKNOWN:
+        # a rule whose condition holds needs more evidence), never a crash
+        assert result.returncode in (0, 1, 2, 3) and "Traceback" not in result.stderr, result.stderr
         outputs += [result.stdout, result.stderr, trace.read_bytes().decode("latin-1")]
     requests = srv  # the secrets did reach the server, where they belong
     assert requests.script.requests[-1][1].get("X-Api-Key") == "hunter2"
@@ -290,9 +293,10 @@ def test_recorded_then_replayed_gives_the_live_numbers(
         "--interval",
         "0.1",
     )
-    assert live.returncode == 0, live.stderr
     replay = vtop("--replay", str(trace), "--report", "--format", "json")
     a, b = json.loads(live.stdout), json.loads(replay.stdout)
+    assert live.returncode == a["exit_code"] and replay.returncode == b["exit_code"], live.stderr
+    assert a["status"] == b["status"] and a["reason"] == b["reason"]
     assert a["window"]["polls"] == b["window"]["polls"] >= 20
     assert a["knobs"] == b["knobs"]
     for name, sig in a["signals"].items():
@@ -347,7 +351,8 @@ def test_simulator_recorded_and_replayed_gives_the_same_signals_and_findings(
     a, b = json.loads(live.stdout), json.loads(replay.stdout)
     jsonschema.Draft202012Validator(SCHEMA).validate(a)
     assert a["source"] == {"kind": "demo", "name": "budget-too-small"}
-    assert a["window"]["polls"] == b["window"]["polls"] == 241
+    # four minutes at one poll a second and the first 15 s at four a second (the warm-up)
+    assert a["window"]["polls"] == b["window"]["polls"] and 284 <= a["window"]["polls"] <= 286
     assert a["knobs"] == b["knobs"] and a["knobs"]["max_num_seqs"]["value"] == 16
     for name, sig in a["signals"].items():
         for stat in ("avg", "max", "last"):
@@ -377,7 +382,13 @@ def test_a_demo_recording_with_a_duration_runs_flat_out(tmp_path: Path) -> None:
     assert time.monotonic() - started < 60  # ten simulated minutes, not ten real ones
     assert "of simulated time" in result.stderr
     with TraceReader(trace) as r:
-        assert r.stats().polls == 601 and r.indexed
+        # one poll a second for ten minutes, and four a second for the first 15 s (the
+        # warm-up: the simulated server answers at once): 601 + 45, the sim's answer delays
+        # moving a poll across the warm-up's end at most
+        assert 644 <= r.stats().polls <= 646 and r.indexed
+        first = [p.t for p in r.polls(r.start, r.start + 10.0)]
+        gaps = [b - a for a, b in itertools.pairwise(first)]
+        assert len(gaps) >= 38 and all(0.25 <= g < 0.26 for g in gaps), gaps
 
 
 def test_two_endpoints_one_down_is_a_warning_and_both_are_described() -> None:

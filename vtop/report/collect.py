@@ -12,6 +12,12 @@ evaluation of the window, with the first and last time it did. What it says is w
 engine said at its last such evaluation: its state then (firing, or suppressed by which rule and
 since when), summary, evidence and advice, so the report never contradicts the screen.
 
+A rule whose condition still holds at the window's end while its evidence accrues (pending, or
+waiting for requests to finish) is no verdict, and no all-clear either: it is reported with its
+progress, and when nothing at WARNING or above fired, the status is UNKNOWN (exit 3) with what a
+longer report would need ("budget-too-small: held for all 30 s; needs 15 s more"), never OK. A
+script acting on the exit code must not read "fine" for a server vtop is still judging.
+
 The status counts a finding's firing only if no root cause came to explain it in the same
 episode (a run of evaluations where it fires or is suppressed): a symptom that fires before
 its cause has waited out its own `for` is the same problem, seen early, and the cause's finding
@@ -29,7 +35,7 @@ from datetime import UTC, datetime
 from typing import Any, Literal
 
 from vtop import __version__, summary
-from vtop.model import EndpointInfo, Event, Finding, Frame, Knob, Severity
+from vtop.model import ACCRUING, EndpointInfo, Event, Finding, Frame, Knob, Severity
 from vtop.monitor import Monitor
 from vtop.report.window import RATES, EndpointStats, WindowStats
 
@@ -143,6 +149,8 @@ class Collector:
         self.stats = WindowStats(expected_s)
         self._findings = findings
         self._tracks: dict[tuple[str, str], _Track] = {}
+        self._accruing: dict[tuple[str, str], Finding] = {}
+        """Findings whose condition held at the last evaluation while their evidence accrued."""
         self._knobs: dict[str, dict[str, Knob]] = {}
         self._server: dict[str, EndpointInfo] = {}
         self._pending_knobs: dict[str, dict[str, Knob]] = {}
@@ -210,9 +218,11 @@ class Collector:
 
     def _evaluate(self, t: float) -> None:
         seen = set()
+        self._accruing = {}
         for rank, f in enumerate(self._findings(self.monitor)):
-            if f.state not in ("firing", "suppressed"):
-                continue  # pending, or not enough evidence yet: not a verdict
+            if f.state in ACCRUING:
+                self._accruing[(f.endpoint, f.rule)] = f  # not a verdict, nor an all-clear
+                continue
             key = (f.endpoint, f.rule)
             seen.add(key)
             firing = f.state == "firing"
@@ -278,6 +288,10 @@ class Collector:
             )
         if down:
             return "WARNING", f"{down[0]} could not be read during the window"
+        judging = self.undecided()
+        if judging:
+            more = f" (+{len(judging) - 1} more)" if len(judging) > 1 else ""
+            return "UNKNOWN", f"no verdict yet: {self._progress(judging[0])}{more}"
         span = _span(self.stats.t_first, self.stats.t_last)
         polls = f"{span} ({self.stats.polls} polls)"
         if counted:
@@ -290,6 +304,21 @@ class Collector:
             rules = ", ".join(dict.fromkeys(t.finding.rule for t in counted))
             return "OK", f"{len(counted)} info: {rules} (nothing worse over {polls})"
         return "OK", f"no findings over {polls}"
+
+    def undecided(self) -> list[Finding]:
+        """Warnings still being judged at the window's end: their condition holds, their
+        evidence is not in yet (INFO rules never make a report UNKNOWN)."""
+        return [f for f in self._accruing.values() if f.severity >= Severity.WARNING]
+
+    def _progress(self, f: Finding) -> str:
+        """`budget-too-small: held for all 30 s; needs 15 s more`."""
+        start = self.stats.t_first
+        span = self.stats.t_last - start if start is not None and self.stats.t_last else 0.0
+        held = (f"held for all {duration_text(span)}" if f.held_s >= span - 1.0
+                else f"held for the last {duration_text(f.held_s)}")  # fmt: skip
+        if f.needs_s is not None:
+            return f"{f.rule} on {f.endpoint}: {held}; needs {duration_text(f.needs_s)} more"
+        return f"{f.rule} on {f.endpoint}: {held}; {f.summary}"
 
     def _ranked(self) -> list[_Track]:
         """Findings in the report's order: those that count for the status first, worst first,
@@ -341,7 +370,8 @@ class Collector:
             "knobs": primary["knobs"] if primary else {},
             "signals": primary["signals"] if primary else {},
             "latency": primary["latency"] if primary else {},
-            "findings": [_finding(t) for t in findings],
+            "findings": [_finding(t) for t in findings]
+            + [_undecided(f, st.t_last) for f in self.undecided()],
             "endpoints": endpoints,
             "gpus": self._gpus(),
             "gpu_unavailable": None if st.gpu.gpus else st.gpu.unavailable,
@@ -430,6 +460,32 @@ def _finding(track: _Track) -> dict[str, Any]:
         "last": iso(track.last_t),
         "evaluations": track.evaluations,
         "active_at_end": track.active,
+    }
+
+
+def _undecided(f: Finding, end: float | None) -> dict[str, Any]:
+    """A warning still being judged at the window's end: its progress, and no advice."""
+    first = f.since if f.since is not None else end
+    return {
+        "rule": f.rule,
+        "title": f.title,
+        "endpoint": f.endpoint,
+        "severity": f.severity.name,
+        "state": f.state,
+        "counts": False,
+        "summary": f.summary,
+        "evidence": [{"name": n, "value": v} for n, v in f.evidence],
+        "recommendations": [],
+        "suppressed_by": None,
+        "suppressed_since_t": None,
+        "suppressed_since": None,
+        "first_t": first,
+        "last_t": end,
+        "first": iso(first),
+        "last": iso(end),
+        "active_at_end": True,
+        "held_s": round(f.held_s, 3),
+        "needs_s": None if f.needs_s is None else round(f.needs_s, 3),
     }
 
 

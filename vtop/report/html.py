@@ -14,7 +14,15 @@ from html import escape
 from typing import Any
 
 from vtop.report import fmt
-from vtop.report.text import SIGNAL_ORDER, Doc, _gpu_line, _health, _server_line, _window_line
+from vtop.report.text import (
+    SIGNAL_ORDER,
+    Doc,
+    _finding_span,
+    _gpu_line,
+    _health,
+    _server_line,
+    _window_line,
+)
 
 W, H = 600, 170
 LEFT, RIGHT, TOP, BOTTOM = 58, 14, 26, 26
@@ -208,7 +216,8 @@ def findings_timeline(doc: Doc) -> str | None:
     ]
     for i, f in enumerate(findings):
         yy = TOP + i * row
-        colour = COLOURS.get(f["severity"], COLOURS["UNKNOWN"])
+        undecided = f["state"] in ("pending", "insufficient")  # no verdict: not its colour
+        colour = COLOURS["UNKNOWN" if undecided else f["severity"]]
         a, b = x(max(f["first_t"], t0)), x(min(f["last_t"], t1))
         parts.append(f'<text x="8" y="{yy + 14}">{_e(f["rule"])[:34]}</text>')
         parts.append(
@@ -267,7 +276,10 @@ def render_html(doc: Doc) -> str:
     for f in doc["findings"]:
         c = COLOURS.get(f["severity"], COLOURS["UNKNOWN"])
         span = f"{fmt.clock(f['first'])} → {fmt.clock(f['last'])}"
-        if f["state"] == "suppressed":
+        if f["state"] in ("pending", "insufficient"):
+            c = COLOURS["UNKNOWN"]
+            span = _finding_span(f)
+        elif f["state"] == "suppressed":
             since = fmt.clock(f.get("suppressed_since") or f["last"])
             span += f", explained by {f['suppressed_by']} from {since}"
             span += " to the end" if f["active_at_end"] else ""

@@ -101,7 +101,13 @@ def _change(r: Doc, code: str = "") -> str:
 
 
 def _finding_span(f: Doc) -> str:
-    """When it fired, and its state at the end of the window (or when it last stood)."""
+    """When it fired, and its state at the end of the window (or when it last stood); for a
+    warning still being judged at the end, how long it held and what it still needs."""
+    if f["state"] in ("pending", "insufficient"):
+        needs = f.get("needs_s")
+        more = f"needs {duration_text(needs)} more" if needs is not None else f["summary"]
+        return (f"no verdict yet: holding from {fmt.clock(f['first'])}, "
+                f"{duration_text(f.get('held_s') or 0.0)} so far; {more}")  # fmt: skip
     ended = f["active_at_end"]
     if f["state"] == "suppressed":
         head = f"from {fmt.clock(f['first'])}" + ("" if ended else f" until {fmt.clock(f['last'])}")
