@@ -1,6 +1,9 @@
-"""Replay and training screens built as the CLI builds them, over a shipped trace.
+"""Replay and training screens built as the CLI builds them, over a trace.
 
-The app gets a `ReplaySource` over `traces/` and the shipped rules, exactly as `vtop --replay`
+The trace is a shipped one (traces/budget-too-small.vtrace, one incident), or, for training
+over more than one incident, `two_incidents()`: recorded here once per test run, the way
+`traces/make_traces.py` records the shipped ones, since no shipped trace has two.
+The app gets a `ReplaySource` over it and the shipped rules, exactly as `vtop --replay`
 does; what differs is that nothing ticks (`autoplay=False`: tests press keys and call
 `advance()` with a clock they move), vtop's own CPU is fixed, and the pass over the trace that
 finds the findings is made once per test run and handed in (`precomputed`), since it takes
@@ -9,19 +12,65 @@ seconds. One test (`test_the_pass_runs_in_a_worker`) makes it the way the screen
 
 from __future__ import annotations
 
+import tempfile
+from dataclasses import replace
 from functools import lru_cache
 from pathlib import Path
 
 from vtop.report.train import Choice
 from vtop.sources.replay import ReplaySource
+from vtop.sources.sim import SimSource, sim_url
 from vtop.trace.reader import TraceReader
+from vtop.trace.recorder import Recorder
 from vtop.triage.engine import Engine
 from vtop.ui.player import Analysis, Chunk, analyse
 from vtop.ui.replay_app import ReplayApp
 
 ROOT = Path(__file__).resolve().parents[2]
 TRACE = ROOT / "traces" / "budget-too-small.vtrace"
-"""Two findings start: ttft-queueing (3:00 in), then budget-too-small, which explains it."""
+"""One finding starts: budget-too-small, 0:14 in; ttft-queueing, its symptom, is held back
+while the cause is about to fire, then explained by it (suppressed), so never starts itself."""
+
+EPOCH = 1_750_000_000.0
+"""The fixed epoch of `traces/make_traces.py`: the same polls every run."""
+ENDPOINT = sim_url("restarted")
+
+
+@lru_cache(maxsize=1)
+def _scratch() -> tempfile.TemporaryDirectory[str]:
+    """Where traces made for the tests go; removed when the test run ends."""
+    return tempfile.TemporaryDirectory(prefix="vtop-tests-")
+
+
+@lru_cache(maxsize=1)
+def two_incidents() -> Path:
+    """A trace with two incidents on one endpoint that restarts, recorded once per test run.
+
+    A simulated server in scenario budget-too-small, polled once a simulated second for 4
+    minutes after its warm-up, then the same endpoint restarted in scenario memory-ceiling,
+    polled for 4 minutes more: the new server starts where the old one's last poll was, from
+    zero (no warm-up: its counters reset and its start time moves, so vtop sees a restart and
+    the rules start afresh) and polls go on without a gap. Recorded through the `Recorder`
+    that `vtop --record` uses; deterministic (seed 0, a fixed epoch), like the shipped traces,
+    but for the process metrics on the page (CPU, memory, GC), which are this process's own.
+
+    Its incidents: budget-too-small starts firing 0:14 in (ttft-queueing, its symptom, is
+    explained by it at once); the server restarts at 4:01 and memory-ceiling starts firing
+    4:23 in (a warning, critical from 4:33). Nothing else starts.
+    """
+    path = Path(_scratch().name) / "two-incidents.vtrace"
+    first = SimSource.scenario("budget-too-small", seed=0, epoch=EPOCH, interval_s=1.0,
+                               in_thread=False)  # fmt: skip
+    with Recorder(path, sources=["demo budget-too-small, then memory-ceiling (seed 0)"],
+                  interval_s=1.0) as rec:  # fmt: skip
+        frames = [first.poll_now() for _ in range(4 * 60 + 1)]
+        second = SimSource.scenario("memory-ceiling", seed=0, epoch=frames[-1].t,
+                                    warm_up=False, interval_s=1.0, in_thread=False)  # fmt: skip
+        frames += [second.poll_now() for _ in range(4 * 60 + 1)]
+        for frame in frames:
+            rec.feed(replace(frame, scrapes=tuple(replace(s, endpoint=ENDPOINT)
+                                                  for s in frame.scrapes)))  # fmt: skip
+    return path
 
 
 @lru_cache(maxsize=1)

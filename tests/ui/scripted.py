@@ -98,7 +98,21 @@ PENDING = Finding(
     summary="queue > 0 while the GPU is not saturated",
     held_s=40.0,
     for_s=60.0,
+    needs_s=20.0,
 )
+
+UNDERLOADED = Finding(
+    rule="underloaded",
+    title="Too little load for batching to matter",
+    endpoint=EP,
+    severity=Severity.INFO,
+    state="pending",
+    summary="2 requests in flight on average",
+    held_s=3.0,
+    for_s=10.0,
+    needs_s=7.0,
+)
+"""An info-level rule whose evidence accrues: not a bottleneck, so not a likely cause."""
 
 SUPPRESSED = Finding(
     rule="raise-max-num-seqs",
@@ -121,6 +135,33 @@ def sim_frames(scenario: str, n: int) -> tuple[Frame, ...]:
 
     source = SimSource.scenario(scenario, seed=0, epoch=pages.T0, in_thread=False)
     return tuple(source.poll_now() for _ in range(n))
+
+
+@lru_cache(maxsize=4)
+def attach_frames(scenarios: tuple[str, ...], n: int, pace_s: float = 0.25) -> tuple[Frame, ...]:
+    """`n` frames `pace_s` apart from the moment vtop attaches to simulated servers that have
+    been in their scenarios for five minutes (as `vtop --demo` does, polling fast while it
+    warms up): the rules' conditions hold from the first polls and their verdicts come
+    seconds later. A server per scenario, one frame polling them all."""
+    from vtop.sources.sim import SimSource
+
+    twins = [SimSource.scenario(name, seed=0, epoch=pages.T0, in_thread=False,
+                                running_s=300.0).twins[0] for name in scenarios]  # fmt: skip
+    source = SimSource(twins, in_thread=False)
+    out = []
+    for _ in range(n):
+        source.pace(pace_s)
+        out.append(source.poll_now())
+    return tuple(out)
+
+
+def build_attach_app(scenarios: tuple[str, ...], n: int) -> tuple[VtopApp, ScriptedSource]:
+    """An app that has polled nothing yet over `attach_frames` (the real rules run in the
+    monitor; a test ingests the frames one at a time)."""
+    source = ScriptedSource(attach_frames(scenarios, n), lambda e: "simulated")
+    app = VtopApp(source, Monitor(capacity=3600), interval=1.0, self_cpu=lambda: 0.4,
+                  autopoll=False)  # fmt: skip
+    return app, source
 
 
 def for_endpoint(findings: Sequence[Finding], endpoint: str) -> tuple[Finding, ...]:

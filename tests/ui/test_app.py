@@ -17,8 +17,18 @@ from textual.command import CommandPalette
 
 from tests.ui import pages
 from tests.ui.screen_text import screen_lines, screen_text
-from tests.ui.scripted import EP, FINDINGS, FIRING, ScriptedSource, build_app, build_sim_app
-from vtop.model import Frame, Severity
+from tests.ui.scripted import (
+    EP,
+    FINDINGS,
+    FIRING,
+    PENDING,
+    UNDERLOADED,
+    ScriptedSource,
+    build_app,
+    build_attach_app,
+    build_sim_app,
+)
+from vtop.model import ACCRUING, Frame, Severity
 from vtop.monitor import Monitor
 from vtop.ui.app import VtopApp
 from vtop.ui.headline import Headline
@@ -459,6 +469,12 @@ async def test_no_color_keeps_severity_readable(monkeypatch: pytest.MonkeyPatch)
         await pilot.pause()
         assert app.no_color
         assert app.triage.lines[0].label == "CRIT"  # the word, not only a colour
+    app, _ = build_app(findings=(PENDING,))
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.pause()
+        assert app.no_color
+        row = _box_rows(screen_lines(app), "Triage")[0]
+        assert row.startswith("?    likely budget-too-small · 40 of 60 s"), row
 
 
 async def test_compact_layout_at_80x24_keeps_the_verdict_and_every_signal() -> None:
@@ -474,6 +490,133 @@ async def test_compact_layout_at_80x24_keeps_the_verdict_and_every_signal() -> N
             assert trend is not None and len(trend.values) >= 15, pid
             assert app.grid.value(pid), pid
         assert app.gpus.region.bottom <= 23
+
+
+async def test_a_pending_warning_rule_leads_as_likely_never_as_all_clear_nor_advice() -> None:
+    app, _ = build_app(findings=(UNDERLOADED, PENDING))
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.pause()
+        first = app.triage.lines[0]
+        assert (first.kind, first.finding) == ("likely", PENDING)
+        triage = _box_rows(screen_lines(app), "Triage")
+        assert triage[0] == "?    likely budget-too-small · 40 of 60 s · Scheduler budget too small"
+        text = "\n".join(triage)
+        assert "no bottleneck found" not in text and "OK" not in text
+        assert "→" not in text and "--" not in text, "no advice before the verdict"
+        assert "underloaded: 3 of 10 s" in text  # the other rules' lines stay, dimmed
+        assert app.triage.selected is PENDING
+        await pilot.press("enter")
+        assert isinstance(app.screen, FindingScreen) and app.screen.finding is PENDING
+        body = " ".join(str(app.screen.query_one("#finding-body").render()).split())
+        assert "it fires in 20 s more if it goes on holding" in body
+        assert "none yet: advice comes with the verdict" in body
+
+
+async def test_the_cursor_follows_the_lead_until_the_user_moves_it() -> None:
+    """The rule seen first after attaching is often a symptom; the likely cause, then the
+    verdict, that takes the lead is what Enter opens, unless the user chose another line."""
+    from dataclasses import replace
+
+    from vtop.ui.verdict import lines
+
+    symptom = replace(PENDING, rule="ttft-queueing", title="Time to first token is queueing")
+    app, _ = build_app(findings=())
+    async with app.run_test(size=SIZE) as pilot:
+        app.triage.show(lines([symptom], polls=3))
+        assert app.triage.selected is symptom
+        app.triage.show(lines([PENDING, symptom], polls=4))  # the cause takes the lead
+        assert app.triage.selected is PENDING
+        await pilot.press("down")
+        assert app.triage.selected is symptom
+        moved = replace(symptom, held_s=41.0)
+        app.triage.show(lines([PENDING, moved], polls=5))
+        assert app.triage.selected is moved, "the user's choice stays"
+        await pilot.press("up")  # back on the lead: it follows the lead again
+        app.triage.show(lines([FIRING, moved], polls=6))
+        assert app.triage.selected is FIRING
+        await pilot.press("enter")
+        assert isinstance(app.screen, FindingScreen) and app.screen.finding is FIRING
+
+
+def test_the_likely_line_is_drawn_apart_from_a_verdict() -> None:
+    from vtop.ui.verdict import lines
+    from vtop.ui.widgets.triage_panel import render_line
+
+    likely = lines([PENDING], polls=9)[0]
+    verdict = lines([FIRING], polls=9)[0]
+    drawn, firing = render_line(likely, 80, False), render_line(verdict, 80, False)
+    assert drawn.plain.startswith("?    likely ") and firing.plain.startswith("CRIT ")
+    styles = [str(span.style) for span in drawn.spans]
+    assert not [s for s in styles if "reverse" in s], styles  # a reversed label is a verdict
+    assert any("reverse" in str(span.style) for span in firing.spans)
+    assert any("italic" in s for s in styles) and any("$warning" in s for s in styles)
+
+
+async def test_fleet_rows_say_likely_while_a_warning_rule_accrues_and_ok_only_when_none() -> None:
+    a = pages.Endpoint(EP)
+    b = pages.Endpoint("http://10.0.0.7:8000", maker=pages.PageMaker(pressure=0.3))
+    app, _ = build_app(endpoints=[a, b], findings=(PENDING,))
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.pause()
+        first, second = app.endpoint_list.rows
+        assert (first.verdict, first.likely) == ("likely Scheduler budget too small", True)
+        assert (second.verdict, second.likely) == ("OK", False)
+        rows = _box_rows(screen_lines(app), "Endpoints")
+        assert rows[1].endswith("likely Scheduler budget too small") and "OK" not in rows[1]
+        assert rows[2].endswith("OK")
+
+
+async def test_attaching_to_a_sick_server_likely_cause_then_verdict_with_the_real_rules() -> None:
+    """vtop attaches to a simulated server five minutes into its trouble and polls it four
+    times a second: the rules' conditions hold from the first polls and the verdict comes
+    about twelve seconds later. Until it does, the panel leads with the likely cause (never
+    "no bottleneck found", never advice), and a rule on screen stays on screen."""
+    app, source = build_attach_app(("budget-too-small",), 60)
+    async with app.run_test(size=(80, 24)) as pilot:
+        likely_polls, fired_at, shown = 0, None, set[str]()
+        for i in range(60):
+            app.ingest(await source.poll())
+            await pilot.pause()
+            (view,) = app.monitor.endpoints.values()
+            lines = app.triage.lines
+            text = "\n".join(_box_rows(screen_lines(app), "Triage"))
+            assert "no bottleneck found" not in text and "gathering evidence" not in text, i
+            rules = {line.finding.rule for line in lines if line.finding is not None}
+            assert shown <= rules, f"poll {i}: {shown - rules} vanished"
+            if any(f.firing for f in view.findings):
+                fired_at = i if fired_at is None else fired_at
+                assert lines[0].kind == "firing" and "likely" not in text
+                assert lines[1].kind == "action" and "--max-num-seqs" in text
+            elif any(f.state in ACCRUING and f.severity >= Severity.WARNING
+                     for f in view.findings):  # fmt: skip
+                likely_polls += 1
+                assert lines[0].kind == "likely" and text.startswith("?    likely "), text
+                assert "→" not in text and "--" not in text, "no advice before the verdict"
+            shown = {line.finding.rule for line in lines if line.finding is not None}
+        assert likely_polls >= 20 and fired_at is not None and fired_at >= likely_polls
+        assert lines[0].finding is not None and lines[0].finding.rule == "budget-too-small"
+        await pilot.press("enter")  # the verdict, not the symptom seen first
+        assert isinstance(app.screen, FindingScreen) and app.screen.finding is lines[0].finding
+
+
+async def test_a_fleet_row_is_likely_until_its_verdict_and_ok_only_where_nothing_holds() -> None:
+    app, source = build_attach_app(("budget-too-small", "healthy"), 60)
+    async with app.run_test(size=SIZE) as pilot:
+        verdicts: list[str] = []
+        for _ in range(60):
+            app.ingest(await source.poll())
+            await pilot.pause()
+            sick, healthy = app.endpoint_list.rows
+            views = list(app.monitor.endpoints.values())
+            assert healthy.verdict == "OK" and not views[1].findings
+            if any(f.firing for f in views[0].findings):
+                assert sick.verdict.startswith("WARN ") and not sick.likely
+            elif views[0].findings:
+                assert sick.verdict.startswith("likely ") and sick.likely, sick.verdict
+            verdicts.append(sick.verdict)
+        assert "OK" not in verdicts[2:]
+        assert any(v.startswith("likely ") for v in verdicts)
+        assert verdicts[-1].startswith("WARN Scheduler budget too small")
 
 
 def _box_rows(lines: list[str], title: str) -> list[str]:

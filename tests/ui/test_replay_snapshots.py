@@ -2,9 +2,13 @@
 
 Over a shipped trace (traces/budget-too-small.vtrace), built as the CLI builds it, with the
 findings pass made beforehand and nothing ticking (tests/ui/replaying.py), so every run draws
-the same bytes. The replay screen stands where budget-too-small starts firing (the second
-mark); the question is training's first, where ttft-queueing starts. A change in layout or
-wording fails here until the snapshots are reviewed and updated
+the same bytes. The replay screen stands where budget-too-small starts firing (the trace's
+one mark, 0:14 in, so the charts hold 14 s of history), with ttft-queueing, the symptom it
+explains, shown suppressed; the question is training's first and only one, at the same place.
+The shipped trace rather than the training tests' two-incident one: these show what
+`vtop --replay` (`--train`) shows of a trace users get, and a file in the repository changes
+only when regenerated, while a trace recorded at test time changes with the simulator. A
+change in layout or wording fails here until the snapshots are reviewed and updated
 (`pytest tests/ui --snapshot-update`).
 """
 
@@ -27,12 +31,13 @@ def ids(size: tuple[int, int]) -> str:
 
 @pytest.mark.parametrize("size", SIZES, ids=ids)
 def test_replay_screen(snap_compare: Compare, size: tuple[int, int]) -> None:
-    (_, _), (t2, _) = pass_over()[0].marks
+    ((t1, label),) = pass_over()[0].marks  # the cause fires first and carries its symptom
+    assert label == "WARNING budget-too-small"
 
     async def there(pilot: Pilot[None]) -> None:
         app = pilot.app
         assert hasattr(app, "seek_to")
-        app.seek_to(t2)
+        app.seek_to(t1)
         await pilot.pause()
 
     assert snap_compare(build(), terminal_size=size, run_before=there)

@@ -16,7 +16,7 @@ import pytest
 from textual.pilot import Pilot
 
 from tests.ui import pages
-from tests.ui.scripted import EP, build_app, build_sim_app
+from tests.ui.scripted import EP, build_app, build_attach_app, build_sim_app
 
 Compare = Callable[..., bool]
 
@@ -57,3 +57,15 @@ def test_several_endpoints(snap_compare: Compare) -> None:
         await pilot.press("2")
 
     assert snap_compare(app, terminal_size=(120, 40), run_before=second)
+
+
+def test_likely_cause_compact(snap_compare: Compare) -> None:
+    """Five seconds after attaching to a server in trouble: the likely cause leads, no advice."""
+    app, source = build_attach_app(("budget-too-small",), 60)
+
+    async def attach(pilot: Pilot[None]) -> None:
+        for _ in range(20):
+            app.ingest(await source.poll())
+        await pilot.pause()
+
+    assert snap_compare(app, terminal_size=(80, 24), run_before=attach)

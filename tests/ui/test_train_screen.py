@@ -1,8 +1,11 @@
 """Training on the replay screen, driven by Pilot: hidden findings, questions, grading, score.
 
-The trace (budget-too-small.vtrace) has two incidents: ttft-queueing starts firing 3:00 in,
-then budget-too-small, which explains it, 30 s later; both recommend --max-num-seqs 64. The
-screen and the text quiz (`vtop.report.train_cli`) must grade the same answers the same.
+Over a trace with two distinct incidents on one endpoint (`replaying.two_incidents()`, recorded
+once per test run): budget-too-small starts firing 0:14 in (it recommends --max-num-seqs 64);
+the server then restarts at 4:01 in scenario memory-ceiling, which starts firing 4:23 in (it
+recommends an fp8 KV cache and a lower --max-num-seqs). The tests read the times from the pass
+over the trace, not from here. The screen and the text quiz (`vtop.report.train_cli`) must
+grade the same answers the same.
 """
 
 from __future__ import annotations
@@ -12,18 +15,33 @@ import io
 from textual.pilot import Pilot
 from textual.widgets import OptionList
 
-from tests.ui.replaying import TRACE, build, catalog, pass_over
+from tests.ui.replaying import build, catalog, pass_over, two_incidents
+from vtop.monitor import Monitor
 from vtop.report import train_cli
+from vtop.trace.reader import TraceReader
 from vtop.ui.replay_app import ReplayApp
 from vtop.ui.screens.question import QuestionScreen
 from vtop.ui.screens.score import ScoreScreen
 from vtop.ui.training import NO_KNOB
+from vtop.ui.widgets.timeline import clock
 
 SIZE = (120, 40)
 
 
 def questions() -> list[tuple[float, str]]:
-    return [(q.t, q.finding.rule) for q in pass_over()[0].questions]
+    """The two incidents, in order: the trace is built to hold exactly these."""
+    found = [(q.t, q.finding.rule) for q in pass_over(two_incidents())[0].questions]
+    assert [rule for _, rule in found] == ["budget-too-small", "memory-ceiling"]
+    return found
+
+
+def start() -> float:
+    with TraceReader(two_incidents()) as reader:
+        return next(iter(reader.times()))
+
+
+def train() -> ReplayApp:
+    return build(two_incidents(), train=True)
 
 
 def rule_names() -> set[str]:
@@ -45,10 +63,23 @@ async def pick(pilot: Pilot[None], label: str) -> None:
     raise AssertionError(f"no option {label!r}")
 
 
+def test_the_two_incidents_are_one_endpoint_restarted_in_between() -> None:
+    """The trace's shape, which the tests below rely on: two marks, the restart between."""
+    (t1, _), (t2, _) = questions()
+    analysis = pass_over(two_incidents())[0]
+    assert analysis.marks == [(t1, "WARNING budget-too-small"), (t2, "CRITICAL memory-ceiling")]
+    assert {q.finding.endpoint for q in analysis.questions} == {"sim://restarted"}
+    monitor = Monitor()
+    with TraceReader(two_incidents()) as reader:
+        for frame in reader.frames(None, None):
+            monitor.feed(frame)
+    (restart,) = monitor.endpoints["sim://restarted"].store.restarts()
+    assert t1 < restart < t2, "the rules start afresh on the restarted server"
+
+
 async def test_the_replay_stops_where_a_rule_starts_firing_and_asks() -> None:
-    app = build(train=True)
-    (t1, rule1), _ = questions()
-    assert rule1 == "ttft-queueing"
+    app = train()
+    (t1, _), _ = questions()
     async with app.run_test(size=SIZE) as pilot:
         await pilot.pause()
         assert not isinstance(app.screen, QuestionScreen)
@@ -61,69 +92,74 @@ async def test_the_replay_stops_where_a_rule_starts_firing_and_asks() -> None:
 
 
 async def test_findings_stay_hidden_while_training() -> None:
-    app = build(train=True)
-    times = list(pass_over()[0].questions)
+    app = train()
+    (t1, _), _ = questions()
     async with app.run_test(size=SIZE) as pilot:
-        app.seek_to(times[0].t - 1.0)  # just before: the rules are about to fire
+        app.seek_to(t1 - 1.0)  # just before: the rules are about to fire
         await pilot.pause()
         text = triage_text(app)
         assert "training: findings stay hidden" in text
         assert not any(rule in text for rule in rule_names())
-        assert app.timeline.text("note") == "n: next incident at 3:00"
+        assert app.timeline.text("note") == f"n: next incident at {clock(t1 - start())}"
         assert app.timeline.state is not None and app.timeline.state.hidden
         await pilot.press("c")
         assert app._findings(app.monitor, app.endpoint or "") == ()
         await pilot.press("enter")
-        assert not isinstance(app.screen, QuestionScreen) or app.player.position == times[0].t
+        assert not isinstance(app.screen, QuestionScreen) or app.player.position == t1
 
 
 async def test_answer_right_then_wrong_then_the_score() -> None:
-    app = build(train=True)
+    app = train()
+    (t1, _), (t2, _) = questions()
     async with app.run_test(size=SIZE) as pilot:
         await pilot.press("n")
-        await pick(pilot, "ttft-queueing")
+        assert app.player.position == t1
+        await pick(pilot, "budget-too-small")
         await pick(pilot, "raise --max-num-seqs")
         screen = app.screen
         assert isinstance(screen, QuestionScreen) and screen.step == "reveal"
         revealed = str(screen.query_one("#question-answer").render())
-        assert revealed.startswith("right: it was ttft-queueing")
-        assert "you: ttft-queueing, raise --max-num-seqs" in revealed
+        assert revealed.startswith("right: it was budget-too-small")
+        assert "you: budget-too-small, raise --max-num-seqs" in revealed
         assert "4 of 4 points" in revealed and "change: --max-num-seqs 64" in revealed
-        assert "Queueing share of TTFT" in revealed, "the evidence, as the rule saw it"
+        # the evidence, as the rule saw it: the batch at its cap with a queue, the KV cache idle
+        assert "At the cap with a queue: " in revealed and "KV usage p90: " in revealed
         await pilot.press("enter")
         assert not isinstance(app.screen, QuestionScreen)
         assert "1 of 2 incidents answered · 4 of 4 points" in triage_text(app)
+        assert app.timeline.text("note") == f"n: next incident at {clock(t2 - start())}"
 
-        await pilot.press("n")  # the second incident
+        await pilot.press("n")  # the second incident, after the restart
+        assert app.player.position == t2
         assert isinstance(app.screen, QuestionScreen)
-        await pick(pilot, "memory-ceiling")
+        await pick(pilot, "budget-too-small")
         await pick(pilot, NO_KNOB[:20])
         revealed = str(app.screen.query_one("#question-answer").render())
-        assert revealed.startswith("not quite: it was budget-too-small")
+        assert revealed.startswith("not quite: it was memory-ceiling")
         assert "0 of 4 points" in revealed
         await pilot.press("enter")
         await pilot.pause()
         assert isinstance(app.screen, ScoreScreen)
         body = str(app.screen.query_one("#score-body").render())
         assert body.startswith("score 4 of 8: 1 of 2 diagnoses right")
-        assert "you: memory-ceiling, no server knob" in body
+        assert "you: budget-too-small, no server knob" in body
         await pilot.press("enter")
         assert app.session is not None and app.session.done
         assert app.session.score.summary() == "score 4 of 8: 1 of 2 diagnoses right"
 
 
 async def test_the_right_diagnosis_with_the_wrong_way_earns_three() -> None:
-    app = build(train=True)
+    app = train()
     async with app.run_test(size=SIZE) as pilot:
         await pilot.press("n")
-        await pick(pilot, "ttft-queueing")
+        await pick(pilot, "budget-too-small")
         await pick(pilot, "lower --max-num-seqs")
         revealed = str(app.screen.query_one("#question-answer").render())
         assert "3 of 4 points" in revealed
 
 
 async def test_escape_hides_the_question_and_a_or_space_brings_it_back() -> None:
-    app = build(train=True)
+    app = train()
     async with app.run_test(size=SIZE) as pilot:
         await pilot.press("n", "escape")
         assert not isinstance(app.screen, QuestionScreen)
@@ -138,10 +174,11 @@ async def test_escape_hides_the_question_and_a_or_space_brings_it_back() -> None
 
 
 async def test_no_skipping_past_an_open_question() -> None:
-    app = build(train=True)
-    (t1, _), _ = questions()
+    app = train()
+    (t1, _), (t2, _) = questions()
     async with app.run_test(size=SIZE) as pilot:
-        await pilot.press("g", *"+14m", "enter")
+        assert t2 < start() + 7 * 60.0 < app.player.end, "+7m is past both incidents"
+        await pilot.press("g", *"+7m", "enter")
         assert app.player.position == t1, "a jump lands on the open question"
         assert isinstance(app.screen, QuestionScreen)
         await pilot.press("escape", "full_stop")
@@ -155,10 +192,14 @@ def test_the_text_quiz_grades_the_same_answers_the_same() -> None:
     """Same answers as `test_answer_right_then_wrong_then_the_score`, typed on stdin."""
     names = [c.rule for c in catalog()]
     answers = "\n".join([
-        str(names.index("ttft-queueing") + 1), "max_num_seqs", "raise",
-        str(names.index("memory-ceiling") + 1), "",
+        str(names.index("budget-too-small") + 1), "max_num_seqs", "raise",
+        str(names.index("budget-too-small") + 1), "",
     ]) + "\n"  # fmt: skip
     out = io.StringIO()
-    assert train_cli.run(str(TRACE), stdin=io.StringIO(answers), stdout=out,
+    assert train_cli.run(str(two_incidents()), stdin=io.StringIO(answers), stdout=out,
                          catalog=catalog()) == 0  # fmt: skip
-    assert out.getvalue().rstrip().endswith("score 4 of 8: 1 of 2 diagnoses right")
+    text = out.getvalue()
+    assert text.index("right: it was budget-too-small") < text.index(
+        "not quite: it was memory-ceiling"
+    )
+    assert text.rstrip().endswith("score 4 of 8: 1 of 2 diagnoses right")

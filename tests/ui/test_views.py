@@ -9,8 +9,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from tests.ui import pages
-from tests.ui.scripted import EP, FINDINGS, FIRING, PENDING
-from vtop.model import Finding, Histogram, Knob, Severity
+from tests.ui.scripted import EP, FINDINGS, FIRING, PENDING, UNDERLOADED
+from vtop.model import ACCRUING, Finding, FindingState, Histogram, Knob, Severity
 from vtop.monitor import Monitor
 from vtop.ui import chart, detail, fmt, panels, trend, verdict
 from vtop.ui.headline import headline, short_url
@@ -246,10 +246,108 @@ def test_rules_waiting_for_evidence_are_not_all_clear() -> None:
     waiting = Finding(rule="memory-ceiling", title="KV cache is the wall", endpoint=EP,
                       severity=Severity.OK, state="insufficient",
                       summary="not enough data yet: 12 of 30 polls")  # fmt: skip
-    lines = verdict.lines([waiting, PENDING], polls=12)
-    assert [line.kind for line in lines] == ["info", "pending", "insufficient"]
+    lines = verdict.lines([waiting], polls=12)
+    assert [line.kind for line in lines] == ["info", "insufficient"]
     assert lines[0].text == "gathering evidence before judging"
-    assert lines[2].text == "memory-ceiling: not enough data yet: 12 of 30 polls"
+    assert lines[1].text == "memory-ceiling: not enough data yet: 12 of 30 polls"
+    lines = verdict.lines([waiting, PENDING], polls=12)  # a warning-level rule accrues too
+    assert [line.kind for line in lines] == ["likely", "insufficient"]
+
+
+INSUFFICIENT = Finding(rule="long-prompt-starvation", title="Long prompts starve short ones",
+                       endpoint=EP, severity=Severity.WARNING, state="insufficient",
+                       summary="not enough data yet: 7 of 20 finished requests", held_s=6.0,
+                       for_s=30.0)  # fmt: skip
+HELD_BACK = replace(PENDING, rule="ttft-queueing", title="Time to first token is queueing",
+                    held_s=50.0, for_s=52.0, needs_s=2.0,
+                    evidence=(("held back", "budget-too-small would explain it"),))  # fmt: skip
+"""A symptom held back for its root cause: it has held longer, and comes after it."""
+
+
+def test_a_warning_rule_accruing_leads_as_the_likely_cause_without_advice() -> None:
+    lines = verdict.lines([PENDING, UNDERLOADED], polls=30)
+    first = lines[0]
+    assert (first.kind, first.label, first.finding) == ("likely", "?", PENDING)
+    assert first.severity is Severity.WARNING
+    assert first.text == "likely budget-too-small · 40 of 60 s"
+    assert first.wide == "likely budget-too-small · 40 of 60 s · Scheduler budget too small"
+    texts = [line.text for line in lines]
+    assert "no bottleneck found" not in texts and "gathering evidence before judging" not in texts
+    assert not [line for line in lines if line.kind in ("action", "firing")], "no advice"
+    # its own pending line is not repeated under it; the others stay, dimmed
+    assert [(line.kind, line.finding) for line in lines[1:]] == [("pending", UNDERLOADED)]
+
+
+def test_the_likely_cause_of_an_insufficient_rule_says_what_it_waits_for() -> None:
+    (only,) = verdict.lines([INSUFFICIENT], polls=30)
+    assert (only.kind, only.finding) == ("likely", INSUFFICIENT)
+    assert only.text == "likely long-prompt-starvation · 7 of 20 finished requests"
+
+
+def test_the_likely_cause_is_the_first_in_the_engines_order_not_the_furthest_along() -> None:
+    # The engine's order: pending before insufficient, then severity, then root cause first.
+    lines = verdict.lines([PENDING, HELD_BACK, INSUFFICIENT], polls=30)
+    assert lines[0].finding is PENDING
+    assert [line.finding for line in lines[1:]] == [HELD_BACK, INSUFFICIENT]  # by progress
+    assert verdict.likely([INSUFFICIENT, HELD_BACK, PENDING]) is HELD_BACK
+    critical = replace(INSUFFICIENT, severity=Severity.CRITICAL)
+    assert verdict.likely([PENDING, critical]) is PENDING  # pending first, whatever the level
+    worse = replace(HELD_BACK, severity=Severity.CRITICAL)
+    assert verdict.likely([PENDING, worse]) is worse  # then the worse level
+
+
+def test_info_rules_accruing_are_no_likely_cause_and_no_bar_to_all_clear() -> None:
+    waiting = replace(UNDERLOADED, state="insufficient", needs_s=None,
+                      summary="not enough data yet: 3 of 20 finished requests")  # fmt: skip
+    lines = verdict.lines([UNDERLOADED, waiting], polls=30)
+    assert [line.kind for line in lines] == ["ok", "pending", "insufficient"]
+    assert lines[0].text == "no bottleneck found"
+    assert verdict.likely([UNDERLOADED, waiting]) is None
+
+
+def test_no_likely_cause_beside_a_verdict_or_an_outage() -> None:
+    lines = verdict.lines([PENDING, FIRING], polls=30)
+    assert "likely" not in [line.kind for line in lines] and verdict.likely(FINDINGS) is None
+    down = verdict.lines([PENDING], error="cannot connect to x: connection refused", polls=30)
+    assert [line.kind for line in down] == ["error", "error", "pending"]
+
+
+def test_progress_reads_held_of_held_plus_needed() -> None:
+    f = replace(PENDING, held_s=8.2, for_s=15.0, needs_s=6.8)
+    assert verdict.progress(f) == "budget-too-small: 8 of 15 s"
+    assert verdict.lines([f], polls=9)[0].text == "likely budget-too-small · 8 of 15 s"
+    # needs_s rules where for_s disagrees (a symptom held back keeps the for_s it fired on)
+    assert verdict.progress(replace(f, for_s=4.0)) == "budget-too-small: 8 of 15 s"
+    assert verdict.progress(replace(f, needs_s=None)) == "budget-too-small: 8 of 15 s"
+
+
+_STATES: list[FindingState] = ["pending", "insufficient", "suppressed", "firing"]
+
+
+@given(st.lists(st.tuples(st.sampled_from(_STATES), st.sampled_from(list(Severity)), st.booleans()), max_size=6),
+       st.integers(0, 50))  # fmt: skip
+def test_never_all_clear_nor_advice_while_a_warning_rule_accrues_unjudged(
+    specs: list[tuple[FindingState, Severity, bool]], polls: int
+) -> None:
+    found = [replace(PENDING if state != "firing" else FIRING, rule=f"r{i}", state=state,
+                     severity=sev, needs_s=5.0 if timed else None,
+                     recommendations=FIRING.recommendations if state == "firing" else ())
+             for i, (state, sev, timed) in enumerate(specs)]  # fmt: skip
+    lines = verdict.lines(found, polls=polls)
+    texts = [line.text for line in lines]
+    firing = [f for f in found if f.state == "firing"]
+    accruing = [f for f in found if f.state in ACCRUING and f.severity >= Severity.WARNING]
+    if not firing and accruing:
+        assert lines[0].kind == "likely" and lines[0].finding in accruing
+        assert "no bottleneck found" not in texts
+        assert "gathering evidence before judging" not in texts
+        assert not [line for line in lines if line.kind == "action"]
+    else:
+        assert "likely" not in [line.kind for line in lines]
+    # every finding has its line, once
+    assert sorted(f.rule for line in lines if line.kind != "action" and (f := line.finding)) == (
+        sorted(f.rule for f in found)
+    )
 
 
 def test_verdict_with_error_none_and_nothing() -> None:
@@ -282,7 +380,40 @@ def test_detail_lists_evidence_formula_inputs_and_provenance() -> None:
         "engine    kv_cache_dtype=fp8" in text and "engine    gpu_memory_utilization=0.95" in text
     )
     # how long, once: the rule's count (it has a duration), not the wall-clock age as well
-    assert "held 180 s (the rule waits 60 s before firing)" in text and "since" not in text
+    assert "held 180 s (it fired after 60 s)" in text and "since" not in text
+
+
+def test_detail_of_an_accruing_finding_says_what_it_still_needs_and_gives_no_advice() -> None:
+    pending = replace(PENDING, held_s=8.2, for_s=15.0, needs_s=6.8)
+    text = "\n".join(detail.lines(pending, now=pages.T0 + 500))
+    assert "holding for 8 of 15 s so far: it fires in 7 s more if it goes on holding" in text
+    assert "none yet: advice comes with the verdict" in text and "no flag change" not in text
+    text = "\n".join(detail.lines(INSUFFICIENT, now=pages.T0 + 500))
+    assert "it can fire once it has more data (7 of 20 finished requests)" in text
+    assert "fired after" not in text and "none yet: advice comes" in text
+    assert "holding for 40 of 60 s before it fires" in "\n".join(
+        detail.lines(replace(PENDING, needs_s=None))
+    )
+
+
+def test_fleet_row_says_likely_not_ok_while_a_warning_rule_accrues() -> None:
+    from vtop.ui import fleet
+
+    monitor = Monitor()
+    for frame in pages.frames([pages.Endpoint(EP)], 5):
+        monitor.feed(frame)
+    view = monitor.endpoints[EP]
+    row = fleet.row(view, [PENDING, UNDERLOADED], "connected")
+    assert (row.verdict, row.severity, row.likely) == (
+        "likely Scheduler budget too small", Severity.WARNING, True)  # fmt: skip
+    insufficient = fleet.row(view, [replace(INSUFFICIENT, title="")], "connected")
+    assert insufficient.verdict == "likely long-prompt-starvation" and insufficient.likely
+    assert fleet.row(view, [UNDERLOADED], "connected").verdict == "OK"
+    assert fleet.row(view, [], "connected").verdict == "OK"
+    firing = fleet.row(view, [PENDING, FIRING], "connected")
+    assert firing.verdict == "CRIT Memory ceiling" and not firing.likely
+    down = fleet.row(view, [PENDING], "reconnecting (attempt 2)")
+    assert down.verdict == "reconnecting (attempt 2)" and not down.likely
 
 
 def test_detail_says_since_when_the_rule_has_no_duration() -> None:

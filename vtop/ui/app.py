@@ -44,7 +44,8 @@ from textual.widgets import Footer, Input
 
 from vtop.model import Frame
 from vtop.monitor import EndpointView, Monitor
-from vtop.sources.base import FrameSource, retime, sample_host
+from vtop.sources.base import FrameSource, pace, retime, sample_host, warms_up
+from vtop.sources.pacing import WARM_UP_S, Pacer
 from vtop.trace.recorder import Recorder
 from vtop.trace.writer import TraceWriteError
 from vtop.ui import fleet, fmt, osc52, panels, verdict
@@ -75,10 +76,12 @@ SelfCpu = Callable[[], float | None]
 
 TRIAGE_HELP = (
     "Each rule of the triage engine watches a condition over the window. A finding is "
-    "pending while its condition holds for less than the rule's duration (shown as "
-    "'rule: 40 of 60 s'), firing once it has held that long, and suppressed when a root "
+    "pending while its condition holds and its evidence accrues (shown as "
+    "'rule: 8 of 15 s'), firing once the evidence is in, and suppressed when a root "
     "cause already explains it (then it gives no advice, so vtop never says 'raise "
-    "max_num_seqs' while the KV cache is the wall). Enter opens a finding: its evidence, "
+    "max_num_seqs' while the KV cache is the wall). While nothing fires, the likely "
+    "cause leads ('? likely budget-too-small · 8 of 15 s'), with no advice: flags come "
+    "with the verdict. Enter opens a finding: its evidence, "
     "and each recommended flag with the formula and the inputs it was computed from, "
     "each input with where it came from. c copies the flags."
 )
@@ -140,7 +143,7 @@ class VtopApp(App[None]):
         super().__init__()
         self.source = source
         self.monitor = monitor
-        self.interval = interval
+        self._pacer = Pacer(interval, warm_up_s=WARM_UP_S if warms_up(source) else 0.0)
         self.window_s = window_s
         self.paused = False
         self.selected = 0
@@ -276,6 +279,15 @@ class VtopApp(App[None]):
 
     # -- polling ---------------------------------------------------------------------------------
 
+    @property
+    def interval(self) -> float:
+        """Seconds between polls once the first seconds' warm-up is over (`Pacer`)."""
+        return self._pacer.interval_s
+
+    @interval.setter
+    def interval(self, seconds: float) -> None:
+        self._pacer.interval_s = seconds
+
     def _arm(self, delay: float) -> None:
         """One one-shot timer for the next poll; re-armed only when a poll has finished.
 
@@ -294,17 +306,21 @@ class VtopApp(App[None]):
     async def _poll(self) -> None:
         started = time.monotonic()
         self._poll_started = started
+        after = self.interval
         try:
             frame = await self.source.poll()
             self.ingest(frame)
             self._poll_failures = 0
+            # Faster for the first seconds after attaching, where the server answers fast.
+            after = self._pacer.next_after(frame)
+            pace(self.source, after)
         except Exception as exc:  # a source or view bug must not kill the screen, nor polling
             self._poll_failures += 1
             if self._poll_failures == 1:
                 self.notify(f"poll failed: {exc}", severity="error", timeout=10)
         self._follow_terminal_size()
         if self._autopoll and self.is_running:
-            self._arm(self.interval - (time.monotonic() - started))
+            self._arm(after - (time.monotonic() - started))
 
     def ingest(self, frame: Frame) -> None:
         """Feed one frame to the monitor (and the recorder) and redraw (unless paused)."""

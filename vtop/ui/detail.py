@@ -4,6 +4,10 @@ with where every input came from (no Textual here).
 Provenance is the point: a recommendation computed from `max_num_seqs 256 (default, assumed)`
 deserves less trust than one computed from the server's command line, and the screen says
 which it is.
+
+A finding whose evidence is still accruing says what it waits for (seconds more, or requests
+to finish) and that its advice comes with the verdict: "no flag change" there would read as
+"nothing to change".
 """
 
 from __future__ import annotations
@@ -12,9 +16,9 @@ import textwrap
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from vtop.model import Finding, Knob, Recommendation, format_value
+from vtop.model import ACCRUING, Finding, Knob, Recommendation, format_value
 from vtop.ui import fmt
-from vtop.ui.verdict import LABELS
+from vtop.ui.verdict import LABELS, WAITING, held_of
 
 PROVENANCE = {
     "metrics": "read from the server",
@@ -74,12 +78,22 @@ def rows(f: Finding, now: float | None = None) -> list[Row]:
     """The detail screen's text, one row per line, each with its hanging indent."""
     out = [Row(f"{LABELS[f.severity]}  {f.state}  {f.title}"),
            Row(f"rule {f.rule}  ·  {f.endpoint}"), Row(""), Row(f.summary)]  # fmt: skip
-    # One line for how long: the rule's own count when it has a duration (it says how long
-    # the rule waits too), the wall-clock age otherwise; both would say the same fact twice.
+    # One line for how long: the rule's own count when it has a duration (with how long it
+    # took to fire, or still needs), the wall-clock age otherwise; both would say one fact twice.
     if f.state == "pending":
-        out.append(Row(f"holding for {f.held_s:.0f} of {f.for_s:.0f} s before it fires"))
+        more = "before it fires"
+        if f.needs_s is not None:
+            more = f"so far: it fires in {f.needs_s:.0f} s more if it goes on holding"
+        out.append(Row(f"holding for {held_of(f)} {more}"))
+    elif f.state in ACCRUING:
+        wait = f.summary.removeprefix(WAITING)
+        have = f" ({wait})" if wait != f.summary else ""
+        out.append(Row(f"holding for {f.held_s:.0f} s; it can fire once it has more data{have}, "
+                       "not after a set time"))  # fmt: skip
     elif f.for_s:
-        out.append(Row(f"held {f.held_s:.0f} s (the rule waits {f.for_s:.0f} s before firing)"))
+        # A firing finding's `for_s` is what it took, on the quicker of the rule's two paths.
+        took = f" (it fired after {f.for_s:.0f} s)" if f.state == "firing" else ""
+        out.append(Row(f"held {f.held_s:.0f} s{took}"))
     elif f.since is not None and now is not None:
         out.append(Row(f"since {fmt.duration(now - f.since)} ago"))
     if f.suppressed_by:
@@ -94,6 +108,8 @@ def rows(f: Finding, now: float | None = None) -> list[Row]:
     if f.recommendations:
         for r in f.recommendations:
             out += recommendation_rows(r)
+    elif f.state in ACCRUING:
+        out.append(Row("  none yet: advice comes with the verdict, once the rule fires", 2))
     else:
         out.append(Row("  no flag change"))
     return out

@@ -3,9 +3,12 @@ for data parallelism (no Textual here).
 
 Each row carries what tells endpoints apart at a glance: the connection, running against the
 cap, the queue, KV usage, preemptions/s, generation throughput, TTFT p99 and the worst firing
-finding. An endpoint with several engines (data parallelism: series told apart by their
-`engine` label) gets a sub-row per engine with the same figures, since one engine stuck at
-its KV ceiling hides in an endpoint's sum. The panels below show the selected endpoint.
+finding; while none fires, the likely cause (`likely Scheduler budget too small`, as the
+triage panel picks it, `verdict.likely`) rather than "OK", which only a row where no rule's
+condition holds at warning level says. An endpoint with several engines (data parallelism:
+series told apart by their `engine` label) gets a sub-row per engine with the same figures,
+since one engine stuck at its KV ceiling hides in an endpoint's sum. The panels below show
+the selected endpoint.
 
 The figures are cells, not one string: the widget shows the columns that fit and leaves out
 the least important first (`DROP_ORDER`), so 80 columns get fewer columns, never a wrap.
@@ -21,7 +24,7 @@ from vtop.monitor import EndpointView
 from vtop.signals.store import Store
 from vtop.ui import fmt, panels
 from vtop.ui.headline import HEALTHY, short_url
-from vtop.ui.verdict import LABELS, order
+from vtop.ui.verdict import LABELS, likely, order
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,6 +70,9 @@ class Row:
     verdict: str
     severity: Severity
     engines: tuple[EngineRow, ...] = ()
+    likely: bool = False
+    """The verdict is a likely cause whose evidence is still accruing, not a firing finding
+    (drawn apart from one)."""
 
 
 def cells(store: Store, cap: int | None, model: str = ALL, engine: str = ALL,
@@ -110,6 +116,7 @@ def row(view: EndpointView, findings: Sequence[Finding] | None, status: str,
     knob = view.knobs.get("max_num_seqs")
     cap = knob.value if knob is not None and isinstance(knob.value, int) else None
     firing = [f for f in order(findings or ()) if f.state == "firing"]
+    cause = likely(findings)
     up = status in HEALTHY or status.startswith("replay")
     if not up:
         verdict, sev = status, Severity.CRITICAL
@@ -118,10 +125,13 @@ def row(view: EndpointView, findings: Sequence[Finding] | None, status: str,
         verdict, sev = f"{LABELS[worst.severity]} {worst.title}", worst.severity
         if len(firing) > 1:
             verdict += f" (+{len(firing) - 1})"
+    elif cause is not None:
+        verdict, sev = f"likely {cause.title or cause.rule}", cause.severity
     else:
         verdict, sev = "OK", Severity.OK
     return Row(s.endpoint, short_url(s.endpoint), up, cells(s, cap, recent_s=recent_s),
-               verdict, sev, engine_rows(s, cap, recent_s))  # fmt: skip
+               verdict, sev, engine_rows(s, cap, recent_s),
+               likely=up and cause is not None)  # fmt: skip
 
 
 def visible(width: int) -> list[Column]:

@@ -3,11 +3,22 @@
 Order is what a user should read first: firing findings by severity (critical first), then
 pending ones (dimmed, with how long their condition has held of how long the rule waits),
 then suppressed ones (explained by a root cause, so they give no advice), then the rules
-whose condition holds but which wait for more evidence (too few polls since a restart). A
-firing finding takes two lines: what is wrong, then the flags that fix it (with the engine
+whose condition holds but which wait for more evidence (requests to finish). A firing
+finding takes two lines: what is wrong, then the flags that fix it (with the engine
 arguments they set where the width allows). With nothing firing the panel still says
-something useful: that the rules hold, that they are gathering evidence, or that the server
-cannot be reached.
+something useful: that the server cannot be reached, the likely cause while a rule's
+evidence accrues, or that nothing holds.
+
+A verdict takes seconds to come (a rule waits for its evidence), and a screen that reads "no
+bottleneck found" in those seconds tells a user whose server is in trouble the opposite of
+what vtop is about to say. So while nothing fires and a warning-level rule's condition holds,
+the first line names it, `likely budget-too-small · 8 of 15 s`, drawn apart from a verdict
+(kind "likely") and without advice: flags come with the verdict only. Which rule is likely is
+the first accruing warning-level finding in the engine's own order (pending before
+insufficient, then by severity and the rules' root-cause `order`); the panel keeps that order
+rather than its own by-progress one, because a symptom held back for its root cause has held
+longer than the cause that will explain it. Info-level rules (too little load, prefix
+caching off) are not a bottleneck: they neither make a likely line nor stop the all-clear.
 """
 
 from __future__ import annotations
@@ -16,10 +27,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from vtop.model import Finding, Severity
+from vtop.model import ACCRUING, Finding, Severity
+from vtop.triage.engine import HOLD_BACK_S
 
-LineKind = Literal["firing", "action", "pending", "suppressed", "insufficient", "ok", "error",
-                   "info"]  # fmt: skip
+LineKind = Literal["firing", "action", "likely", "pending", "suppressed", "insufficient", "ok",
+                   "error", "info"]  # fmt: skip
 
 LABELS = {Severity.CRITICAL: "CRIT", Severity.WARNING: "WARN", Severity.INFO: "INFO",
           Severity.OK: "OK"}  # fmt: skip
@@ -62,8 +74,57 @@ def flags_and_args(finding: Finding) -> str:
 
 
 def progress(finding: Finding) -> str:
-    """`budget-too-small: 40 of 60 s`."""
-    return f"{finding.rule}: {finding.held_s:.0f} of {finding.for_s:.0f} s"
+    """`budget-too-small: 8 of 15 s`: held so far of what the rule needs in all."""
+    return f"{finding.rule}: {held_of(finding)}"
+
+
+def held_of(finding: Finding) -> str:
+    """`8 of 15 s`: `held_s` of `held_s + needs_s`, which is `for_s` as the engine sets it
+    (`for_s` alone where the wait is not a matter of time)."""
+    total = finding.for_s if finding.needs_s is None else finding.held_s + finding.needs_s
+    return f"{finding.held_s:.0f} of {total:.0f} s"
+
+
+WAITING = "not enough data yet: "
+"""How an insufficient finding's summary opens (the engine's words); what follows is what
+it waits for."""
+
+
+def waits_for(finding: Finding) -> str:
+    """What an accruing finding still needs: `8 of 15 s`, or `7 of 20 finished requests`."""
+    if finding.state == "pending" and finding.needs_s is not None:
+        return held_of(finding)
+    return finding.summary.removeprefix(WAITING) or held_of(finding)
+
+
+def likely(findings: Sequence[Finding] | None) -> Finding | None:
+    """The likely cause while no verdict is in: None when a finding fires, else the first
+    finding of warning level or worse whose evidence is still accruing: one due within
+    `HOLD_BACK_S` first (it is about to be the verdict; a rule minutes from its verdict,
+    replica-imbalance's three minutes, is a weaker guess), then pending before
+    insufficient, then by severity; the input order, the rules' root-cause order, breaks
+    ties."""
+    found = list(findings or ())
+    if any(f.state == "firing" for f in found):
+        return None
+    rank = {state: i for i, state in enumerate(ACCRUING)}
+    accruing = [f for f in found if f.state in rank and f.severity >= Severity.WARNING]
+    if not accruing:
+        return None
+
+    def key(f: Finding) -> tuple[bool, int, int]:
+        due = f.needs_s is not None and f.needs_s <= HOLD_BACK_S
+        return (not due, rank[f.state], -int(f.severity))
+
+    return min(accruing, key=key)
+
+
+def likely_line(finding: Finding) -> Line:
+    """`likely budget-too-small · 8 of 15 s`, with the rule's title after it where it fits.
+    No advice: a likely cause is not a verdict."""
+    text = f"likely {finding.rule} · {waits_for(finding)}"
+    return Line("likely", text, finding.severity, finding, "?",
+                wide=f"{text} · {finding.title}" if finding.title else "")  # fmt: skip
 
 
 def error_lines(error: str | None) -> list[Line]:
@@ -91,7 +152,10 @@ def lines(findings: Sequence[Finding] | None, *, error: str | None = None,
                         label="–"))  # fmt: skip
         return out
     out += error_lines(error)
+    cause = None if error else likely(findings)
     for f in order(findings):
+        if f is cause:
+            continue  # its own line leads the panel
         if f.state == "firing":
             # The rule's summary is the diagnosis with its numbers; the title is in the detail.
             out.append(Line("firing", f.summary or f.title, f.severity, f, LABELS[f.severity]))
@@ -102,16 +166,20 @@ def lines(findings: Sequence[Finding] | None, *, error: str | None = None,
             else:
                 out.append(Line("action", "→ no flag change: see details", f.severity, f))
         elif f.state == "pending":
+            # No advice line: a pending finding carries none, and is drawn dimmed.
             out.append(Line("pending", f"{progress(f)}  {f.title}", f.severity, f, "…"))
         elif f.state == "insufficient":
             out.append(Line("insufficient", f"{f.rule}: {f.summary}", f.severity, f, "…"))
         else:
             why = f"explained by {f.suppressed_by}" if f.suppressed_by else "suppressed"
             out.append(Line("suppressed", f"{f.rule}: {why}", f.severity, f, "·"))
-    if not any(line.kind == "firing" for line in out) and not error:
+    if cause is not None:
+        out.insert(0, likely_line(cause))
+    elif not any(line.kind == "firing" for line in out) and not error:
         if polls < 2:
             out.insert(0, Line("info", "collecting the first polls…", label="…"))
-        elif any(line.kind == "insufficient" for line in out):
+        elif any(f.state in ACCRUING and f.severity < Severity.INFO for f in findings):
+            # A rule without a level of its own (none ships) waits: not all-clear either.
             out.insert(0, Line("info", "gathering evidence before judging", label="…"))
         else:
             out.insert(0, Line("ok", "no bottleneck found", label="OK"))

@@ -3,7 +3,8 @@
 Shown only when there is more than one `--url`. A header names the columns; an endpoint
 with several engines (data parallelism) has an indented line per engine under its own.
 Up/down (or a click, or the number keys the app binds) choose the endpoint, and the choice is
-posted as `Chosen`. Each line's figures are one field and its verdict another, so a changing
+posted as `Chosen`. A verdict still accruing (`likely …`) is drawn apart from a firing one:
+in italics, not bold. Each line's figures are one field and its verdict another, so a changing
 token rate repaints only the figures. The columns that do not fit are left out
 (`fleet.visible`), least important first.
 """
@@ -30,6 +31,13 @@ VERDICT_STYLE = {
     Severity.INFO: "$primary",
     Severity.OK: "$success",
 }
+LIKELY_STYLE = {
+    Severity.CRITICAL: "italic $error",
+    Severity.WARNING: "italic $warning",
+    Severity.INFO: "italic $primary",
+    Severity.OK: "italic $text-muted",
+}
+"""A likely cause (`likely …`, evidence still accruing): the severity's colour, not bold."""
 NAME_W, VERDICT_MIN = 30, 16
 """The name column's widest, and the room the verdict keeps before figures are left out."""
 
@@ -91,7 +99,8 @@ class EndpointList(FieldsWidget, can_focus=True):
                 ("● " if r.up else "↻ ", "$success" if r.up else "$error"),
                 (r.name, "bold" if chosen else "")))  # fmt: skip
             self.put(f"{y}.figures", fleet.figures(r.cells, self._columns))
-            self.put(f"{y}.verdict", Content.styled(r.verdict, VERDICT_STYLE[r.severity]))
+            style = (LIKELY_STYLE if r.likely else VERDICT_STYLE)[r.severity]
+            self.put(f"{y}.verdict", Content.styled(r.verdict, style))
             y += 1
             for n, e in enumerate(r.engines):
                 branch = "└ " if n == len(r.engines) - 1 else "├ "

@@ -1,9 +1,19 @@
 """The verdict: firing findings with their fixes, pending ones dimmed with their progress.
 
+While no verdict is in, the likely cause leads (`?  likely budget-too-small · 8 of 15 s`):
+its label in the severity's colour but not reversed, its text in italics, so it reads as a
+guess beside a verdict's reversed `WARN`, and the words `?`/`likely` say so without colour
+(NO_COLOR, a mono terminal).
+
 A focusable list: up/down move a cursor over the findings, Enter (or a double click) posts
 `Selected` and the app opens the finding's detail screen. It shows the lines that fit, keeps
 the cursor in view, and says how many more there are. Each line is a field, so a pending
 finding whose progress ticks ("40 of 60 s" -> "41 of 60 s") repaints that one line.
+
+The cursor stays on the finding the user moved it to (by its rule) while the list changes;
+until they move it, it stays on the first finding, the one the panel leads with: the rule seen
+first after attaching is often a symptom, and Enter should open the likely cause, then the
+verdict, that took the lead since.
 """
 
 from __future__ import annotations
@@ -29,6 +39,14 @@ LABEL_STYLE = {
     Severity.INFO: "bold $primary",
     Severity.OK: "bold $success",
 }
+LIKELY_STYLE = {
+    Severity.CRITICAL: "bold $error",
+    Severity.WARNING: "bold $warning",
+    Severity.INFO: "bold $primary",
+    Severity.OK: "bold $text-muted",
+}
+"""A likely cause's label: the colour of the severity it would fire at, never reversed (a
+reversed label is a verdict)."""
 LABEL_W = 5
 
 
@@ -63,6 +81,8 @@ def render_line(line: Line, width: int, cursor: bool, text: str | None = None,
     head: tuple[str, str]
     if line.kind == "firing":
         body, head = (text, "bold"), (label, LABEL_STYLE[line.severity])
+    elif line.kind == "likely":
+        body, head = (text, "italic"), (label, LIKELY_STYLE[line.severity])
     elif line.kind == "action":
         body, head = (text, "$accent"), (" " * LABEL_W, "")
     elif line.kind == "error":
@@ -123,6 +143,8 @@ class TriagePanel(FieldsWidget, can_focus=True):
         self.border_title = "Triage"
         self._lines: tuple[Line, ...] = ()
         self._cursor = 0
+        self._chosen = False
+        """The user moved the cursor: it follows their finding, not the lead."""
         self._row_line: list[int] = []
         """The line each drawn row belongs to (a wrapped line takes several)."""
 
@@ -155,11 +177,13 @@ class TriagePanel(FieldsWidget, can_focus=True):
         self._draw()
 
     def _place_cursor(self, keep: Finding | None) -> int:
-        """Keep the cursor on the same rule when the list changes, else on the first finding."""
-        if keep is not None:
+        """Keep the cursor on the rule the user chose when the list changes, else on the
+        first finding."""
+        if keep is not None and self._chosen:
             for i, line in enumerate(self._lines):
                 if line.finding is not None and line.finding.rule == keep.rule:
                     return i
+        self._chosen = False  # their finding is gone: follow the lead again
         for i, line in enumerate(self._lines):
             if line.finding is not None:
                 return i
@@ -240,9 +264,15 @@ class TriagePanel(FieldsWidget, can_focus=True):
             i += step
             f = self._lines[i].finding
             if f is not None and f is not current:
-                self._cursor = i
-                self._draw()
+                self._choose(i)
                 return
+
+    def _choose(self, i: int) -> None:
+        """The user put the cursor on line `i` (back on the lead: it follows the lead)."""
+        self._cursor = i
+        lead = next((n for n, line in enumerate(self._lines) if line.finding is not None), 0)
+        self._chosen = i != lead
+        self._draw()
 
     def action_open(self) -> None:
         finding = self.selected
@@ -252,7 +282,6 @@ class TriagePanel(FieldsWidget, can_focus=True):
     def on_click(self, event: events.Click) -> None:
         i = self._row_line[event.y] if 0 <= event.y < len(self._row_line) else -1
         if 0 <= i < len(self._lines) and self._lines[i].finding is not None:
-            self._cursor = i
-            self._draw()
+            self._choose(i)
             if event.chain >= 2:
                 self.action_open()
