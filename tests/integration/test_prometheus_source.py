@@ -263,6 +263,38 @@ async def test_the_dashboard_over_prometheus_has_the_fleet_and_the_past(
         assert len(monitor.endpoints["127.0.0.1:18101"].store) > 30  # charts have the past
 
 
+@pytest.fixture(scope="module")
+def kv_full_history(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """Prometheus holding 3 minutes of a KV-full simulated server scraped every second, and
+    scraping nothing now."""
+    tmp = tmp_path_factory.mktemp("kv-full")
+    end = time.time() - 2.0
+    pages = {
+        ("vllm", "127.0.0.1:18111"): list(
+            twin_scrapes("memory-ceiling", seed=3, start=end - 180.0, end=end, step_s=1.0)
+        )
+    }
+    om = tmp / "history.om"
+    history_openmetrics(pages, om)
+    create_blocks(om, tmp / "data")
+    with PrometheusServer.start(tmp, data=tmp / "data") as prom:
+        yield prom.url
+
+
+def test_a_short_report_over_prometheus_judges_on_its_history(kv_full_history: str) -> None:
+    # The backfill comes at a 15 s step, 12 points for 3 minutes: evidence is counted in the
+    # seconds it covers, not in polls, so the rules reach their verdict inside the history
+    # and a 10 s report has it.
+    result = vtop("--prometheus", kv_full_history, "--report", "--duration", "10s",
+                  "--format", "json")  # fmt: skip
+    doc = json.loads(result.stdout)
+    assert doc["status"] in ("WARNING", "CRITICAL"), (doc["status"], doc["reason"])
+    assert result.returncode == doc["exit_code"], result.stderr
+    counted = [f for f in doc["findings"] if f["counts"]]
+    assert counted and counted[0]["rule"] == "memory-ceiling", doc["reason"]
+    assert doc["window"]["duration_s"] > 150  # the history, not the 10 s
+
+
 def test_no_backfill_reads_only_the_latest(history: dict[str, object]) -> None:
     src = PrometheusSource(str(history["prom"]), backfill_s=0)
     frame = asyncio.run(_first(src))

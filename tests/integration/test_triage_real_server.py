@@ -1,106 +1,158 @@
-"""The rule catalog on a real vLLM server (CPU build): the two verdicts the issue asks for.
+"""The verdicts on a real vLLM server (CPU build), the way a user in an incident gets them.
 
-vtop runs as a user would run it on the server's host: the live source polls /metrics once a
-second, finds the server's process and reads its command-line knobs, and the shipped catalog
-evaluates every poll through `Monitor`. The load comes from tools/vllm_cpu's closed-loop
-clients. Rules wait for a minute or more of evidence, so each test loads the server for long
-enough to let them speak.
+Each regime is loaded for 15 s, then `vtop --url … --report --duration 30 --format json` runs as
+a subprocess on the same host, exactly as a script would run it, while the load goes on: vtop
+finds the server's process and its command-line knobs, polls four times a second for its
+first 15 s, and must name the right root cause with its recommendation, at WARNING or
+CRITICAL, within those 30 s; a lightly loaded server must come out OK (exit 0). A report that
+said OK to a sick server, or named nothing, fails here.
 
-- KV exhausted (16 seats, a 3,072-token pool, 40 clients; the shared run of kv_run.py):
-  memory-ceiling fires, and at no poll does any rule advise raising max_num_seqs.
-- Budget too small (4 seats, a pool that holds far more, 16 clients): budget-too-small fires
-  and recommends a higher max_num_seqs.
+- KV exhausted (16 seats, a 3,072-token pool, 40 clients): memory-ceiling, never a raise of
+  max_num_seqs. The shared run of kv_run.py (vtop's live path over two minutes) also holds.
+- Budget-bound (4 seats, a pool that holds far more, 16 clients): budget-too-small, raising
+  max_num_seqs from 4.
+- A client sending waves of 16 and waiting for each (16 seats, a roomy pool): the sawtooth of
+  client-static-batching; the batch never reads empty at one poll a second.
+- One client at a time on the same roomy server: OK.
 """
 
 from __future__ import annotations
 
 import asyncio
-import time
-from collections.abc import Callable
+import json
+import sys
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
 
 import pytest
 
-from tests.integration.kv_run import KvRun
-from tools.vllm_cpu.load import Shape, closed_loop
-from tools.vllm_cpu.server import VllmServer
+from tests.integration.conftest import BUDGET, ENGINE_KV, ServerConfig, ServerPool
+from tests.integration.kv_run import KV_HEAVY, KvRun
+from tools.vllm_cpu.load import LoadResult, Shape, closed_loop, waves
 from vtop.model import Finding
-from vtop.monitor import Monitor
-from vtop.sources.live import LiveSource
-from vtop.sources.local import LocalHost
-from vtop.sources.vllm import ScrapeOptions
-from vtop.triage.engine import Engine
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
+ROOT = Path(__file__).resolve().parents[2]
+LOADED_S = 15.0
+REPORT = ("--report", "--duration", "30s", "--format", "json")
+ROOMY = ServerConfig(max_num_seqs=16, num_gpu_blocks=160)
+"""16 seats and a 20,480-token pool: the pool is never the wall."""
 
-async def watch(url: str, seconds: float, clients: int, shape: Shape,
-                until: Callable[[list[Finding]], bool]) -> list[list[Finding]]:  # fmt: skip
-    """Load the server for at most `seconds` while vtop polls it at 1 Hz, until the findings
-    satisfy `until`; the findings after every poll."""
-    local = LocalHost()
-    source = LiveSource([url], ScrapeOptions.from_env(interval_s=1.0),
-                        process_probe=local.process_knobs)  # fmt: skip
-    monitor = Monitor(engine=Engine(Engine.from_catalog(user=False).rules))
-    history: list[list[Finding]] = []
-    load = asyncio.create_task(closed_loop(url, concurrency=clients, duration=seconds,
-                                           shape=shape, seed=11, drain=False))  # fmt: skip
+Load = Callable[[str], Awaitable[LoadResult]]
+
+
+async def report_under(url: str, load: Load) -> tuple[dict[str, Any], int, str]:
+    """Load the server for `LOADED_S`, then run the report while the load goes on."""
+    task = asyncio.create_task(load(url))
     try:
-        async with source:
-            while not load.done():
-                began = time.monotonic()
-                monitor.feed(await source.poll())
-                view = next(iter(monitor.endpoints.values()))
-                history.append(list(view.findings))
-                if until(history[-1]):
-                    break
-                await asyncio.sleep(max(0.0, 1.0 - (time.monotonic() - began)))
-        if load.done():
-            result = await load
-            assert result.errors == 0, result.error_samples
-        else:  # the verdict came early: the clients have done their part
-            load.cancel()
-            await asyncio.gather(load, return_exceptions=True)
+        await asyncio.sleep(LOADED_S)
+        assert not task.done(), "the load ended before the report began"
+        proc = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "vtop", "--url", url, *REPORT, cwd=ROOT,
+            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+        )  # fmt: skip
+        out, err = await asyncio.wait_for(proc.communicate(), 120)
     finally:
-        local.close()
-    return history
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+    assert proc.returncode is not None
+    return json.loads(out), proc.returncode, err.decode()
+
+
+def verdict(doc: dict[str, Any]) -> dict[str, Any]:
+    """The finding the status stands on: the first that counts."""
+    counted = [f for f in doc["findings"] if f["counts"]]
+    assert counted, (doc["status"], doc["reason"])
+    return counted[0]
+
+
+def said(doc: dict[str, Any]) -> str:
+    return f"{doc['status']}: {doc['reason']}"
+
+
+def test_kv_exhausted_server_is_memory_ceiling_within_30_s(vllm_pool: ServerPool) -> None:
+    server = vllm_pool.get(ENGINE_KV)
+
+    def load(url: str) -> Awaitable[LoadResult]:
+        return closed_loop(url, concurrency=40, duration=120.0, shape=KV_HEAVY, seed=5,
+                           drain=False)  # fmt: skip
+
+    doc, code, err = asyncio.run(report_under(server.url, load))
+    assert doc["status"] in ("WARNING", "CRITICAL") and code == doc["exit_code"], said(doc) + err
+    top = verdict(doc)
+    assert top["rule"] == "memory-ceiling", said(doc)
+    flags = [r["flag"] for r in top["recommendations"]]
+    assert flags and any(f.startswith("--kv-cache-dtype") for f in flags), flags
+    raises = [r for f in doc["findings"] for r in f["recommendations"]
+              if r["knob"] == "max_num_seqs" and r["direction"] == "raise"]  # fmt: skip
+    assert not raises
+    print(f"\nreal KV-exhausted server, 30 s report: {said(doc)} -> {flags}")
+
+
+def test_budget_bound_server_is_told_a_higher_max_num_seqs_within_30_s(
+    vllm_pool: ServerPool,
+) -> None:
+    server = vllm_pool.get(BUDGET)
+    shape = Shape(prompt_tokens=(16, 64), max_tokens=(64, 128))
+
+    def load(url: str) -> Awaitable[LoadResult]:
+        return closed_loop(url, concurrency=16, duration=120.0, shape=shape, seed=11,
+                           drain=False)  # fmt: skip
+
+    doc, code, err = asyncio.run(report_under(server.url, load))
+    assert doc["status"] == "WARNING" and code == 1, said(doc) + err
+    top = verdict(doc)
+    assert top["rule"] == "budget-too-small", said(doc)
+    rec = next(r for r in top["recommendations"] if r["knob"] == "max_num_seqs")
+    assert rec["direction"] == "raise" and rec["from"] == 4 and rec["to"] > 4, rec
+    assert not rec["assumed"] and doc["knobs"]["max_num_seqs"]["provenance"] == "process"
+    print(f"\nreal budget-bound server, 30 s report: {said(doc)} -> {rec['flag']}")
+
+
+def test_a_client_sending_waves_is_client_static_batching_within_30_s(
+    vllm_pool: ServerPool,
+) -> None:
+    server = vllm_pool.get(ROOMY)
+    shape = Shape(prompt_tokens=(16, 128), max_tokens=(200, 400))
+
+    def load(url: str) -> Awaitable[LoadResult]:
+        return waves(url, wave_size=16, duration=120.0, shape=shape, seed=7)
+
+    doc, code, err = asyncio.run(report_under(server.url, load))
+    assert doc["status"] == "WARNING" and code == 1, said(doc) + err
+    top = verdict(doc)
+    assert top["rule"] == "client-static-batching", said(doc)
+    assert not any(f["rule"] == "budget-too-small" and f["counts"] for f in doc["findings"])
+    print(f"\nreal server under waves, 30 s report: {said(doc)}")
+
+
+def test_a_lightly_loaded_server_is_ok(vllm_pool: ServerPool) -> None:
+    server = vllm_pool.get(ROOMY)
+
+    def load(url: str) -> Awaitable[LoadResult]:
+        return closed_loop(url, concurrency=1, duration=120.0, seed=13, drain=False)
+
+    doc, code, err = asyncio.run(report_under(server.url, load))
+    assert doc["status"] == "OK" and code == 0, said(doc) + err
+    assert not [f for f in doc["findings"] if f["severity"] in ("WARNING", "CRITICAL")]
+    print(f"\nreal lightly loaded server, 30 s report: {said(doc)}")
 
 
 def firing(findings: list[Finding]) -> dict[str, Finding]:
     return {f.rule: f for f in findings if f.firing}
 
 
-def raises_max_num_seqs(findings: list[Finding]) -> bool:
-    return any(r.knob == "max_num_seqs" and r.direction == "raise"
-               for f in findings for r in f.recommendations)  # fmt: skip
-
-
 def test_kv_exhausted_server_is_memory_ceiling_never_a_raise(kv_exhausted_run: KvRun) -> None:
     history = kv_exhausted_run.findings
-    assert not any(raises_max_num_seqs(fs) for fs in history)
+    assert not any(r.knob == "max_num_seqs" and r.direction == "raise"
+                   for fs in history for f in fs for r in f.recommendations)  # fmt: skip
     assert not any("budget-too-small" in firing(fs) for fs in history)
     seen = [firing(fs) for fs in history[-20:]]
     assert any("memory-ceiling" in f for f in seen), [
         (f.rule, f.state, f.summary) for f in history[-1]
     ]
-    mc = next(f["memory-ceiling"] for f in reversed(seen) if "memory-ceiling" in f)
-    print(
-        f"\nmemory-ceiling on the real server: {mc.summary} {[r.flag for r in mc.recommendations]}"
-    )
-
-
-async def test_budget_bound_server_is_told_a_higher_max_num_seqs(
-    budget_server: VllmServer,
-) -> None:
-    shape = Shape(prompt_tokens=(16, 64), max_tokens=(64, 128))
-    # The rule needs 120 polls and 3 minutes of server uptime, then 30 s of holding: it may
-    # speak after ~150 s. The watch ends as soon as it does.
-    history = await watch(budget_server.url, 240.0, 16, shape,
-                          until=lambda fs: "budget-too-small" in firing(fs))  # fmt: skip
-    final = firing(history[-1])
-    assert "budget-too-small" in final, [(f.rule, f.state, f.summary) for f in history[-1]]
-    rec = next(r for r in final["budget-too-small"].recommendations if r.knob == "max_num_seqs")
-    assert rec.direction == "raise"
-    assert isinstance(rec.new_value, int) and rec.new_value > 4
-    assert rec.current is not None and rec.current.provenance == "process"
-    print(f"\nbudget-too-small on the real server: {rec.flag} ({rec.formula}; inputs "
-          f"{ {k: getattr(v, 'value', v) for k, v in rec.inputs.items()} })")  # fmt: skip
+    # the verdict came within seconds of the pool filling, not minutes
+    first = next(i for i, fs in enumerate(history) if "memory-ceiling" in firing(fs))
+    assert first <= 45, first
