@@ -182,3 +182,60 @@ def test_the_demo_report_leads_with_the_root_cause() -> None:
     assert ttft["state"] == "suppressed" and ttft["suppressed_by"] == "budget-too-small"
     assert ttft["active_at_end"] and not ttft["counts"] and ttft["recommendations"] == []
     assert ttft["suppressed_since_t"] >= first["first_t"]
+
+
+def accruing(rule: str, severity: Severity = Severity.WARNING, needs: float | None = 15.0,
+             held: float = 30.0) -> Finding:  # fmt: skip
+    """A rule whose condition holds while its evidence accrues (no advice, as the engine)."""
+    return Finding(
+        rule=rule, title=rule, endpoint=EP, severity=severity,
+        state="pending" if needs is not None else "insufficient",
+        summary="not enough data yet: 7 of 20 finished requests" if needs is None else rule,
+        held_s=held, for_s=held + (needs or 0.0), needs_s=needs,
+    )  # fmt: skip
+
+
+def test_a_warning_still_being_judged_at_the_end_is_unknown_never_ok() -> None:
+    last = len(FRAMES) - 1
+    doc = collect(lambda i: [accruing("budget-too-small")] if i == last else [])
+    assert doc["status"] == "UNKNOWN" and doc["exit_code"] == 3
+    assert doc["reason"].startswith(f"no verdict yet: budget-too-small on {EP}: held for ")
+    assert doc["reason"].endswith("; needs 15 s more")
+    (f,) = doc["findings"]
+    assert (f["state"], f["held_s"], f["needs_s"], f["counts"]) == ("pending", 30.0, 15.0, False)
+    assert f["recommendations"] == [] and f["active_at_end"]
+    text = render(doc, "text")
+    assert "no verdict yet: holding from" in text and "needs 15 s more" in text
+    assert "no verdict yet" in render(doc, "markdown") and "no verdict yet" in render(doc, "html")
+
+
+def test_one_that_waits_for_requests_says_what_it_waits_for() -> None:
+    last = len(FRAMES) - 1
+    doc = collect(lambda i: [accruing("ttft-queueing", needs=None)] if i == last else [])
+    assert doc["status"] == "UNKNOWN"
+    assert doc["reason"].endswith("not enough data yet: 7 of 20 finished requests")
+    assert doc["findings"][0]["state"] == "insufficient" and doc["findings"][0]["needs_s"] is None
+
+
+def test_a_verdict_wins_over_a_rule_still_judged_and_info_never_makes_it_unknown() -> None:
+    last = len(FRAMES) - 1
+    doc = collect(lambda i: [finding("memory-ceiling"), accruing("ttft-queueing")])
+    assert doc["status"] == "WARNING"
+    assert [f["state"] for f in doc["findings"]] == ["firing", "pending"]  # listed, not counted
+    info = collect(lambda i: [accruing("underloaded", Severity.INFO)] if i == last else [])
+    assert info["status"] == "OK" and info["findings"] == []
+    quiet = collect(lambda i: [accruing("budget-too-small")] if i == last - 5 else [])
+    assert quiet["status"] == "OK", "a condition that held once and stopped is no reason"
+
+
+def test_the_demo_starts_in_trouble_and_a_20_s_report_names_it() -> None:
+    result = subprocess.run(
+        [sys.executable, "-m", "vtop", "--demo", "--report", "--duration", "20s",
+         "--format", "json"],
+        capture_output=True, text=True, cwd=ROOT, timeout=120, check=False,
+    )  # fmt: skip
+    doc = json.loads(result.stdout)
+    assert doc["status"] == "WARNING" and result.returncode == 1, doc["reason"]
+    assert doc["reason"].startswith("budget-too-small on sim://budget-too-small")
+    top = next(f for f in doc["findings"] if f["counts"])
+    assert [r["flag"] for r in top["recommendations"]] == ["--max-num-seqs 64"]
