@@ -118,7 +118,7 @@ def machine() -> str:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--seconds", type=float, default=60.0, help="TUI measurement, per endpoint")
-    ap.add_argument("--warmup", type=float, default=10.0)
+    ap.add_argument("--warmup", type=float, default=20.0)
     ap.add_argument("--hours", type=float, default=24.0, help="length of the recorded trace")
     ap.add_argument("--no-real", action="store_true", help="skip the real vLLM server")
     ap.add_argument("--no-peer", action="store_true", help="do not run vllmstat")

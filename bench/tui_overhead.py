@@ -231,7 +231,7 @@ def main() -> int:
     ap.add_argument("--scenario", default="memory-ceiling", help="simulator scenario")
     ap.add_argument("--pages", action="store_true", help="serve scripted pages, not the sim")
     ap.add_argument("--seconds", type=float, default=60.0)
-    ap.add_argument("--warmup", type=float, default=10.0)
+    ap.add_argument("--warmup", type=float, default=20.0)
     ap.add_argument("--size", default="160x50")
     ap.add_argument("--colors", choices=("truecolor", "256"), default="truecolor")
     ap.add_argument("--no-peer", action="store_true", help="do not run vllmstat")
