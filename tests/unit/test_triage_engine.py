@@ -141,3 +141,22 @@ def test_monitor_runs_the_engine_on_every_scrape() -> None:
     assert findings[0].rule == "budget-too-small"
     assert findings[0].state == "firing"
     assert findings[0].recommendations[0].flag == "--max-num-seqs 112"
+
+
+def test_a_pending_line_does_not_vanish_on_a_lapse_of_a_poll_or_two() -> None:
+    text = rule("slow", 1, "lower", "32").replace("requires:", "for: 30s\nrequires:")
+    text = text.replace(
+        "{max_over_time: running, window: 1m, above: 0}", "{last: running, above: 0}"
+    )
+    engine = engine_of(text)
+    view = View(Store(EP), {"max_num_seqs": Knob("max_num_seqs", 64, "flag")})
+    shown = []
+    # running holds the condition (> 0) except at polls 5-6 (a 2 s lapse) and 20-29 (10 s)
+    for i in range(40):
+        lapse = i in (5, 6) or 20 <= i < 30
+        view.store.ingest(scrape(float(i), running=0.0 if lapse else 5.0))
+        found = [f for f in engine.evaluate(view) if f.rule == "slow"]
+        shown.append(found[0].state if found else "-")
+    assert shown[:20] == ["pending"] * 20, "a 2 s lapse keeps the line"
+    assert shown[20:24] == ["pending"] * 4 and shown[24:30] == ["-"] * 6, "5 s without it: gone"
+    assert shown[30] == "pending"
