@@ -138,7 +138,8 @@ class Engine:
         active = st.ready_since is not None or st.firing_since is not None
         main = holds(rule.when, snap, active)
         fast: bool | None = None
-        if rule.decisive is not None and main is not False:
+        firing_on_its_window = main is True and st.firing_since is not None
+        if rule.decisive is not None and main is not False and not firing_on_its_window:
             fast = holds(rule.decisive.when, snap, active)
         missing = evidence.missing(rule)
         if main is True or fast is True:
