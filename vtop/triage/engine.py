@@ -47,6 +47,8 @@ PENDING_GRACE_S = 5.0
 progress started afresh), so a line does not vanish and come back poll to poll."""
 HOLD_BACK_S = 30.0
 """A root cause that would fire within this holds back the symptoms it explains."""
+NOT_ENOUGH_DATA = "not enough data yet: "
+"""How an insufficient finding's summary opens; what follows is what it waits for."""
 MAX_GAP_S = 60.0
 """Seconds between two successful polls that count as evidence at most (a paused screen or a
 hole in a trace is not evidence)."""
@@ -168,7 +170,7 @@ class Engine:
         needs = evidence.needs(rule, st, now, fast is True, main is True)
         if needs is None:
             return replace(self._finding(rule, st, snap, now, "insufficient"),
-                           summary="not enough data yet: " + ", ".join(missing))  # fmt: skip
+                           summary=NOT_ENOUGH_DATA + ", ".join(missing))  # fmt: skip
         return self._finding(rule, st, snap, now, "pending", needs)
 
     def _finding(self, rule: Rule, st: _State, snap: Snapshot, now: float,

@@ -17,8 +17,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from vtop.model import ACCRUING, Finding, Knob, Recommendation, format_value
+from vtop.triage.engine import NOT_ENOUGH_DATA
 from vtop.ui import fmt
-from vtop.ui.verdict import LABELS, WAITING, held_of
+from vtop.ui.verdict import LABELS, held_of
 
 PROVENANCE = {
     "metrics": "read from the server",
@@ -86,7 +87,7 @@ def rows(f: Finding, now: float | None = None) -> list[Row]:
             more = f"so far: it fires in {f.needs_s:.0f} s more if it goes on holding"
         out.append(Row(f"holding for {held_of(f)} {more}"))
     elif f.state in ACCRUING:
-        wait = f.summary.removeprefix(WAITING)
+        wait = f.summary.removeprefix(NOT_ENOUGH_DATA)
         have = f" ({wait})" if wait != f.summary else ""
         out.append(Row(f"holding for {f.held_s:.0f} s; it can fire once it has more data{have}, "
                        "not after a set time"))  # fmt: skip

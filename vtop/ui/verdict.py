@@ -14,11 +14,12 @@ bottleneck found" in those seconds tells a user whose server is in trouble the o
 what vtop is about to say. So while nothing fires and a warning-level rule's condition holds,
 the first line names it, `likely budget-too-small · 8 of 15 s`, drawn apart from a verdict
 (kind "likely") and without advice: flags come with the verdict only. Which rule is likely is
-the first accruing warning-level finding in the engine's own order (pending before
-insufficient, then by severity and the rules' root-cause `order`); the panel keeps that order
-rather than its own by-progress one, because a symptom held back for its root cause has held
-longer than the cause that will explain it. Info-level rules (too little load, prefix
-caching off) are not a bottleneck: they neither make a likely line nor stop the all-clear.
+the first accruing warning-level finding due within 30 s (about to be the verdict), else the
+first in the engine's own order (pending before insufficient, then by severity and the rules'
+root-cause `order`); the panel keeps that order rather than its own by-progress one, because a
+symptom held back for its root cause has held longer than the cause that will explain it.
+Info-level rules (too little load, prefix caching off) are not a bottleneck: they neither make
+a likely line nor stop the all-clear.
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from vtop.model import ACCRUING, Finding, Severity
-from vtop.triage.engine import HOLD_BACK_S
+from vtop.triage.engine import HOLD_BACK_S, NOT_ENOUGH_DATA
 
 LineKind = Literal["firing", "action", "likely", "pending", "suppressed", "insufficient", "ok",
                    "error", "info"]  # fmt: skip
@@ -85,16 +86,11 @@ def held_of(finding: Finding) -> str:
     return f"{finding.held_s:.0f} of {total:.0f} s"
 
 
-WAITING = "not enough data yet: "
-"""How an insufficient finding's summary opens (the engine's words); what follows is what
-it waits for."""
-
-
 def waits_for(finding: Finding) -> str:
     """What an accruing finding still needs: `8 of 15 s`, or `7 of 20 finished requests`."""
     if finding.state == "pending" and finding.needs_s is not None:
         return held_of(finding)
-    return finding.summary.removeprefix(WAITING) or held_of(finding)
+    return finding.summary.removeprefix(NOT_ENOUGH_DATA) or held_of(finding)
 
 
 def likely(findings: Sequence[Finding] | None) -> Finding | None:
