@@ -386,3 +386,9 @@ def polls(recs: Sequence[Record]) -> list[Record]:
     from vtop.trace import wire
 
     return [r for r in recs if r.kind in (wire.KEYFRAME, wire.DELTA)]
+
+
+def judged(code: int | None, out: str) -> bool:
+    """A report that read the server: a verdict (exit 0-2), or none yet (exit 3, the report
+    saying what a warning still being judged waits for), never a failure to read."""
+    return code in (0, 1, 2) or (code == 3 and "no verdict yet" in out)

@@ -85,7 +85,7 @@ rules:
   - id: always-watching
     title: Always watching
     severity: warning
-    requires: {samples: 1, uptime: 0s}
+    requires: {evidence: 0s}
     when: {last: running, above: -1}
     values:
       now: {max_over_time: running, window: 1m}
@@ -376,7 +376,10 @@ def test_a_full_disk_stops_a_headless_recording_not_the_report(disk: FullDisk) -
     recorded = int(line.split("recording stopped after ")[1].split()[0])
     doc = json.loads(result.stdout)
     assert result.returncode == doc["exit_code"]
-    assert doc["window"]["polls"] == 601 > recorded > 0, "the report covers the whole window"
+    # ten minutes at one poll a second, the first 15 s at four (the warm-up): 601 + 45 polls,
+    # the simulator's answer delays moving one across the warm-up's end at most
+    polls = doc["window"]["polls"]
+    assert 644 <= polls <= 646 and polls > recorded > 0, "the report covers the whole window"
     assert "budget-too-small" in fired(doc["findings"])
     with TraceReader(path, warn=pytest.fail) as reader:  # replays without a warning
         assert sum(1 for _ in reader.frames()) == recorded

@@ -27,6 +27,7 @@ from tests.hardening.localfaults import Tmux, alive
 from tests.ui.scripted import build_sim_app
 from vtop.sim.server import SimServer, serve
 from vtop.sim.twin import Twin
+from vtop.sources.pacing import WARM_UP_S
 from vtop.trace.reader import TraceReader
 from vtop.ui.widgets.triage_panel import TriagePanel
 
@@ -229,7 +230,9 @@ def test_the_input_thread_sleeps_until_a_key_comes_and_every_key_still_arrives(
     with Tmux(tmp_path, size=(100, 30)) as tmux:
         pid = tmux.start("--demo", "--interval", "10")
         tmux.wait_screen(lambda s: any("Triage" in row for row in s), what="the dashboard")
-        time.sleep(2.0)  # the terminal's answers to start-up queries, and the ticks after them
+        # the terminal's answers to start-up queries, the ticks after them, and the first 15 s
+        # of polling four times a second (vtop.sources.pacing): idle means after those
+        time.sleep(WARM_UP_S + 2.0)
         before = helper_thread_wakeups(pid)
         time.sleep(3.0)
         woken = helper_thread_wakeups(pid) - before

@@ -57,6 +57,25 @@ def test_a_good_rule_loads() -> None:
         (("title: A rule", "title: A rule\ncolour: red"), "r.yaml:3: my-rule: unknown key"),
         (("title: A rule", "title: A rule\ntitle: Again"), "r.yaml:3: my-rule: duplicate key"),
         (("title: A rule", "title: [A rule"), "r.yaml:3: my-rule: invalid YAML"),
+        (
+            ("title: A rule", "title: A rule\nrequires: {samples: 30}"),
+            "r.yaml:3: my-rule: requires: samples is now evidence, in seconds",
+        ),
+        (
+            ("title: A rule", "title: A rule\ndecisive: {evidence: 10s}"),
+            "r.yaml:3: my-rule: decisive: expected {evidence: DURATION, when: CONDITION}",
+        ),
+        (
+            (
+                "title: A rule",
+                "title: A rule\ndecisive: {evidence: 0s, when: {last: running, above: 1}}",
+            ),
+            "r.yaml:3: my-rule: decisive: evidence must be positive",
+        ),
+        (
+            ("window: 2m\n  at_least", "window: since_start\n  at_least"),
+            "r.yaml:7: my-rule: quantile_over_time: window since_start takes a counter",
+        ),
     ],
 )
 def test_errors_name_file_line_and_rule(change: tuple[str, str], expected: str) -> None:
@@ -66,6 +85,27 @@ def test_errors_name_file_line_and_rule(change: tuple[str, str], expected: str) 
     assert len(errs) == 1, errs
     assert errs[0].startswith(expected), errs[0]
     assert "\n" not in errs[0]
+
+
+def test_a_fast_path_and_the_servers_own_history_load() -> None:
+    text = GOOD + textwrap.dedent("""\
+        requires: {evidence: 90s, finished: 5}
+        decisive:
+          evidence: 10s
+          when:
+            all:
+              - {min_over_time: kv_usage, window: 10s, at_least: 0.95}
+              - {rate: preemptions, window: since_start, at_least: 0.05}
+              - {value: queue_share_of_ttft, window: since_start, at_least: 0.7}
+        """)
+    loaded = load_text(text, "r.yaml")
+    assert not loaded.errors, loaded.errors
+    rule = loaded.rules["my-rule"]
+    assert (rule.requires.evidence_s, rule.requires.finished) == (90.0, 5)
+    assert rule.decisive is not None and rule.decisive.evidence_s == 10.0
+    gauge_at_start = text.replace("queue_share_of_ttft, window: since_start",
+                                  "demand_dispersion, window: since_start")  # fmt: skip
+    assert "window since_start takes a counter" in errors(gauge_at_start)[0]
 
 
 def test_histograms_and_counters_take_their_functions() -> None:

@@ -189,7 +189,10 @@ def _emit(doc: dict[str, Any], args: argparse.Namespace) -> int:
         from vtop.trace.info import write_stdout
 
         write_stdout(text)
-    if doc["status"] == "UNKNOWN":
+    # Nothing could be read: one line on stderr too. A warning still being judged is no error:
+    # the report says what it waits for (`no verdict yet: …`).
+    undecided = any(f["state"] in ("pending", "insufficient") for f in doc["findings"])
+    if doc["status"] == "UNKNOWN" and not undecided:
         _say(f"UNKNOWN: {doc['reason']}")
     return exit_code(doc["status"], args.fail_on)
 
