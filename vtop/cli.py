@@ -21,7 +21,7 @@ import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from vtop import __version__, targets, usage
+from vtop import __version__, about, targets, usage
 from vtop.monitor import Monitor
 from vtop.report import cli as headless
 from vtop.sources import discovery, prometheus
@@ -41,7 +41,7 @@ def build_parser(exit_code: int = usage.EXIT_USAGE) -> argparse.ArgumentParser:
         prog="vtop",
         description="Monitor and triage vLLM servers. Sub-commands: sim, rules, trace.",
     )
-    parser.add_argument("--version", action="version", version=f"vtop {__version__}")
+    parser.add_argument("--version", action=about.VersionAction)
     src = parser.add_argument_group("what to watch")
     src.add_argument(
         "--url",
@@ -324,6 +324,24 @@ def _headless(args: argparse.Namespace, usage_code: int = usage.EXIT_USAGE) -> i
     return headless.run(args, source, names, engine)
 
 
+def shipped_rule_tests() -> Path:
+    """The shipped rules' own tests: `vtop/_rule_tests` in a wheel, `tests/rules` in a checkout
+    (beside the shipped rules, as `vtop.triage.loader.shipped_dir` finds them)."""
+    here = Path(__file__).resolve().parent
+    packaged = here / "_rule_tests"
+    return packaged if packaged.is_dir() else here.parent / "tests" / "rules"
+
+
+def with_default_rule_tests(argv: list[str]) -> list[str]:
+    """`rules test` without a path: `tests/rules` here, as before, else the shipped rules' tests
+    (an installed vtop has no tests/rules), so `vtop rules test` proves the catalog anywhere."""
+    if argv[:1] != ["test"] or any(not a.startswith("-") for a in argv[1:]) or "--" in argv:
+        return argv
+    if Path("tests/rules").is_dir():
+        return argv
+    return [*argv, str(shipped_rule_tests())]
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     # A source's warnings (a GPU lost mid-run) reach stderr through logging's last-resort
@@ -338,7 +356,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if argv[:1] == ["rules"]:
         from vtop.triage.cli import main as rules_main
 
-        return rules_main(argv[1:])
+        return rules_main(with_default_rule_tests(argv[1:]))
     if argv[:1] == ["trace"]:
         from vtop.trace.info import main as trace_main
 

@@ -2,16 +2,31 @@
 
 `collect` turns frames into the document (the one source of truth), `window` keeps the window's
 figures, `run` drives sources into it, and `text`/`html` render it. JSON is the document itself,
-described by docs/report-schema.json.
+described by docs/report-schema.json, which ships inside the package (`schema_text`, printed by
+`vtop --schema`) so that a consumer validates against the schema of the vtop it runs.
 """
 
 from __future__ import annotations
 
 import json
 import math
+from pathlib import Path
 from typing import Any
 
 FORMATS = ("text", "markdown", "json", "html")
+SCHEMA_NAME = "report-schema.json"
+
+
+def schema_path() -> Path:
+    """The JSON schema of reports: beside this module in a wheel, docs/ in a checkout."""
+    here = Path(__file__).resolve().parent
+    packaged = here / SCHEMA_NAME
+    return packaged if packaged.is_file() else here.parent.parent / "docs" / SCHEMA_NAME
+
+
+def schema_text() -> str:
+    """The schema of `--format json` reports, as shipped (OSError if it is missing)."""
+    return schema_path().read_text(encoding="utf-8")
 
 
 def _finite(value: Any) -> Any:

@@ -24,7 +24,7 @@ from typing import Any
 
 from vtop import usage
 from vtop.model import Frame
-from vtop.report import FORMATS, render
+from vtop.report import FORMATS, render, schema_text
 from vtop.report.collect import duration_text, exit_code
 from vtop.sources.base import FrameSource
 from vtop.trace import TraceError, TraceReader, TraceWriteError
@@ -85,6 +85,27 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="lowest status that makes the exit code non-zero (default warning)",
     )
     group.add_argument("-o", "--output", metavar="FILE", help="write the report to FILE")
+    group.add_argument(
+        "--schema",
+        action=SchemaAction,
+        help="print the JSON schema of --format json reports (report_version 1) and exit",
+    )
+
+
+class SchemaAction(argparse.Action):
+    """`--schema`: print the report schema this vtop ships and exit, like `--version`."""
+
+    def __init__(self, option_strings: list[str], dest: str, **kwargs: Any) -> None:
+        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, **kwargs)
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace,
+                 values: object, option_string: str | None = None) -> None:  # fmt: skip
+        try:
+            text = schema_text()
+        except OSError as exc:  # a broken install: say so in one line
+            parser.exit(EXIT_UNKNOWN, f"vtop: cannot read the report schema: {exc}\n")
+        sys.stdout.write(text)
+        parser.exit(0)
 
 
 def wanted(args: argparse.Namespace) -> bool:
