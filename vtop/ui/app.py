@@ -177,11 +177,13 @@ class VtopApp(App[None]):
             return driver
         from textual.drivers.linux_driver import LinuxDriver
 
-        try:
-            from vtop.ui.driver import QuietLinuxDriver
-        except ImportError:  # a Textual without the parts it builds on: Textual's own driver
+        if driver is not LinuxDriver:
             return driver
-        return QuietLinuxDriver if driver is LinuxDriver else driver
+        try:
+            from vtop.ui import driver as quiet
+        except Exception:  # a Textual without the parts it builds on: Textual's own driver
+            return driver
+        return driver if quiet.mismatch() is not None else quiet.QuietLinuxDriver
 
     # -- layout ----------------------------------------------------------------------------------
 

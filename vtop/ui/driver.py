@@ -8,9 +8,12 @@ a pipe the thread watches. It ticks only for a moment after input, which is all 
 needs (it is sent once the escape delay has passed with no byte after it).
 
 Everything else is Textual's Linux driver, unchanged; vtop uses this driver wherever Textual
-would use that one. The input loop is Textual's own with a different wait, and uses Textual's
-key parser (a private module): where that parser is not the one this was written against, the
-thread runs Textual's own loop instead.
+would use that one. The input loop is Textual's own with a different wait, and uses what is not
+Textual's public API: the key parser (`textual._xterm_parser`), the Linux driver's `exit_event`,
+`fileno`, `process_message` and `run_input_thread`, the parser's `feed` and `tick`. pyproject
+pins the Textual major CI tests; past that, `mismatch()` checks each part before the app picks
+this driver (any difference: Textual's own driver, unchanged), and a loop that still fails at
+run time hands over to Textual's own loop instead of leaving the app deaf to keys.
 """
 
 from __future__ import annotations
@@ -24,13 +27,49 @@ from codecs import getincrementaldecoder
 from typing import Any
 
 from textual import constants
-from textual._xterm_parser import XTermParser
+from textual.driver import Driver
 from textual.drivers.linux_driver import LinuxDriver
+
+try:
+    from textual._xterm_parser import XTermParser
+except ImportError:  # a private module: another Textual may not have it (mismatch() says so)
+    XTermParser = None  # type: ignore[assignment,misc]
 
 TICK_S = 0.1
 """How often the parser is ticked after input (Textual's own rate)."""
 TICK_FOR_S = max(1.0, 4 * getattr(constants, "ESCAPE_DELAY", TICK_S))
 """How long after the last input the thread keeps ticking: far longer than the escape delay."""
+
+
+def _sets(cls: type, attribute: str) -> bool:
+    """Whether `cls.__init__` assigns (or reads) `self.<attribute>`: its code names it."""
+    code = getattr(vars(cls).get("__init__"), "__code__", None)
+    return code is not None and attribute in code.co_names
+
+
+def mismatch() -> str | None:
+    """Why the installed Textual is not one this driver can run on; None when it is.
+
+    Checks every part of Textual the input loop uses that is not public API, so that a
+    Textual which renamed, moved or reshaped any of them gets its own driver instead."""
+    if XTermParser is None:
+        return "textual._xterm_parser.XTermParser is missing"
+    try:
+        parser = XTermParser(False)
+    except Exception as exc:
+        return f"XTermParser(debug) fails: {type(exc).__name__}: {exc}"
+    for method in ("feed", "tick"):
+        if not callable(getattr(parser, method, None)):
+            return f"XTermParser has no {method}()"
+    for method in ("run_input_thread", "process_message", "close"):
+        if not callable(getattr(LinuxDriver, method, None)):
+            return f"LinuxDriver has no {method}()"
+    for attribute in ("exit_event", "fileno"):
+        if not _sets(LinuxDriver, attribute):
+            return f"LinuxDriver.__init__ does not set {attribute}"
+    if not _sets(Driver, "_debug"):
+        return "Driver.__init__ does not set _debug"
+    return None
 
 
 class WakingEvent(threading.Event):
@@ -64,21 +103,34 @@ class QuietLinuxDriver(LinuxDriver):
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self.exit_event: WakingEvent = WakingEvent()
+        # Textual's loop and ours both end on exit_event; ours needs it to wake a select().
+        self._quiet = isinstance(getattr(self, "exit_event", None), threading.Event)
+        if self._quiet:
+            self.exit_event: WakingEvent = WakingEvent()
 
     def close(self) -> None:
         super().close()
-        self.exit_event.close()
+        if self._quiet:
+            self.exit_event.close()
 
     def run_input_thread(self) -> None:
-        """Read keys until the exit event is set; ticks the parser only just after input."""
-        fileno = self.fileno
-        wake_fd = self.exit_event.wake_fd
-        try:
-            parser = XTermParser(self._debug)
-        except TypeError:  # another Textual's parser: Textual's own loop, which knows it
+        """Read keys until the exit event is set; ticks the parser only just after input.
+
+        On any failure of the parts it borrows from Textual (see `mismatch`), Textual's own
+        loop takes over: keys keep coming, at the cost of the wake-ups this loop saves."""
+        if not self._quiet:
             super().run_input_thread()
             return
+        try:
+            self._quiet_input_loop()
+        except Exception:
+            if not self.exit_event.is_set():
+                super().run_input_thread()
+
+    def _quiet_input_loop(self) -> None:
+        fileno = self.fileno
+        wake_fd = self.exit_event.wake_fd
+        parser = XTermParser(self._debug)
         selector = selectors.SelectSelector()
         selector.register(fileno, selectors.EVENT_READ)
         selector.register(wake_fd, selectors.EVENT_READ)
