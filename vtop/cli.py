@@ -28,6 +28,7 @@ from vtop.sources import discovery, prometheus
 from vtop.sources.base import FrameSource
 from vtop.sources.live import LiveSource
 from vtop.sources.local import LocalHost
+from vtop.sources.netconfig import NetConfigError
 from vtop.sources.sim import DEFAULT_SCENARIO, DEMO_RUNNING_S, SimSource
 from vtop.sources.vllm import HeaderError, ScrapeOptions
 from vtop.triage.engine import Engine
@@ -62,7 +63,17 @@ def build_parser(exit_code: int = usage.EXIT_USAGE) -> argparse.ArgumentParser:
         metavar="'K: V'",
         help="extra request header (repeatable); VTOP_API_KEY sets a bearer token",
     )
-    src.add_argument("--insecure", action="store_true", help="do not verify TLS certificates")
+    src.add_argument(
+        "--ca-cert",
+        metavar="FILE",
+        help="also trust the CA certificates in FILE (PEM, or a directory made by openssl "
+        "rehash); SSL_CERT_FILE / SSL_CERT_DIR replace the system's store",
+    )
+    src.add_argument(
+        "--insecure",
+        action="store_true",
+        help="do not verify TLS certificates (not with --ca-cert)",
+    )
     src.add_argument(
         "--demo",
         nargs="?",
@@ -110,8 +121,9 @@ def _fail(message: str, code: int = usage.EXIT_USAGE) -> int:
 
 def _live_source(args: argparse.Namespace, fleet: list[targets.Target]) -> LiveSource:
     options = ScrapeOptions.from_env(
-        interval_s=args.interval, headers=args.header, insecure=args.insecure
-    )
+        interval_s=args.interval, headers=args.header, insecure=args.insecure,
+        ca_cert=args.ca_cert,
+    )  # fmt: skip
     flags = discovery.flag_knobs(args.max_num_seqs, args.max_num_batched_tokens)
     local = LocalHost()
     return LiveSource(
@@ -133,8 +145,9 @@ def _prometheus_source(args: argparse.Namespace) -> FrameSource:
     try:
         fleet = [t for path in args.targets for t in targets.load_targets(path)]
         options = ScrapeOptions.from_env(
-            interval_s=args.interval, headers=args.header, insecure=args.insecure
-        )
+            interval_s=args.interval, headers=args.header, insecure=args.insecure,
+            ca_cert=args.ca_cert,
+        )  # fmt: skip
         flags = discovery.flag_knobs(args.max_num_seqs, args.max_num_batched_tokens)
         per_instance = {t.instance: t.knobs() for t in fleet}
         return prometheus.from_args(args, options, flags=flags, instance_flags=per_instance)
@@ -212,7 +225,7 @@ def make_source(args: argparse.Namespace) -> FrameSource:
                          "--prometheus URL (or --demo)")  # fmt: skip
     try:
         return _live_source(args, fleet)
-    except HeaderError as exc:
+    except (HeaderError, NetConfigError) as exc:
         raise UsageError(str(exc)) from None
 
 

@@ -37,7 +37,6 @@ import argparse
 import asyncio
 import json
 import math
-import ssl
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -90,10 +89,12 @@ class PrometheusClient:
         self.url = redact_url(self.base)
         self.options = options or ScrapeOptions()
         self.timeout_s = max(5.0, self.options.timeout_s)
+        proxy = self.options.proxy_for(self.base)  # the environment's; never for loopback
         self._client = httpx.AsyncClient(
-            verify=ssl.create_default_context() if self.options.verify_tls else False,
+            verify=self.options.tls(),
+            proxy=httpx.Proxy(proxy) if proxy else None,
             follow_redirects=True,
-            trust_env=False,
+            trust_env=False,  # trust and proxies are the options' (vtop/sources/netconfig.py)
         )
         headers = self.options.request_headers()
         headers["Accept"] = "application/json"

@@ -12,8 +12,9 @@ answers), and replaces only the connection handling.
 Behaviour that httpx's transport has and this one keeps: a connection the server closed while
 idle is noticed before it is reused (and a reused one that fails before any answer is retried
 once on a fresh connection); the connect, read and write timeouts of each request; TLS with
-the client's verification setting; failures raised as httpx's exceptions (ConnectError,
-ReadTimeout, RemoteProtocolError, ...), so callers handle both transports alike.
+the client's verification setting (or the SSLContext it is given); failures raised as httpx's
+exceptions (ConnectError, ReadTimeout, RemoteProtocolError, ...), so callers handle both
+transports alike. It never speaks to a proxy: vllm.py gives a proxied endpoint httpx's own.
 """
 
 from __future__ import annotations
@@ -120,11 +121,16 @@ class _Body(httpx.AsyncByteStream):
 class OneOriginTransport(httpx.AsyncBaseTransport):
     """httpx transport over one kept-alive HTTP/1.1 connection (a new one for a new origin)."""
 
-    def __init__(self, *, verify: bool = True) -> None:
-        self._tls = ssl.create_default_context()
-        if not verify:
-            self._tls.check_hostname = False
-            self._tls.verify_mode = ssl.CERT_NONE
+    def __init__(self, *, verify: bool | ssl.SSLContext = True) -> None:
+        """`verify`: an SSLContext to use as is (vtop's trust settings), or whether to check
+        certificates against the default store."""
+        if isinstance(verify, ssl.SSLContext):
+            self._tls = verify
+        else:
+            self._tls = ssl.create_default_context()
+            if not verify:
+                self._tls.check_hostname = False
+                self._tls.verify_mode = ssl.CERT_NONE
         self._idle: _Connection | None = None
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:

@@ -11,8 +11,12 @@ What the server says of itself (/version, /v1/models) is cleaned as label values
 control characters, cut to length): it reaches the header and the reports just the same.
 
 Secrets stay out of everything vtop prints: the bearer token from `VTOP_API_KEY`, the values
-of `--header` and the credentials of a URL go only into request headers, and URLs are shown
-without credentials or query values.
+of `--header` and the credentials of a URL (or of a proxy's) go only into request headers, and
+URLs are shown without credentials or query values.
+
+Whom TLS trusts (`--ca-cert`, SSL_CERT_FILE/SSL_CERT_DIR) and which proxy a URL goes through
+(the environment's, never for loopback) are decided in `netconfig.py`: a direct connection uses
+vtop's own one-connection transport, a proxied one httpx's.
 """
 
 from __future__ import annotations
@@ -31,6 +35,7 @@ import httpx
 from vtop.model import EndpointInfo, Scrape
 from vtop.signals.extract import PageReader, clean_label
 from vtop.signals.parser import ParseError
+from vtop.sources import netconfig
 from vtop.sources.transport import OneOriginTransport
 
 DEFAULT_MAX_BYTES = 16 * 1024 * 1024
@@ -109,6 +114,10 @@ class ScrapeOptions:
     verify_tls: bool = True
     headers: tuple[tuple[str, str], ...] = field(default=(), repr=False)
     api_key: str | None = field(default=None, repr=False)
+    ca_cert: str | None = None
+    """`--ca-cert`: CA certificates trusted beside the system's (a PEM file or a directory)."""
+    proxies: tuple[tuple[str, str], ...] = field(default=(), repr=False)
+    """The environment's proxy settings (`netconfig.proxy_environment`); empty: all direct."""
 
     @classmethod
     def from_env(
@@ -117,15 +126,31 @@ class ScrapeOptions:
         interval_s: float = 1.0,
         headers: Sequence[str] = (),
         insecure: bool = False,
+        ca_cert: str | None = None,
         environ: Mapping[str, str] = os.environ,
     ) -> ScrapeOptions:
-        """Options for a poll interval: the timeout stays below it, the token comes from env."""
+        """Options for a poll interval: the timeout stays below it, the token and the proxies
+        come from env. A `ca_cert` that cannot be loaded is a `NetConfigError` (one line)."""
+        if ca_cert and insecure:
+            raise netconfig.NetConfigError("--ca-cert and --insecure contradict each other")
+        if ca_cert:
+            netconfig.tls_context(ca_cert=ca_cert)  # fails now, with the path, not at a poll
         return cls(
             timeout_s=timeout_for(interval_s),
             verify_tls=not insecure,
             headers=tuple(parse_header(h) for h in headers),
             api_key=environ.get(API_KEY_ENV) or None,
+            ca_cert=ca_cert or None,
+            proxies=netconfig.proxy_environment(environ),
         )
+
+    def tls(self) -> ssl.SSLContext:
+        """The TLS context these options ask for."""
+        return netconfig.tls_context(verify=self.verify_tls, ca_cert=self.ca_cert)
+
+    def proxy_for(self, url: str) -> str | None:
+        """The proxy `url` is reached through (None: directly); NetConfigError if unusable."""
+        return netconfig.proxy_for(url, self.proxies) if self.proxies else None
 
     def for_interval(self, interval_s: float) -> ScrapeOptions:
         """The same options with the timeout of a new poll interval (`timeout_for`)."""
@@ -165,14 +190,21 @@ class VllmScraper:
         self.metrics_url = self.base + "/metrics"
         self.options = options or ScrapeOptions()
         self._own_client = client is None
+        self.proxy = self.options.proxy_for(self.base)
+        self._via = f" via proxy {redact_url(self.proxy)}" if self.proxy else ""
         self._client = client or httpx.AsyncClient(
-            transport=OneOriginTransport(verify=self.options.verify_tls),
+            transport=self._transport(),
             timeout=self.options.timeout_s,
             follow_redirects=True,
-            trust_env=False,
+            trust_env=False,  # proxies and trust are the options', read once by netconfig
         )
         self._reader = PageReader()
         self._lock = asyncio.Lock()
+
+    def _transport(self) -> httpx.AsyncBaseTransport:
+        if self.proxy is None:
+            return OneOriginTransport(verify=self.options.tls())
+        return httpx.AsyncHTTPTransport(verify=self.options.tls(), proxy=httpx.Proxy(self.proxy))
 
     async def __aenter__(self) -> VllmScraper:
         return self
@@ -223,13 +255,17 @@ class VllmScraper:
         except ScrapeError:
             raise
         except (httpx.TimeoutException, TimeoutError):
-            raise ScrapeError(f"no answer from {where} within {timeout:g} s") from None
+            raise ScrapeError(f"no answer from {where}{self._via} within {timeout:g} s") from None
         except httpx.ConnectError as exc:
-            raise ScrapeError(f"cannot connect to {where}: {error_reason(exc)}") from None
+            raise ScrapeError(
+                f"cannot connect to {where}{self._via}: {error_reason(exc)}"
+            ) from None
         except httpx.DecodingError:
             raise ScrapeError(f"{where} sent a body that does not decode (bad gzip?)") from None
         except httpx.HTTPError as exc:
-            raise ScrapeError(f"request to {where} failed: {error_reason(exc)}") from None
+            raise ScrapeError(
+                f"request to {where}{self._via} failed: {error_reason(exc)}"
+            ) from None
         return b"".join(chunks), time.perf_counter() - start
 
     async def scrape(self) -> Scrape:
@@ -303,7 +339,8 @@ def error_reason(exc: BaseException) -> str:
         exc = exc.__cause__ or exc.__context__  # type: ignore[assignment]
     if isinstance(exc, ssl.SSLCertVerificationError):
         problem = exc.verify_message or exc.reason or "certificate verify failed"
-        return f"TLS certificate not trusted ({problem}); --insecure skips the check"
+        return (f"TLS certificate not trusted ({problem}); --ca-cert FILE trusts a private CA, "
+                "--insecure skips the check")  # fmt: skip
     text = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
     if "Errno 111" in text or "Connection refused" in text:
         return "connection refused"
