@@ -40,7 +40,7 @@ def build_parser(exit_code: int = usage.EXIT_USAGE) -> argparse.ArgumentParser:
     """The monitor's arguments; a usage error is one line and exits `exit_code`."""
     parser = usage.OneLineParser(
         prog="vtop",
-        description="Monitor and triage vLLM servers. Sub-commands: sim, rules, trace.",
+        description="Monitor and triage vLLM servers. Sub-commands: sim, rules, trace, completion.",
     )
     parser.add_argument("--version", action=about.VersionAction)
     src = parser.add_argument_group("what to watch")
@@ -90,8 +90,20 @@ def build_parser(exit_code: int = usage.EXIT_USAGE) -> argparse.ArgumentParser:
     )
     src.add_argument("--seed", type=int, default=0, help="random seed of the simulation")
     knobs = parser.add_argument_group("configuration the server does not expose")
-    knobs.add_argument("--max-num-seqs", type=int, metavar="N")
-    knobs.add_argument("--max-num-batched-tokens", type=int, metavar="N")
+    knobs.add_argument(
+        "--max-num-seqs",
+        type=int,
+        metavar="N",
+        help="the server's --max-num-seqs (no metric exposes it): overrides what vtop reads "
+        "from the local process or infers",
+    )
+    knobs.add_argument(
+        "--max-num-batched-tokens",
+        type=int,
+        metavar="N",
+        help="the server's --max-num-batched-tokens (no metric exposes it): overrides what "
+        "vtop reads from the local process",
+    )
     triage = parser.add_argument_group("triage")
     triage.add_argument(
         "--rules",
@@ -370,6 +382,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         from vtop.triage.cli import main as rules_main
 
         return rules_main(with_default_rule_tests(argv[1:]))
+    if argv[:1] == ["completion"]:
+        from vtop.completion import main as completion_main
+
+        return completion_main(argv[1:])
     if argv[:1] == ["trace"]:
         from vtop.trace.info import main as trace_main
 

@@ -104,12 +104,17 @@ def describe(reader: TraceReader) -> list[str]:
     return out
 
 
-def main(argv: Sequence[str]) -> int:
+def build_parser() -> OneLineParser:
+    """`vtop trace info FILE` (also what `vtop completion` completes)."""
     parser = OneLineParser(prog="vtop trace", description="Inspect recorded traces.")
     sub = parser.add_subparsers(dest="command", required=True)
     info = sub.add_parser("info", help="header, duration, polls, samples and size of a trace")
-    info.add_argument("file")
-    args = parser.parse_args(argv)
+    info.add_argument("file", metavar="FILE", help="a trace written by vtop --record")
+    return parser
+
+
+def main(argv: Sequence[str]) -> int:
+    args = build_parser().parse_args(argv)
     try:
         with TraceReader(args.file) as reader:
             reader.check()  # damage behind a sound footer is said, not hidden by the totals
