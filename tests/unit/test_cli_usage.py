@@ -39,7 +39,7 @@ def vtop(*args: str) -> subprocess.CompletedProcess[str]:
         (["--demo", "nope", "--report"], 3, "vtop: unknown scenario 'nope'"),
         (["--demo", "nope"], 2, "vtop: unknown scenario 'nope'"),
         (["sim", "--bogus"], 2, "vtop sim: error: unrecognized arguments: --bogus"),
-        (["trace", "info"], 2, "vtop trace info: error: the following arguments are required: file"),
+        (["trace", "info"], 2, "vtop trace info: error: the following arguments are required: FILE"),
         (["rules", "lst"], 2, "vtop rules: error: argument cmd: invalid choice: 'lst' (choose from"),
         (["rules", "list", "--nope"], 2, "vtop rules: error: unrecognized arguments: --nope"),
         (["rules", "export", "--format", "yaml"], 2,
