@@ -37,3 +37,34 @@ def screen_lines(app: App[object]) -> list[str]:
 
 def screen_text(app: App[object]) -> str:
     return "\n".join(screen_lines(app))
+
+
+_SGR = re.compile(r"\x1b\[([0-9;:]*)m")
+
+
+def terminal_bytes(app: App[object]) -> str:
+    """Everything Textual would write to the terminal to draw the screen from scratch: the
+    characters and the escape sequences, as `tests/hardening/conftest.py`'s `terminal_text`."""
+    screen = app.screen
+    update = screen._compositor.render_update(full=True, screen_stack=app._background_screens)
+    return str(update.render_segments(app.console))
+
+
+def colour_codes(terminal: str) -> set[str]:
+    """The SGR parameters in `terminal` that set a colour: 30-37, 40-47, 90-97, 100-107 and the
+    38/48 forms (256 colours, truecolor). 39 and 49, the terminal's default colours, are none."""
+    found: set[str] = set()
+    for params in _SGR.findall(terminal):
+        parts = params.replace(":", ";").split(";")
+        i = 0
+        while i < len(parts):
+            p = parts[i]
+            if p in ("38", "48"):
+                width = 5 if parts[i + 1 : i + 2] == ["2"] else 3
+                found.add(";".join(parts[i : i + width]))
+                i += width
+                continue
+            if p.isdigit() and (30 <= int(p) <= 37 or 40 <= int(p) <= 47 or 90 <= int(p) <= 107):
+                found.add(p)
+            i += 1
+    return found

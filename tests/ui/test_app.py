@@ -16,7 +16,7 @@ from textual.app import App, ComposeResult
 from textual.command import CommandPalette
 
 from tests.ui import pages
-from tests.ui.screen_text import screen_lines, screen_text
+from tests.ui.screen_text import colour_codes, screen_lines, screen_text, terminal_bytes
 from tests.ui.scripted import (
     EP,
     FINDINGS,
@@ -462,13 +462,25 @@ async def test_light_theme_and_unknown_theme() -> None:
         build_app(theme="neon")
 
 
-async def test_no_color_keeps_severity_readable(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("NO_COLOR", "1")
+async def test_no_color_draws_no_colour_at_all_and_keeps_severity_readable(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     app, _ = build_app()
     async with app.run_test(size=(80, 24)) as pilot:
         await pilot.pause()
-        assert app.no_color
-        assert app.triage.lines[0].label == "CRIT"  # the word, not only a colour
+        coloured = colour_codes(terminal_bytes(app))
+    assert len(coloured) >= 4  # the check sees colours where there are some
+    monkeypatch.setenv("NO_COLOR", "1")
+    for size in ((80, 24), (160, 50)):
+        app, _ = build_app()
+        async with app.run_test(size=size) as pilot:
+            await pilot.pause()
+            assert app.no_color
+            drawn = terminal_bytes(app)
+            assert colour_codes(drawn) == set(), size  # no-color.org: not even greys
+            assert "\x1b[1;" in drawn or "\x1b[7;" in drawn  # emphasis stays (bold, reverse)
+            assert app.triage.lines[0].label == "CRIT"  # the word, not only a colour
+            assert "CRIT" in screen_text(app)
     app, _ = build_app(findings=(PENDING,))
     async with app.run_test(size=(80, 24)) as pilot:
         await pilot.pause()

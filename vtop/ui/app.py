@@ -38,6 +38,7 @@ from textual.app import App, ComposeResult, SystemCommand
 from textual.binding import Binding, BindingType
 from textual.content import Content
 from textual.driver import Driver
+from textual.filter import LineFilter, Monochrome, NoColor
 from textual.geometry import Size
 from textual.screen import Screen
 from textual.widgets import Footer, Input
@@ -101,6 +102,9 @@ class ProcessCpu:
             self.value = 100.0 * (cpu - self._last[1]) / dt
             self._last = (wall, cpu)
         return self.value
+
+
+_NO_COLOR = NoColor()
 
 
 class VtopApp(App[None]):
@@ -168,6 +172,13 @@ class VtopApp(App[None]):
         self.triage = TriagePanel()
         self.grid = SchedulerGrid()
         self.gpus = GpuPanel()
+
+    def get_line_filters(self) -> Sequence[LineFilter]:
+        """Textual's filters, but NO_COLOR means no colour at all (no-color.org): Textual's own
+        answer to it paints in greys, which are colours to a terminal; this one leaves every
+        cell in the terminal's default colours, with bold, dim and reverse still there for
+        emphasis (severity is spelled out in words everywhere, not only coloured)."""
+        return [_NO_COLOR if isinstance(f, Monochrome) else f for f in super().get_line_filters()]
 
     def get_driver_class(self) -> type[Driver]:
         """Textual's driver for this terminal; its Linux one swapped for `QuietLinuxDriver`
