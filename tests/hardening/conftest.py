@@ -27,6 +27,7 @@ from typing import Any
 import pytest
 
 from tests.pageserver import Answer, Script
+from tests.tools import require
 
 ROOT = Path(__file__).resolve().parents[2]
 REAL = ROOT / "tests" / "fixtures" / "metrics" / "vllm-0.32"
@@ -135,6 +136,7 @@ def tmux_vtop(tmp_path: Path) -> Iterator[Callable[..., Pane]]:
     The pane's shell waits for a key before it runs vtop, so the byte log is attached before
     vtop writes its first byte, and writes vtop's exit status when it ends; `set-clipboard on`
     lets an OSC 52 reach tmux's buffers, which stay there to be checked after vtop has quit."""
+    require("tmux", why="runs vtop in a real terminal")
     panes: list[Pane] = []
 
     def start(*args: str, env: dict[str, str] | None = None, size: tuple[int, int] = (80, 24),

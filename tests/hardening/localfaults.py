@@ -39,6 +39,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from tests.tools import require
+
 ROOT = Path(__file__).resolve().parents[2]
 SHIPPED_TRACE = ROOT / "traces" / "budget-too-small.vtrace"
 """Recorded by vtop from the simulator: 15 minutes, 901 polls, four keyframes, a footer."""
@@ -162,6 +164,7 @@ class Tmux:
     """A private tmux server with one pane; `kill()` (or the context manager) ends it."""
 
     def __init__(self, workdir: Path, *, size: tuple[int, int] = (80, 24)) -> None:
+        require("tmux", why="runs vtop in a real terminal")
         self.workdir = workdir
         self.size = size
         self.socket = f"vtop-hl-{uuid.uuid4().hex[:10]}"

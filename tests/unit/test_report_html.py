@@ -16,9 +16,8 @@ from html.parser import HTMLParser
 from pathlib import Path
 from typing import ClassVar
 
-import pytest
-
 from tests.fakerules import kv_full
+from tests.tools import require
 from vtop.report import render
 from vtop.report.run import replay_document
 
@@ -88,9 +87,7 @@ def _png_size_and_variety(data: bytes) -> tuple[int, int, int]:
 
 
 def test_chromium_renders_the_report(tmp_path: Path) -> None:
-    browser = shutil.which("chromium") or shutil.which("chromium-browser")
-    if browser is None:
-        pytest.skip("chromium is not installed (scripts/test.sh installs it)")
+    browser = require("chromium", "chromium-browser", why="screenshots the HTML report")
     page = tmp_path / "report.html"
     page.write_text(html_report(), encoding="utf-8")
     shot = tmp_path / "report.png"

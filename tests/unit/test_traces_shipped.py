@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 import re
 from pathlib import Path
 
@@ -42,9 +41,6 @@ def test_shipped_trace_is_small_sound_and_described(path: Path) -> None:
     assert f"## `{path.name}`:" in README
 
 
-@pytest.mark.skipif(
-    importlib.util.find_spec("vtop.triage.engine") is None, reason="no rule engine in this build"
-)
 @pytest.mark.parametrize("path", SIMULATED, ids=lambda p: p.stem)
 def test_each_simulated_incident_is_named_by_its_rule(path: Path) -> None:
     scenario = SCENARIOS[path.stem]
@@ -57,9 +53,6 @@ def test_each_simulated_incident_is_named_by_its_rule(path: Path) -> None:
         assert scenario.rule in fired
 
 
-@pytest.mark.skipif(
-    importlib.util.find_spec("vtop.triage.engine") is None, reason="no rule engine in this build"
-)
 @pytest.mark.parametrize("path", RECORDED, ids=lambda p: p.stem)
 def test_each_recorded_incident_yields_what_its_readme_says(path: Path) -> None:
     """A real server's trace: exactly the rules its description names fire, and every other
