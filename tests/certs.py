@@ -12,7 +12,7 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-from tests.tools import require
+from tests.host_tools import require
 
 
 @dataclass(frozen=True)

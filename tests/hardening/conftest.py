@@ -26,8 +26,8 @@ from typing import Any
 
 import pytest
 
+from tests.host_tools import require
 from tests.pageserver import Answer, Script
-from tests.tools import require
 
 ROOT = Path(__file__).resolve().parents[2]
 REAL = ROOT / "tests" / "fixtures" / "metrics" / "vllm-0.32"

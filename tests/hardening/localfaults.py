@@ -39,7 +39,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tests.tools import require
+from tests.host_tools import require
 
 ROOT = Path(__file__).resolve().parents[2]
 SHIPPED_TRACE = ROOT / "traces" / "budget-too-small.vtrace"

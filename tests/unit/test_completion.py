@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.tools import require
+from tests.host_tools import require
 from vtop.cli import build_parser
 from vtop.completion import SHELLS, _parsers, command_tree
 from vtop.sim.scenarios import SCENARIOS

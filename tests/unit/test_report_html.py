@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import ClassVar
 
 from tests.fakerules import kv_full
-from tests.tools import require
+from tests.host_tools import require
 from vtop.report import render
 from vtop.report.run import replay_document
 

@@ -21,8 +21,8 @@ from pathlib import Path
 import pytest
 
 from tests.certs import Certs, hashed_dir, make_private_ca, serving
+from tests.host_tools import require
 from tests.pageserver import Answer, PageServer, Script
-from tests.tools import require
 from vtop.sources.netconfig import PROXY_VARIABLES
 
 ROOT = Path(__file__).resolve().parents[2]
