@@ -14,6 +14,9 @@ said OK to a sick server, or named nothing, fails here.
 - A client sending waves of 16 and waiting for each (16 seats, a roomy pool): the sawtooth of
   client-static-batching; the batch never reads empty at one poll a second.
 - One client at a time on the same roomy server: OK.
+
+Ordered by server configuration (KV, roomy, budget): each change restarts vLLM (~70 s), and
+tests/integration/test_vtop_live.py, next in the run, starts with the budget server.
 """
 
 from __future__ import annotations
@@ -91,26 +94,6 @@ def test_kv_exhausted_server_is_memory_ceiling_within_30_s(vllm_pool: ServerPool
     print(f"\nreal KV-exhausted server, 30 s report: {said(doc)} -> {flags}")
 
 
-def test_budget_bound_server_is_told_a_higher_max_num_seqs_within_30_s(
-    vllm_pool: ServerPool,
-) -> None:
-    server = vllm_pool.get(BUDGET)
-    shape = Shape(prompt_tokens=(16, 64), max_tokens=(64, 128))
-
-    def load(url: str) -> Awaitable[LoadResult]:
-        return closed_loop(url, concurrency=16, duration=120.0, shape=shape, seed=11,
-                           drain=False)  # fmt: skip
-
-    doc, code, err = asyncio.run(report_under(server.url, load))
-    assert doc["status"] == "WARNING" and code == 1, said(doc) + err
-    top = verdict(doc)
-    assert top["rule"] == "budget-too-small", said(doc)
-    rec = next(r for r in top["recommendations"] if r["knob"] == "max_num_seqs")
-    assert rec["direction"] == "raise" and rec["from"] == 4 and rec["to"] > 4, rec
-    assert not rec["assumed"] and doc["knobs"]["max_num_seqs"]["provenance"] == "process"
-    print(f"\nreal budget-bound server, 30 s report: {said(doc)} -> {rec['flag']}")
-
-
 def test_a_client_sending_waves_is_client_static_batching_within_30_s(
     vllm_pool: ServerPool,
 ) -> None:
@@ -138,6 +121,26 @@ def test_a_lightly_loaded_server_is_ok(vllm_pool: ServerPool) -> None:
     assert doc["status"] == "OK" and code == 0, said(doc) + err
     assert not [f for f in doc["findings"] if f["severity"] in ("WARNING", "CRITICAL")]
     print(f"\nreal lightly loaded server, 30 s report: {said(doc)}")
+
+
+def test_budget_bound_server_is_told_a_higher_max_num_seqs_within_30_s(
+    vllm_pool: ServerPool,
+) -> None:
+    server = vllm_pool.get(BUDGET)
+    shape = Shape(prompt_tokens=(16, 64), max_tokens=(64, 128))
+
+    def load(url: str) -> Awaitable[LoadResult]:
+        return closed_loop(url, concurrency=16, duration=120.0, shape=shape, seed=11,
+                           drain=False)  # fmt: skip
+
+    doc, code, err = asyncio.run(report_under(server.url, load))
+    assert doc["status"] == "WARNING" and code == 1, said(doc) + err
+    top = verdict(doc)
+    assert top["rule"] == "budget-too-small", said(doc)
+    rec = next(r for r in top["recommendations"] if r["knob"] == "max_num_seqs")
+    assert rec["direction"] == "raise" and rec["from"] == 4 and rec["to"] > 4, rec
+    assert not rec["assumed"] and doc["knobs"]["max_num_seqs"]["provenance"] == "process"
+    print(f"\nreal budget-bound server, 30 s report: {said(doc)} -> {rec['flag']}")
 
 
 def firing(findings: list[Finding]) -> dict[str, Finding]:
