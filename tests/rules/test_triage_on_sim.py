@@ -20,11 +20,9 @@ import pytest
 from vtop.model import Finding, Frame, Knob, Severity
 from vtop.monitor import Monitor
 from vtop.signals.extract import PageReader
+from vtop.sim.twin import Twin
 from vtop.sources import discovery
 from vtop.triage.engine import Engine
-
-twin_module = pytest.importorskip("vtop.sim.twin", reason="the simulator has not landed yet")
-Twin = twin_module.Twin
 
 EP = "http://127.0.0.1:8000"
 OPPOSITE = {("raise", "lower"), ("lower", "raise"), ("enable", "disable"), ("disable", "enable")}
