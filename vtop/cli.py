@@ -374,10 +374,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     # they carry the same `vtop:` prefix as every other message of ours.
     if logging.lastResort is not None:
         logging.lastResort.setFormatter(logging.Formatter("vtop: %(message)s"))
-    if argv[:2] == ["rules", "export"]:
-        from vtop.triage.export import main as export_main
-
-        return export_main(argv[2:])
     if argv[:1] == ["rules"]:
         from vtop.triage.cli import main as rules_main
 

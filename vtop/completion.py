@@ -16,8 +16,8 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Callable, Iterator, Sequence
-from typing import Any, NoReturn
+from collections.abc import Iterator, Sequence
+from typing import Any
 
 import shtab
 
@@ -40,30 +40,6 @@ def build_parser() -> OneLineParser:
     )
     parser.add_argument("shell", choices=SHELLS, metavar="SHELL", help="bash, zsh or fish")
     return parser
-
-
-class _Caught(Exception):
-    def __init__(self, parser: argparse.ArgumentParser) -> None:
-        super().__init__()
-        self.parser = parser
-
-
-def parser_built_by(main: Callable[[Sequence[str]], int]) -> argparse.ArgumentParser:
-    """The parser a sub-command's `main` builds inline (`vtop rules export` has no function
-    that returns it): caught at its `parse_args`, before it parses or does anything."""
-    original = argparse.ArgumentParser.parse_args
-
-    def catch(self: argparse.ArgumentParser, *args: Any, **kwargs: Any) -> NoReturn:
-        raise _Caught(self)
-
-    setattr(argparse.ArgumentParser, "parse_args", catch)  # noqa: B010 (a method, for one call)
-    try:
-        main([])
-    except _Caught as caught:
-        return caught.parser
-    finally:
-        setattr(argparse.ArgumentParser, "parse_args", original)  # noqa: B010
-    raise RuntimeError(f"{main.__module__}.main returned without parsing its arguments")
 
 
 def _subparsers(parser: argparse.ArgumentParser) -> argparse._SubParsersAction[Any]:
@@ -97,14 +73,11 @@ def command_tree() -> argparse.ArgumentParser:
     from vtop.sim.scenarios import SCENARIOS
     from vtop.trace import info as trace_info
     from vtop.triage import cli as rules_cli
-    from vtop.triage import export as rules_export
 
     root = monitor_parser()
     sub = _subparsers(root)
     sim_command.register(sub)
-    rules = _hang(sub, "rules", rules_cli._parser(), "list, check, test and export the rules")
-    _hang(_subparsers(rules), "export", parser_built_by(rules_export.main),
-          "the rules as Prometheus alerting rules")  # fmt: skip
+    _hang(sub, "rules", rules_cli._parser(), "list, check, test and export the rules")
     _hang(sub, "trace", trace_info.build_parser(), "inspect recorded traces")
     _hang(sub, "completion", build_parser(), "print a shell completion script")
     for parser in _parsers(root):

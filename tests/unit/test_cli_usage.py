@@ -40,7 +40,9 @@ def vtop(*args: str) -> subprocess.CompletedProcess[str]:
         (["--demo", "nope"], 2, "vtop: unknown scenario 'nope'"),
         (["sim", "--bogus"], 2, "vtop sim: error: unrecognized arguments: --bogus"),
         (["trace", "info"], 2, "vtop trace info: error: the following arguments are required: FILE"),
-        (["rules", "lst"], 2, "vtop rules: error: argument cmd: invalid choice: 'lst' (choose from"),
+        (["rules", "lst"], 2,
+         "vtop rules: error: argument COMMAND: invalid choice: 'lst' (choose from 'list', "
+         "'check', 'test', 'export')"),
         (["rules", "list", "--nope"], 2, "vtop rules: error: unrecognized arguments: --nope"),
         (["rules", "export", "--format", "yaml"], 2,
          "vtop rules export: error: argument --format: invalid choice: 'yaml' (choose from"),
@@ -59,6 +61,35 @@ def test_usage_errors_are_one_line_and_unknown_under_report(
 def test_help_still_exits_0_with_the_usage() -> None:
     result = vtop("--report", "--help")
     assert result.returncode == 0 and result.stdout.startswith("usage: vtop")
+
+
+@pytest.mark.parametrize(
+    ("command", "commands"),
+    [(["rules"], ["list", "check", "test", "export"]), (["trace"], ["info"])],
+)
+def test_a_sub_command_without_its_command_prints_the_choices(
+    command: list[str], commands: list[str]
+) -> None:
+    bare = vtop(*command)
+    assert (bare.returncode, bare.stdout) == (2, "")
+    assert bare.stderr.startswith(f"usage: vtop {command[0]} ")
+    assert "required" not in bare.stderr, bare.stderr  # not argparse's "required: cmd"
+    listed = [line.split()[0] for line in bare.stderr.splitlines() if line.startswith("    ")]
+    assert [w for w in listed if w in commands] == commands, bare.stderr
+    helped = vtop(*command, "--help")
+    assert (helped.returncode, helped.stdout) == (0, bare.stderr)
+
+
+def test_rules_help_lists_export_and_export_still_runs(tmp_path: Path) -> None:
+    assert "    export " in vtop("rules", "--help").stdout
+    out = tmp_path / "alerts.yaml"
+    result = vtop("rules", "export", "--no-user", "--format", "prometheus", "-o", str(out))
+    assert result.returncode == 0, result.stderr
+    assert "alerting rules written to" in result.stderr
+    assert "\ngroups:" in out.read_text()
+    helped = vtop("rules", "export", "--help")
+    assert helped.returncode == 0 and helped.stdout.startswith("usage: vtop rules export ")
+    assert "--format {prometheus,alertmanager}" in helped.stdout
 
 
 def test_report_is_recognised_as_argparse_would_read_it() -> None:

@@ -107,14 +107,18 @@ def describe(reader: TraceReader) -> list[str]:
 def build_parser() -> OneLineParser:
     """`vtop trace info FILE` (also what `vtop completion` completes)."""
     parser = OneLineParser(prog="vtop trace", description="Inspect recorded traces.")
-    sub = parser.add_subparsers(dest="command", required=True)
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     info = sub.add_parser("info", help="header, duration, polls, samples and size of a trace")
     info.add_argument("file", metavar="FILE", help="a trace written by vtop --record")
     return parser
 
 
 def main(argv: Sequence[str]) -> int:
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.command is None:  # the help names the commands (argparse would say "command")
+        parser.print_help(sys.stderr)
+        return 2
     try:
         with TraceReader(args.file) as reader:
             reader.check()  # damage behind a sound footer is said, not hidden by the totals

@@ -1,9 +1,11 @@
-"""`vtop rules list | check | test`: the rule catalog from the command line.
+"""`vtop rules list | check | test | export`: the rule catalog from the command line.
 
 `list` shows what would run (shipped rules, then the user's directory, then `--rules`),
 `check` validates rule files and exits 1 with one `file:line: rule-id: message` line per error
 (for CI and editors), and `test` runs rule tests (`*.test.yaml`, promtool style) and ends with
-the plain `N passed, N failed` line test runners print.
+the plain `N passed, N failed` line test runners print. `export` (vtop/triage/export.py) is
+listed here with its own parser and run by its own `main`, so its messages name
+`vtop rules export`. Without a sub-command the help is printed (exit 2): it names them all.
 """
 
 from __future__ import annotations
@@ -13,14 +15,15 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from vtop.triage import export
 from vtop.triage.loader import check, load_catalog, load_paths
 from vtop.triage.ruletest import TestFileError, run_file, test_files
 from vtop.usage import OneLineParser
 
 
 def _parser() -> argparse.ArgumentParser:
-    p = OneLineParser(prog="vtop rules", description="List, check and test rules.")
-    sub = p.add_subparsers(dest="cmd", required=True)
+    p = OneLineParser(prog="vtop rules", description="List, check, test and export rules.")
+    sub = p.add_subparsers(dest="cmd", metavar="COMMAND")
     ls = sub.add_parser("list", help="the rules that would run: id, severity, title")
     ls.add_argument("--rules", action="append", default=[], metavar="DIR", type=Path,
                     help="extra rule directory (repeatable; later ones win by id)")  # fmt: skip
@@ -31,6 +34,9 @@ def _parser() -> argparse.ArgumentParser:
     ts = sub.add_parser("test", help="run rule tests (*.test.yaml; default: tests/rules)")
     ts.add_argument("paths", nargs="*", type=Path, metavar="PATH")
     ts.add_argument("-q", "--quiet", action="store_true", help="print failures only")
+    sub.add_parser("export", help="write the rules as Prometheus alerting rules "
+                   "(or Alertmanager inhibit rules)")  # fmt: skip
+    sub.choices["export"] = export.build_parser()  # its own parser: help, completion
     return p
 
 
@@ -101,9 +107,18 @@ def cmd_test(paths: Sequence[Path], quiet: bool) -> int:
 
 
 def main(argv: Sequence[str]) -> int:
-    args = _parser().parse_args(list(argv))
+    argv = list(argv)
+    if argv[:1] == ["export"]:  # its own parser, so its errors name `vtop rules export`
+        return export.main(argv[1:])
+    parser = _parser()
+    args = parser.parse_args(argv)
+    if args.cmd is None:
+        parser.print_help(sys.stderr)
+        return 2
     if args.cmd == "list":
         return cmd_list(args.rules, not args.no_user)
     if args.cmd == "check":
         return cmd_check(args.paths)
-    return cmd_test(args.paths, args.quiet)
+    if args.cmd == "test":
+        return cmd_test(args.paths, args.quiet)
+    raise AssertionError(f"vtop rules {args.cmd} is dispatched before parsing")

@@ -73,6 +73,7 @@ from vtop.triage.schema import (
     Threshold,
     ValueDef,
 )
+from vtop.usage import OneLineParser
 
 PROMQL_OP = {
     "above": ">",
@@ -1050,21 +1051,22 @@ def _knob_value(text: str) -> KnobValue:
     return _typed(text)
 
 
-def main(argv: Sequence[str]) -> int:
-    """`vtop rules export --format prometheus|alertmanager [-o FILE] …`; returns the exit code."""
-    import sys
+def build_parser() -> OneLineParser:
+    """`vtop rules export`'s arguments (also listed by `vtop rules --help` and completed by
+    `vtop completion`)."""
     from pathlib import Path
-
-    from vtop.targets import TargetsError, load_targets
-    from vtop.triage.loader import load_catalog
-    from vtop.usage import OneLineParser
 
     p = OneLineParser(
         prog="vtop rules export",
         description="Write vtop's rules as Prometheus alerting rules (or Alertmanager inhibit "
         "rules for their root causes).",
     )
-    p.add_argument("--format", choices=("prometheus", "alertmanager"), default="prometheus")
+    p.add_argument(
+        "--format",
+        choices=("prometheus", "alertmanager"),
+        default="prometheus",
+        help="prometheus: alerting rules (default); alertmanager: inhibit rules for root causes",
+    )
     p.add_argument("-o", "--output", type=Path, metavar="FILE", help="write here, not stdout")
     p.add_argument(
         "--rules",
@@ -1107,7 +1109,17 @@ def main(argv: Sequence[str]) -> int:
         metavar="DURATION",
         help="the rule group's evaluation interval (default: Prometheus's global)",
     )
-    args = p.parse_args(list(argv))
+    return p
+
+
+def main(argv: Sequence[str]) -> int:
+    """`vtop rules export --format prometheus|alertmanager [-o FILE] …`; returns the exit code."""
+    import sys
+
+    from vtop.targets import TargetsError, load_targets
+    from vtop.triage.loader import load_catalog
+
+    args = build_parser().parse_args(list(argv))
 
     def fail(message: str) -> int:
         print(f"vtop rules export: {message}", file=sys.stderr)
