@@ -37,7 +37,7 @@ from tests.pageserver import Answer, PageServer, Script
 from vtop.model import SeriesKey
 from vtop.monitor import Monitor
 from vtop.sources.live import LiveSource
-from vtop.sources.vllm import ScrapeOptions
+from vtop.sources.vllm import MIN_TIMEOUT_S, ScrapeOptions
 
 REAL = Path(__file__).resolve().parents[1] / "fixtures" / "metrics" / "vllm-0.32"
 SERIES_PAGES = len(list((REAL / "kv-exhausted-series").glob("[0-9][0-9].txt")))
@@ -87,11 +87,14 @@ class Fault:
     a timeout."""
 
 
+CLI_TIMEOUT = MIN_TIMEOUT_S
+"""`--interval 1`: the command line's timeout, the floor (a short interval does not shorten it)."""
+
 FAULTS = [
     Fault("http-401", Answer(b"Unauthorized", status=401),
           "HTTP 401 Unauthorized from {where}: needs credentials: set VTOP_API_KEY or "
           "--header 'Authorization: …'"),
-    Fault("slower-than-timeout", Answer(BUSY, delay_s=2.5),
+    Fault("slower-than-timeout", Answer(BUSY, delay_s=CLI_TIMEOUT + 1.0),
           "no answer from {where} within {timeout:g} s", timeout_s=0.3),
     Fault("body-never-ends", Answer(endless=True), "no answer from {where} within {timeout:g} s",
           timeout_s=0.3),
@@ -180,10 +183,6 @@ async def test_fault_is_one_line_keeps_history_and_recovers(
     rate = store.per_second(GEN)
     assert rate is not None and rate > 0
     assert view.server.version == "0.32.0"
-
-
-CLI_TIMEOUT = 0.8
-"""`--interval 1`: the command line times a poll out at 0.8 × the interval."""
 
 
 def test_each_fault_is_one_line_in_the_report_on_stderr_and_in_once(vtop_process: Start) -> None:

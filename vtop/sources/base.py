@@ -9,9 +9,9 @@ called before the first poll, it returns the backfill as one frame per step, old
 consumers that want to step through it (a report's timeline); `poll()` alone returns the same
 past in its first frame, so a consumer that ignores `history` still gets it.
 
-A source whose requests must fit in the poll interval (live endpoints) also offers
-`set_interval(seconds)`; a consumer that changes the interval calls `retime(source, seconds)`,
-which does nothing for a source without it.
+A source whose request timeouts depend on the poll interval (live endpoints: longer with a
+long one, never under a floor) also offers `set_interval(seconds)`; a consumer that changes the
+interval calls `retime(source, seconds)`, which does nothing for a source without it.
 
 A source that may be polled faster for the first seconds after attaching (`vtop.sources.pacing`)
 offers `pace(seconds)`: the time from this poll to the next. The simulator advances its virtual

@@ -131,7 +131,7 @@ class LiveSource:
         self._last_gpu = GpuStatus(unavailable="no GPU reader")
 
     def set_interval(self, interval_s: float) -> None:
-        """The poll interval changed (the TUI's +/-): every request times out within it."""
+        """The poll interval changed (the TUI's +/-): requests get its timeout (`timeout_for`)."""
         self.options = self.options.for_interval(interval_s)
         for state in self.endpoints.values():
             state.scraper.set_interval(interval_s)

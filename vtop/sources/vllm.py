@@ -1,11 +1,15 @@
 """Scraping one vLLM server: /metrics every poll, /v1/models and /version on connect.
 
 One request is in flight per endpoint at a time (a poll that finds the previous one still
-running is skipped, not stacked), and each request times out before the next poll is due, so a
-slow server can never build a backlog. The timeout follows the poll interval, also when it
-changes while vtop runs (`set_interval`). Bodies are streamed and cut at a size cap, which also
-bounds what a gzip bomb can expand to. Every failure becomes one line that says what happened
-and where, with a hint when the cause is usually the user's (401: a token; 404: a path).
+running is skipped, not stacked), and every consumer starts the next poll only once the last
+one has answered, so a slow server can never build a backlog: a slow answer delays the next
+poll, it is not a failed one. So the request timeout is a property of servers, not of vtop's
+cadence: at least `MIN_TIMEOUT_S` whatever the interval (a starved API server answering in
+seconds is a finding, its scrape latency, not an outage), longer with a long interval (also
+when it changes while vtop runs, `set_interval`). Bodies are streamed and cut at a size cap,
+which also bounds what a gzip bomb can expand to. Every failure becomes one line that says what
+happened and where, with a hint when the cause is usually the user's (401: a token; 404: a
+path).
 
 What the server says of itself (/version, /v1/models) is cleaned as label values are (no
 control characters, cut to length): it reaches the header and the reports just the same.
@@ -90,26 +94,28 @@ def base_url(url: str) -> str:
     return url
 
 
+MIN_TIMEOUT_S = 5.0
 MAX_TIMEOUT_S = 10.0
 TIMEOUT_SHARE = 0.8
 
 
 def timeout_for(interval_s: float) -> float:
-    """The request timeout of a poll interval: 0.8 of it, at most 10 s, so always below it.
+    """The request timeout of a poll interval: 0.8 of it, but never under 5 s nor over 10 s.
 
-    A poll that could outlast the interval would make the next one wait or be skipped; a
-    floor (a minimum timeout) would break that promise for short intervals.
+    The floor is what a short interval must not take away: a server that answers in 0.5 s is
+    read at `--interval 0.5` (the next poll waits for it) instead of failing every poll. A long
+    interval leaves a slow server more time, up to Prometheus's default scrape timeout.
     """
     if not interval_s > 0:
         raise ValueError(f"the poll interval must be positive, got {interval_s:g}")
-    return min(MAX_TIMEOUT_S, interval_s * TIMEOUT_SHARE)
+    return min(MAX_TIMEOUT_S, max(MIN_TIMEOUT_S, interval_s * TIMEOUT_SHARE))
 
 
 @dataclass(frozen=True, slots=True)
 class ScrapeOptions:
     """How to reach the endpoints; shared by all of them."""
 
-    timeout_s: float = 0.8
+    timeout_s: float = MIN_TIMEOUT_S
     max_bytes: int = DEFAULT_MAX_BYTES
     verify_tls: bool = True
     headers: tuple[tuple[str, str], ...] = field(default=(), repr=False)
@@ -129,7 +135,7 @@ class ScrapeOptions:
         ca_cert: str | None = None,
         environ: Mapping[str, str] = os.environ,
     ) -> ScrapeOptions:
-        """Options for a poll interval: the timeout stays below it, the token and the proxies
+        """Options for a poll interval (its timeout: `timeout_for`); the token and the proxies
         come from env. A `ca_cert` that cannot be loaded is a `NetConfigError` (one line)."""
         if ca_cert and insecure:
             raise netconfig.NetConfigError("--ca-cert and --insecure contradict each other")
@@ -217,7 +223,7 @@ class VllmScraper:
             await self._client.aclose()
 
     def set_interval(self, interval_s: float) -> None:
-        """The poll interval changed: requests from now on time out within the new one."""
+        """The poll interval changed: requests from now on have its timeout (`timeout_for`)."""
         self.options = self.options.for_interval(interval_s)
 
     @property
@@ -301,7 +307,7 @@ class VllmScraper:
         """/version and /v1/models; what cannot be read stays unknown (None).
 
         Both are read at once, each within the scrape timeout, so the two together take no
-        longer than one scrape and still fit in the poll interval.
+        longer than one scrape.
         """
         timeout = self.options.timeout_s
         version: str | None = None
