@@ -6,11 +6,17 @@ follows (store, rules, screens, report, recorder) never knows which it is readin
 
 An endpoint that fails is retried with capped exponential back-off (1, 2, 4 … 30 s) instead of
 being hammered every poll; meanwhile its scrape carries the reason and when the next attempt
-is due, and the history collected so far stays. When an endpoint (re)connects or restarts, vtop
-re-reads what the server says about itself and its configuration: a restart is usually the user
-applying a recommendation, and the new values must be the ones the next advice starts from.
-Between those, the endpoint's recent (running, waiting, KV) polls may reveal max_num_seqs when
-nothing stated it (`inferred`); the frame that changes a knob carries the new knobs.
+is due, and the history collected so far stays. An endpoint that refuses the connection
+(stopped, or restarting: nothing listens on the port) is the exception: a refused connection
+costs the server nothing, so it is tried every `REFUSED_RETRY_S`, and a restarted server is
+read within a second of listening again instead of up to 30 s later. A server that answers
+badly (errors, timeouts) is one that is up and may be struggling: that one backs off.
+
+When an endpoint (re)connects or restarts, vtop re-reads what the server says about itself and
+its configuration: a restart is usually the user applying a recommendation, and the new values
+must be the ones the next advice starts from. Between those, the endpoint's recent (running,
+waiting, KV) polls may reveal max_num_seqs when nothing stated it (`inferred`); the frame that
+changes a knob carries the new knobs.
 """
 
 from __future__ import annotations
@@ -38,6 +44,8 @@ from vtop.sources import discovery
 from vtop.sources.vllm import ScrapeOptions, VllmScraper, base_url, redact_url
 
 BACKOFF_S = (1.0, 2.0, 4.0, 8.0, 16.0, 30.0)
+REFUSED_RETRY_S = 1.0
+"""The retry pace of an endpoint whose connection was refused: a cheap probe, at once a read."""
 BEHAVIOUR_POLLS = 60
 
 ProcessProbe = Callable[[int], Mapping[str, Knob] | None]
@@ -190,6 +198,8 @@ class LiveSource:
                 events.append(Event(scrape.t, "disconnect", url, scrape.error or "lost"))
             state.connected = False
             delay = BACKOFF_S[min(state.attempt, len(BACKOFF_S) - 1)]
+            if state.scraper.refused:  # nothing listens: trying again costs nothing
+                delay = min(delay, REFUSED_RETRY_S)
             state.attempt += 1
             state.next_try = self._clock() + delay
             state.last_error = scrape.error

@@ -171,7 +171,12 @@ class ScrapeOptions:
 
 
 class ScrapeError(Exception):
-    """One line that says what went wrong with which URL."""
+    """One line that says what went wrong with which URL; `refused`: the connection was
+    refused (nothing listens there now, an answer that costs the server nothing)."""
+
+    def __init__(self, message: str, *, refused: bool = False) -> None:
+        super().__init__(message)
+        self.refused = refused
 
 
 _HINTS = {
@@ -206,6 +211,8 @@ class VllmScraper:
         )
         self._reader = PageReader()
         self._lock = asyncio.Lock()
+        self.refused = False
+        """Whether the last scrape's connection was refused (see `ScrapeError.refused`)."""
 
     def _transport(self) -> httpx.AsyncBaseTransport:
         if self.proxy is None:
@@ -263,9 +270,9 @@ class VllmScraper:
         except (httpx.TimeoutException, TimeoutError):
             raise ScrapeError(f"no answer from {where}{self._via} within {timeout:g} s") from None
         except httpx.ConnectError as exc:
-            raise ScrapeError(
-                f"cannot connect to {where}{self._via}: {error_reason(exc)}"
-            ) from None
+            reason = error_reason(exc)
+            raise ScrapeError(f"cannot connect to {where}{self._via}: {reason}",
+                              refused=reason == "connection refused") from None  # fmt: skip
         except httpx.DecodingError:
             raise ScrapeError(f"{where} sent a body that does not decode (bad gzip?)") from None
         except httpx.HTTPError as exc:
@@ -280,9 +287,11 @@ class VllmScraper:
             return Scrape(self.url, time.time(), error="previous poll still in flight; skipped")
         async with self._lock:
             started = time.perf_counter()
+            self.refused = False
             try:
                 body, latency = await self._get(self.metrics_url, self.options.timeout_s)
             except ScrapeError as exc:
+                self.refused = exc.refused
                 return Scrape(self.url, time.time(), latency_s=time.perf_counter() - started,
                               error=str(exc))  # fmt: skip
             now = time.time()
