@@ -82,7 +82,7 @@ async def test_connected_shows_header_panels_triage_and_gpu() -> None:
         assert panel(app, "ttft").text("value").startswith("p50 ")
         assert "queue" in panel(app, "ttft").text("note")
         lines = [line.text for line in app.triage.lines]
-        assert lines[0].startswith("KV cache ≥ 95% with an empty queue")
+        assert lines[0].startswith("memory-ceiling: KV cache ≥ 95% with an empty queue")
         assert lines[1] == "→ --kv-cache-dtype fp8  --gpu-memory-utilization 0.95"
         assert lines[2].startswith("budget-too-small: 40 of 60 s")
         assert "explained by memory-ceiling" in lines[3]
@@ -448,6 +448,28 @@ async def test_command_palette_offers_vtop_commands() -> None:
         assert {"Pause / resume", "Next window", "Copy recommended flags"} <= set(titles)
 
 
+async def test_the_palettes_keys_opens_the_key_reference_and_escape_closes_it() -> None:
+    """Textual's "Keys" command docked a panel beside the dashboard that Escape did not close;
+    it squashed the panels and garbled the footer. It is vtop's key reference now, a modal."""
+    app, _ = build_app()
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.pause()
+        before = screen_lines(app)
+        await pilot.press("ctrl+p")
+        assert isinstance(app.screen, CommandPalette)
+        await pilot.press(*"keys")
+        await pilot.pause(0.3)
+        await pilot.press("enter")
+        await pilot.pause()
+        assert isinstance(app.screen, HelpScreen)
+        assert "command palette" in screen_text(app)
+        await pilot.press("escape")
+        await pilot.pause()
+        assert app.screen is app.screen_stack[0] and not app.screen.query("HelpPanel")
+        assert screen_lines(app)[-1] == before[-1], "the footer as it was"
+        assert app.triage.region.width == 80 and app.grid.region.width == 80
+
+
 async def test_quit_closes_the_source() -> None:
     app, source = build_app()
     async with app.run_test(size=SIZE) as pilot:
@@ -486,7 +508,7 @@ async def test_no_color_draws_no_colour_at_all_and_keeps_severity_readable(
         await pilot.pause()
         assert app.no_color
         row = _box_rows(screen_lines(app), "Triage")[0]
-        assert row.startswith("?    likely budget-too-small · 40 of 60 s"), row
+        assert row.startswith("▶?    likely budget-too-small · 40 of 60 s"), row  # the cursor
 
 
 async def test_compact_layout_at_80x24_keeps_the_verdict_and_every_signal() -> None:
@@ -511,7 +533,9 @@ async def test_a_pending_warning_rule_leads_as_likely_never_as_all_clear_nor_adv
         first = app.triage.lines[0]
         assert (first.kind, first.finding) == ("likely", PENDING)
         triage = _box_rows(screen_lines(app), "Triage")
-        assert triage[0] == "?    likely budget-too-small · 40 of 60 s · Scheduler budget too small"
+        assert (
+            triage[0] == "▶?    likely budget-too-small · 40 of 60 s · Scheduler budget too small"
+        )
         text = "\n".join(triage)
         assert "no bottleneck found" not in text and "OK" not in text
         assert "→" not in text and "--" not in text, "no advice before the verdict"
@@ -550,6 +574,69 @@ async def test_the_cursor_follows_the_lead_until_the_user_moves_it() -> None:
         assert isinstance(app.screen, FindingScreen) and app.screen.finding is FIRING
 
 
+@pytest.mark.parametrize("look", ["dark", "light", "no-color"])
+async def test_the_cursor_starts_on_the_root_cause_plainly_and_enter_opens_it(
+    look: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The real rules on a server whose batch cap is the wall: budget-too-small fires and
+    explains ttft-queueing (suppressed). The cursor, a `▶` that reads without colour, is on
+    the verdict's first row, every finding's line names its rule, and Enter opens the root
+    cause, not the symptom it explains."""
+    if look == "no-color":
+        monkeypatch.setenv("NO_COLOR", "1")
+    app = build_sim_app(
+        "budget-too-small", findings=None, theme="dark" if look != "light" else look
+    )
+    async with app.run_test(size=(100, 30)) as pilot:
+        await pilot.pause()
+        kinds = [(line.kind, line.finding.rule) for line in app.triage.lines if line.finding]
+        assert ("suppressed", "ttft-queueing") in kinds, kinds  # the symptom is on screen too
+        assert kinds[0] == ("firing", "budget-too-small"), kinds
+        triage = _box_rows(screen_lines(app), "Triage")
+        marked = [row for row in triage if row.startswith("▶")]
+        assert marked == [triage[0]], triage  # one cursor, on the root cause's first row
+        assert marked[0].startswith("▶WARN budget-too-small: "), marked
+        assert any(row.lstrip().startswith("·    ttft-queueing: explained by") for row in triage)
+        drawn = terminal_bytes(app)
+        if look == "no-color":
+            assert colour_codes(drawn) == set()
+        assert "▶" in drawn
+        await pilot.press("enter")
+        assert isinstance(app.screen, FindingScreen)
+        assert app.screen.finding.rule == "budget-too-small"
+        assert app.screen.finding.state == "firing"
+        await pilot.press("escape", "down")
+        triage = _box_rows(screen_lines(app), "Triage")
+        assert [row for row in triage if row.startswith("▶")] == [
+            "▶·    ttft-queueing: explained by budget-too-small"
+        ], triage  # the cursor moves whole findings: the flags' row is the verdict's
+        app.grid.columns[0].focus()
+        await pilot.pause()
+        triage = _box_rows(screen_lines(app), "Triage")
+        assert not [row for row in triage if row.startswith("▶")], "no cursor without focus"
+
+
+async def test_a_new_verdict_takes_the_cursor_from_a_symptom() -> None:
+    """The user looked at a symptom while the cause was only likely; when the cause's verdict
+    comes, the cursor is on it: Enter opens the news, not the line chosen a minute ago."""
+    from dataclasses import replace
+
+    from vtop.ui.verdict import lines
+
+    symptom = replace(PENDING, rule="ttft-queueing", title="Time to first token is queueing")
+    app, _ = build_app(findings=())
+    async with app.run_test(size=SIZE) as pilot:
+        app.triage.show(lines([PENDING, symptom], polls=4))
+        await pilot.press("down")
+        assert app.triage.selected is symptom
+        fired = replace(PENDING, state="firing", needs_s=None, held_s=60.0)
+        explained = replace(symptom, state="suppressed", suppressed_by="budget-too-small")
+        app.triage.show(lines([fired, explained], polls=5))
+        assert app.triage.selected is fired
+        await pilot.press("enter")
+        assert isinstance(app.screen, FindingScreen) and app.screen.finding is fired
+
+
 def test_the_likely_line_is_drawn_apart_from_a_verdict() -> None:
     from vtop.ui.verdict import lines
     from vtop.ui.widgets.triage_panel import render_line
@@ -557,7 +644,7 @@ def test_the_likely_line_is_drawn_apart_from_a_verdict() -> None:
     likely = lines([PENDING], polls=9)[0]
     verdict = lines([FIRING], polls=9)[0]
     drawn, firing = render_line(likely, 80, False), render_line(verdict, 80, False)
-    assert drawn.plain.startswith("?    likely ") and firing.plain.startswith("CRIT ")
+    assert drawn.plain.startswith(" ?    likely ") and firing.plain.startswith(" CRIT ")
     styles = [str(span.style) for span in drawn.spans]
     assert not [s for s in styles if "reverse" in s], styles  # a reversed label is a verdict
     assert any("reverse" in str(span.style) for span in firing.spans)
@@ -602,7 +689,7 @@ async def test_attaching_to_a_sick_server_likely_cause_then_verdict_with_the_rea
             elif any(f.state in ACCRUING and f.severity >= Severity.WARNING
                      for f in view.findings):  # fmt: skip
                 likely_polls += 1
-                assert lines[0].kind == "likely" and text.startswith("?    likely "), text
+                assert lines[0].kind == "likely" and text.startswith("▶?    likely "), text
                 assert "→" not in text and "--" not in text, "no advice before the verdict"
             shown = {line.finding.rule for line in lines if line.finding is not None}
         assert likely_polls >= 20 and fired_at is not None and fired_at >= likely_polls

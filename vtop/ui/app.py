@@ -424,6 +424,12 @@ class VtopApp(App[None]):
         if not isinstance(self.screen, HelpScreen):
             self.push_screen(HelpScreen())
 
+    def action_show_help_panel(self) -> None:
+        """The command palette's "Keys": vtop's own key reference, a modal that Escape closes,
+        instead of Textual's docked panel, which Escape did not close and which squashed the
+        dashboard and garbled the footer beside it."""
+        self.action_help()
+
     def action_pause(self) -> None:
         self.paused = not self.paused
         if self.paused:

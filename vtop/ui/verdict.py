@@ -154,7 +154,9 @@ def lines(findings: Sequence[Finding] | None, *, error: str | None = None,
             continue  # its own line leads the panel
         if f.state == "firing":
             # The rule's summary is the diagnosis with its numbers; the title is in the detail.
-            out.append(Line("firing", f.summary or f.title, f.severity, f, LABELS[f.severity]))
+            # The rule's id leads, as on every line: what `--rules` and the detail name.
+            out.append(Line("firing", f"{f.rule}: {f.summary or f.title}", f.severity, f,
+                            LABELS[f.severity]))  # fmt: skip
             fix = flags(f)
             if fix:
                 out.append(Line("action", f"→ {fix}", f.severity, f,

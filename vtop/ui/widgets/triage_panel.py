@@ -10,10 +10,17 @@ A focusable list: up/down move a cursor over the findings, Enter (or a double cl
 the cursor in view, and says how many more there are. Each line is a field, so a pending
 finding whose progress ticks ("40 of 60 s" -> "41 of 60 s") repaints that one line.
 
-The cursor stays on the finding the user moved it to (by its rule) while the list changes;
-until they move it, it stays on the first finding, the one the panel leads with: the rule seen
-first after attaching is often a symptom, and Enter should open the likely cause, then the
-verdict, that took the lead since.
+The cursor is a glyph, `▶`, in a column of its own left of the labels (the panel's left
+padding: no text column is lost), on the first row of the finding it is on: a glyph reads in
+every theme, on a mono terminal and with NO_COLOR, where a background tint (the first cursor,
+`$boost`: 234 on 233 in the dark theme) was nearly invisible. It shows while the panel has
+the focus, that is while Enter opens what it points at.
+
+The cursor starts on the first finding, the one the panel leads with (the likely cause, then
+the verdict: the root cause, never a symptom it explains), and stays on the finding the user
+moved it to (by its rule) while the list changes, until a new finding takes the lead: the
+rule seen first after attaching is often a symptom, and Enter should open the likely cause,
+then the verdict, that took the lead since.
 """
 
 from __future__ import annotations
@@ -48,12 +55,16 @@ LIKELY_STYLE = {
 """A likely cause's label: the colour of the severity it would fire at, never reversed (a
 reversed label is a verdict)."""
 LABEL_W = 5
+GUTTER = 1
+"""The cursor's column, left of the labels (taken from the panel's left padding)."""
+CURSOR = "▶"
+CURSOR_STYLE = "bold $accent"
 
 
 def line_rows(line: Line, width: int) -> list[str]:
     """A line's text wrapped to the panel's text column: its wide form (flags with their
     engine arguments) when that fits on one row, else its short form, wrapped."""
-    room = width - LABEL_W
+    room = width - GUTTER - LABEL_W
     text = line.wide if line.wide and len(line.wide) <= room else line.text
     if room <= 1 or len(text) <= room:
         return [text]
@@ -71,11 +82,12 @@ def _wrapped(text: str, room: int, hanging: bool) -> tuple[str, ...]:
 
 def render_line(line: Line, width: int, cursor: bool, text: str | None = None,
                 first: bool = True) -> Content:  # fmt: skip
-    """One row of the panel: a severity label column (blank on a continuation), then the
-    text (the line's own unless `text` is a wrapped piece of it), cut with … if too long."""
+    """One row of the panel: the cursor's column (`▶` on the first row of the line the
+    cursor is on), a severity label column (blank on a continuation), then the text (the
+    line's own unless `text` is a wrapped piece of it), cut with … if too long."""
     label = line.label.ljust(LABEL_W - 1)[: LABEL_W - 1] + " " if first else " " * LABEL_W
     text = line.text if text is None else text
-    room = width - LABEL_W
+    room = width - GUTTER - LABEL_W
     if len(text) > room > 1:
         text = text[: room - 1] + "…"
     head: tuple[str, str]
@@ -93,10 +105,8 @@ def render_line(line: Line, width: int, cursor: bool, text: str | None = None,
         body, head = (text, "$text-muted"), (label, "$text-muted")
     if not first:
         head = (label, "")
-    content = Content.assemble(head, body)
-    if cursor:
-        content = content.stylize_before("on $boost")
-    return content
+    gutter = (CURSOR, CURSOR_STYLE) if cursor and first else (" " * GUTTER, "")
+    return Content.assemble(gutter, head, body)
 
 
 def _rows_for(lines: Sequence[Line], width: int) -> int:
@@ -145,8 +155,13 @@ class TriagePanel(FieldsWidget, can_focus=True):
         self._cursor = 0
         self._chosen = False
         """The user moved the cursor: it follows their finding, not the lead."""
+        self._lead: tuple[str, str] | None = None
+        """The rule the panel leads with, and its state: when another takes the lead (or the
+        likely cause becomes the verdict), the cursor goes to it."""
         self._row_line: list[int] = []
         """The line each drawn row belongs to (a wrapped line takes several)."""
+        self._focused = False
+        """The panel has the focus: the cursor shows (Enter opens what it is on)."""
 
     @property
     def lines(self) -> tuple[Line, ...]:
@@ -177,17 +192,23 @@ class TriagePanel(FieldsWidget, can_focus=True):
         self._draw()
 
     def _place_cursor(self, keep: Finding | None) -> int:
-        """Keep the cursor on the rule the user chose when the list changes, else on the
-        first finding."""
+        """Keep the cursor on the rule the user chose when the list changes, else (or when
+        a new finding takes the lead) on the first finding."""
+        lead = self._lead_index()
+        f = self._lines[lead].finding if lead < len(self._lines) else None
+        now = (f.rule, f.state) if f is not None else None
+        if now != self._lead:
+            self._lead, self._chosen = now, False  # news: the cursor goes to it
         if keep is not None and self._chosen:
             for i, line in enumerate(self._lines):
                 if line.finding is not None and line.finding.rule == keep.rule:
                     return i
         self._chosen = False  # their finding is gone: follow the lead again
-        for i, line in enumerate(self._lines):
-            if line.finding is not None:
-                return i
-        return 0
+        return lead
+
+    def _lead_index(self) -> int:
+        """The first line with a finding (the likely cause, or the top verdict)."""
+        return next((i for i, line in enumerate(self._lines) if line.finding is not None), 0)
 
     def get_content_height(self, container: Size, viewport: Size, width: int) -> int:
         # Every row the lines would take wrapped: the CSS max-height bounds it, and `_draw`
@@ -198,9 +219,12 @@ class TriagePanel(FieldsWidget, can_focus=True):
         self._draw()
 
     def on_focus(self) -> None:
+        # Textual runs this handler before its own, which sets `has_focus`: hence a flag.
+        self._focused = True
         self._draw()
 
     def on_blur(self) -> None:
+        self._focused = False
         self._draw()
 
     def _first_visible(self) -> int:
@@ -219,11 +243,10 @@ class TriagePanel(FieldsWidget, can_focus=True):
         if rows is None:
             self._draw_scrolling(width, height)
             return
-        selected = self.selected
         self._row_line = []
         y = 0
         for i, (line, pieces, n) in enumerate(zip(self._lines, wrapped, rows, strict=True)):
-            cursor = self.has_focus and line.finding is not None and line.finding is selected
+            cursor = self._focused and i == self._cursor and line.finding is not None
             if n < len(pieces):  # rows ran out: the rest of the text on the last row, cut
                 indent = pieces[n - 1][: len(pieces[n - 1]) - len(pieces[n - 1].lstrip())]
                 rest = indent + " ".join(p.strip() for p in pieces[n - 1 :])
@@ -243,12 +266,11 @@ class TriagePanel(FieldsWidget, can_focus=True):
         if more > 0 and shown:
             shown = shown[:-1]
             more += 1
-        selected = self.selected
         self._row_line = list(range(top, top + len(shown)))
         for y in range(height):
             if y < len(shown):
                 line = shown[y]
-                cursor = self.has_focus and line.finding is not None and line.finding is selected
+                cursor = self._focused and top + y == self._cursor and line.finding is not None
                 self.put(f"l{y}", render_line(line, width, cursor))
             elif y == len(shown) and more > 0:
                 hint = f"  +{more} more (↑↓ to scroll, Enter for details)"
@@ -268,10 +290,12 @@ class TriagePanel(FieldsWidget, can_focus=True):
                 return
 
     def _choose(self, i: int) -> None:
-        """The user put the cursor on line `i` (back on the lead: it follows the lead)."""
+        """The user put the cursor on line `i`, that is on its finding's first line (back on
+        the lead: it follows the lead)."""
+        f = self._lines[i].finding
+        i = next((n for n, line in enumerate(self._lines) if line.finding is f), i)
         self._cursor = i
-        lead = next((n for n, line in enumerate(self._lines) if line.finding is not None), 0)
-        self._chosen = i != lead
+        self._chosen = i != self._lead_index()
         self._draw()
 
     def action_open(self) -> None:
