@@ -113,7 +113,11 @@ class Scrape:
 
 @dataclass(frozen=True, slots=True)
 class GpuReading:
-    """One GPU at one instant, as NVML reports it. `None` is a field the card does not support."""
+    """One GPU at one instant. `None` is a field the card (or the reader) does not give.
+
+    `source` is who read it: "nvml" (this host's driver) or "page" (dcgm-exporter series on
+    the server's /metrics, see `vtop.signals.gpus`).
+    """
 
     index: int
     name: str
@@ -127,6 +131,7 @@ class GpuReading:
     sm_clock_mhz: float | None = None
     process_mem_bytes: int | None = None
     error: str | None = None
+    source: str = "nvml"
 
 
 @dataclass(frozen=True, slots=True)

@@ -11,7 +11,9 @@ replicas is written into its own history, so a replica carrying the load of its 
 a finding like any other (issue 7).
 
 GPU readings are attributed only to endpoints on this host: NVML sees the local GPUs, and
-charging them to a remote server would be a lie.
+charging them to a remote server would be a lie. The GPUs to show (`Monitor.gpus`) are NVML's
+and those the endpoints' pages carry (dcgm-exporter series), by `vtop.signals.gpus`: the
+GPU panel, `--once` and `--report` read the same ones.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from vtop.model import EndpointInfo, Event, Finding, Frame, GpuStatus, HostReading, Knob, Scrape
+from vtop.signals import gpus
 from vtop.signals.store import Store
 from vtop.sources.live import is_local
 from vtop.triage import replicas
@@ -49,6 +52,13 @@ class Monitor:
         self.host: HostReading | None = None
         self.frames = 0
         self.t: float | None = None
+
+    @property
+    def gpus(self) -> GpuStatus:
+        """The GPUs to show: this host's NVML reading (`gpu`) and the endpoints' pages'."""
+        return gpus.shown(
+            self.gpu, [(v.last, v.local) for v in self.endpoints.values() if v.last is not None]
+        )
 
     def view(self, endpoint: str) -> EndpointView:
         view = self.endpoints.get(endpoint)

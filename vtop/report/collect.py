@@ -422,7 +422,8 @@ class Collector:
     def _gpus(self) -> list[dict[str, Any]]:
         out = []
         for index, (name, stats, total) in sorted(self.stats.gpu.gpus.items()):
-            entry: dict[str, Any] = {"index": index, "name": name, "mem_total_bytes": total}
+            entry: dict[str, Any] = {"index": index, "name": name, "mem_total_bytes": total,
+                                     "source": self.stats.gpu.sources.get(index)}  # fmt: skip
             for f, s in stats.items():
                 entry[f] = _pick(s.summary()) if s.n else None
             error, since = self.stats.gpu.errors.get(index, (None, None))

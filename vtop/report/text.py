@@ -56,8 +56,11 @@ def _health(ep: Doc) -> str:
     return text + (f"; last error: {ep['error']}" if ep["error"] else "")
 
 
+PAGE_GPU_NOTE = "read from the server's /metrics (dcgm-exporter series)"
+
+
 def _gpu_line(g: Doc) -> str:
-    parts = [g["name"]]
+    parts = [g["name"]] if g["name"] else []
     if g.get("error"):
         parts.append(f"{g['error']} since {fmt.clock(g.get('error_since'))}")
     util, mem, power, temp = g["util_pct"], g["mem_used_bytes"], g["power_w"], g["temp_c"]
@@ -72,6 +75,8 @@ def _gpu_line(g: Doc) -> str:
         parts.append(f"power avg {power['avg']:.0f} W")
     if temp:
         parts.append(f"temp max {temp['max']:.0f} °C")
+    if g.get("source") == "page":
+        parts.append(PAGE_GPU_NOTE)
     return "  ".join(parts)
 
 

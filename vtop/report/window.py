@@ -24,8 +24,10 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 from vtop.model import Frame, GpuStatus, Histogram, Scrape, SeriesKey
+from vtop.signals import gpus
 from vtop.signals import histogram as hist
 from vtop.signals.catalog import BY_NAME
+from vtop.sources.live import is_local
 
 GAUGES = ("running", "waiting", "kv_usage")
 RATES = {
@@ -337,12 +339,16 @@ class GpuStats:
     A GPU that fails during the window (lost, needs a reset) keeps the figures read before,
     and `errors` says what it reports now and since when; `unavailable` is why no GPU could
     be read at the last poll (no driver, no library), so a report never drops GPUs silently.
+    The GPUs are those `vtop.signals.gpus.shown` gives (NVML's and the pages' dcgm-exporter
+    series), each with its source, as on the GPU panel and in `--once`.
     """
 
     FIELDS = ("util_pct", "mem_used_bytes", "power_w", "temp_c")
 
     def __init__(self) -> None:
         self.gpus: dict[int, tuple[str, dict[str, Stat], float | None]] = {}
+        self.sources: dict[int, str] = {}
+        """GPU index -> who read it last ("nvml" or "page")."""
         self.unavailable: str | None = None
         self.errors: dict[int, tuple[str, float]] = {}
         """GPU index -> (its current error, the time of the first poll that said it)."""
@@ -354,6 +360,7 @@ class GpuStats:
                 self.errors.pop(g.index, None)
             elif self.errors.get(g.index, ("",))[0] != g.error:
                 self.errors[g.index] = (g.error, t)
+            self.sources[g.index] = g.source
             entry = self.gpus.get(g.index)
             if entry is None:
                 entry = (g.name, {name: Stat() for name in self.FIELDS}, None)
@@ -394,4 +401,5 @@ class WindowStats:
                 )
             ep.add(scrape)
         if gpu:
-            self.gpu.add(frame.gpu, frame.t)
+            scrapes = [(s, is_local(s.endpoint)) for s in frame.scrapes]
+            self.gpu.add(gpus.shown(frame.gpu, scrapes), frame.t)

@@ -26,22 +26,14 @@ from dataclasses import dataclass
 from typing import overload
 
 from vtop.model import ALL, Event, GpuStatus, Histogram, Scrape, SeriesKey
+from vtop.signals import gpus
 from vtop.signals import histogram as hist
 from vtop.signals.catalog import BY_NAME, Kind, Signal
 
 NAN = math.nan
 
-_GPU_FIELDS = (
-    ("gpu_util", "util_pct"),
-    ("gpu_mem_used", "mem_used_bytes"),
-    ("gpu_mem_total", "mem_total_bytes"),
-    ("gpu_power", "power_w"),
-    ("gpu_power_limit", "power_limit_w"),
-    ("gpu_temp", "temp_c"),
-    ("gpu_sm_clock", "sm_clock_mhz"),
-)
-
-_GPU_SIGNALS = frozenset(signal for signal, _ in _GPU_FIELDS) | {"gpu_mem_free"}
+_GPU_FIELDS = gpus.NVML_FIELDS
+_GPU_SIGNALS = gpus.SIGNALS
 
 _RESTART_COUNTERS = frozenset({"generation_tokens", "prompt_tokens", "requests_finished",
                                "preemptions", "api_cpu_seconds"})  # fmt: skip

@@ -415,7 +415,7 @@ class VtopApp(App[None]):
         if self.grid.border_title != title:
             self.grid.border_title = title  # a new title repaints the whole widget: on change
         local = [e.local for e in self.monitor.endpoints.values()]
-        self.gpus.show(self.monitor.gpu, remote_only=bool(local) and not any(local),
+        self.gpus.show(self.monitor.gpus, remote_only=bool(local) and not any(local),
                        table=self.thresholds)  # fmt: skip
 
     # -- actions ---------------------------------------------------------------------------------

@@ -1,7 +1,10 @@
-"""The GPUs of this host, a line each, or one line saying why none can be read.
+"""The server's GPUs, a line each, or one line saying why none can be read.
 
-NVML sees the GPUs of the machine vtop runs on. When every endpoint is remote the panel says
-so instead of letting the local cards pass for the server's. Each reading is its own field,
+It shows what `vtop.signals.gpus.shown` gives (the app passes `Monitor.gpus`), as `--once`
+and `--report` do: the dcgm-exporter series a server's page carries (the server's GPUs, even
+where this host has no driver) and NVML's reading of this host. When every endpoint is remote
+and the cards are this host's, the panel says so instead of letting them pass for the
+server's; GPUs read from a page say that too. Each reading is its own field,
 and the ones that move every poll (utilisation, power) come first: a changed line is
 rewritten from the panel's edge to the end of the change, so the card's name, which never
 changes, goes last. A field that does not fit whole is left out (a narrow terminal shows
@@ -14,6 +17,7 @@ from textual.content import Content
 from textual.geometry import Size
 
 from vtop.model import GpuReading, GpuStatus, Severity
+from vtop.signals.gpus import PAGE
 from vtop.ui import fmt
 from vtop.ui.thresholds import FALLBACK, Table, level
 from vtop.ui.widgets.fields import Field, FieldsWidget
@@ -83,7 +87,10 @@ class GpuPanel(FieldsWidget, can_focus=True):
                                                   (why, "$text-muted"))})  # fmt: skip
         else:
             rows.extend(gpu_fields(g, table) for g in status.gpus[:MAX_GPUS])
-            if remote_only:
+            if any(g.source == PAGE for g in status.gpus):
+                note = "read from the server's /metrics (dcgm-exporter series)"
+                rows.append({"head": Content.styled(note, "$text-muted")})
+            elif remote_only:
                 note = "these are this host's GPUs; the server is remote"
                 rows.append({"head": Content.styled(note, "$text-muted")})
         if len(rows) != len(self._rows) or any(
