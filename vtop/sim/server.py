@@ -8,16 +8,19 @@ answers late by the virtual time its event loop needs, converted to wall time: v
 scrape-latency signal sees what it would see on the real server.
 
 Standard library only (`http.server.ThreadingHTTPServer`): nothing to install, and tests run
-it on real sockets.
+it on real sockets. A client that disconnects mid-answer is not an error worth a traceback
+(a scraper that times out does it all day); a real error in a handler still prints one.
 """
 
 from __future__ import annotations
 
 import json
+import sys
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import TracebackType
+from typing import Any
 
 from prometheus_client import CONTENT_TYPE_LATEST
 
@@ -31,6 +34,14 @@ MAX_SCRAPE_DELAY_S = 30.0
 class _HTTPServer(ThreadingHTTPServer):
     daemon_threads = True
     sim: SimServer
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """A client that hangs up mid-answer (a scraper's timeout, Ctrl-C on curl, a closed
+        browser tab) is normal for a server: nothing is said. Anything else is a bug in the
+        simulator and keeps socketserver's traceback on stderr."""
+        if isinstance(sys.exc_info()[1], ConnectionError):  # BrokenPipe, ConnectionReset, …
+            return
+        super().handle_error(request, client_address)
 
 
 class _Handler(BaseHTTPRequestHandler):
