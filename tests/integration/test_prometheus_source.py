@@ -316,7 +316,8 @@ def live(tmp_path: Path) -> Iterator[tuple[PrometheusServer, SimServer, subproce
         cwd=ROOT, stdout=subprocess.PIPE, text=True,
     )  # fmt: skip
     try:
-        assert proc.stdout is not None and "vtop sim: healthy" in proc.stdout.readline()
+        assert proc.stdout is not None
+        assert "vtop sim: serving scenario 'healthy'" in proc.stdout.readline()
         targets = [f"127.0.0.1:{sim.port}", f"127.0.0.1:{port}"]
         with PrometheusServer.start(tmp_path, jobs={"vllm": targets}) as prom:
             prom.wait_for(lambda: len(prom.query("up == 1")) == 2, 20)

@@ -3,15 +3,22 @@
 from __future__ import annotations
 
 import argparse
+import os
 import re
+import signal
+import subprocess
+import sys
 import threading
 import time
 import urllib.request
+from pathlib import Path
 
 import pytest
 
 from vtop.sim import command
 from vtop.sim.scenarios import SCENARIOS
+
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def parse(*argv: str) -> argparse.Namespace:
@@ -66,3 +73,44 @@ def test_serves_instances_until_duration(capsys: pytest.CaptureFixture[str]) -> 
         assert b'vllm:num_requests_running{engine="0"' in page
     thread.join(timeout=10)
     assert result == [0]
+
+
+def test_help_states_every_default() -> None:
+    parser = argparse.ArgumentParser(prog="vtop")
+    sim = command.register(parser.add_subparsers())
+    for action in sim._actions:
+        if action.option_strings and action.dest not in ("help", "list"):
+            assert "default" in (action.help or ""), action.option_strings
+    text = sim.format_help()
+    assert "(default: healthy;" in text and "(default: 8000;" in text
+    assert "Without flags: scenario 'healthy' on http://127.0.0.1:8000/metrics" in text
+
+
+START = re.compile(r"vtop sim: serving scenario 'healthy' as vLLM 0\.32\.0 on "
+                   r"http://127\.0\.0\.1:(\d+)/metrics \(Ctrl-C stops\)\n")  # fmt: skip
+
+
+def test_a_server_says_in_one_line_what_it_serves_and_ctrl_c_stops_it() -> None:
+    """`vtop sim` with no scenario (any free port, as 8000 may be taken here)."""
+    proc = subprocess.Popen([sys.executable, "-m", "vtop", "sim", "--port", "0"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)})  # fmt: skip
+    try:
+        assert proc.stdout is not None
+        line = proc.stdout.readline()
+        match = START.fullmatch(line)
+        assert match, line
+        with urllib.request.urlopen(f"http://127.0.0.1:{match.group(1)}/metrics",
+                                    timeout=10) as resp:  # fmt: skip
+            assert b"vllm:num_requests_running" in resp.read()
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=30)
+    finally:
+        proc.kill()
+    assert (proc.returncode, out, err) == (0, "", "")
+
+
+def test_the_start_line_names_the_pace_and_the_end() -> None:
+    line = command.started("frontend-bound", "http://127.0.0.1:8001", "0.10.0", 5.0, 6.0)
+    assert line == ("vtop sim: serving scenario 'frontend-bound' as vLLM 0.10.0 on "
+                    "http://127.0.0.1:8001/metrics at 5x real time (stops after 6 s)")  # fmt: skip

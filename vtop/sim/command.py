@@ -6,7 +6,9 @@
 Each instance is a `Twin` behind a `SimServer` on consecutive ports (port 0: any free port), a
 different seed per instance so several endpoints do not move in lockstep. By default the twin
 first runs the scenario's warm-up in virtual time, so the symptom is on the page at the first
-scrape. The CLI owner wires `register()` into `vtop/cli.py`; `run()` returns the exit code.
+scrape. Every flag has a default (its help says which): bare `vtop sim` serves `healthy` on
+:8000, and each server says so in one line as it starts. `vtop/cli.py` wires `register()` in;
+`run()` returns the exit code.
 """
 
 from __future__ import annotations
@@ -22,6 +24,15 @@ from vtop.sim.scenarios import SCENARIOS
 from vtop.sim.server import SimServer, serve
 from vtop.sim.twin import Twin
 
+DEFAULT_SCENARIO = "healthy"
+DEFAULT_HOST = "127.0.0.1"
+DEFAULT_PORT = 8000
+EPILOG = f"""\
+Without flags: scenario {DEFAULT_SCENARIO!r} on http://{DEFAULT_HOST}:{DEFAULT_PORT}/metrics,
+at real time, until Ctrl-C (one line on start says so). Watch it with
+  vtop --url http://{DEFAULT_HOST}:{DEFAULT_PORT}
+or watch a simulation without a server: vtop --demo SCENARIO."""
+
 
 def register(subparsers: Any) -> argparse.ArgumentParser:
     """Add the `sim` sub-command to an `argparse` sub-parsers object."""
@@ -29,25 +40,51 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
         "sim",
         help="serve a simulated vLLM server (a scheduler twin) on loopback",
         description=__doc__.split("\n\n")[0] if __doc__ else None,
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    p.add_argument("--scenario", default="healthy", help="scenario name (see --list)")
+    p.add_argument("--scenario", default=DEFAULT_SCENARIO, metavar="NAME",
+                   help=f"what the server suffers from (default: {DEFAULT_SCENARIO}; "
+                   "--list describes them)")  # fmt: skip
     p.add_argument("--list", action="store_true", help="describe the scenarios and exit")
-    p.add_argument("--host", default="127.0.0.1", help="address to bind (default: loopback)")
-    p.add_argument("--port", type=int, default=8000, help="first port (0: any free port)")
-    p.add_argument("--speed", type=float, default=1.0, help="virtual seconds per wall second")
+    p.add_argument("--host", default=DEFAULT_HOST, metavar="ADDRESS",
+                   help=f"address to bind (default: {DEFAULT_HOST}, this host only)")  # fmt: skip
+    p.add_argument("--port", type=int, default=DEFAULT_PORT, metavar="PORT",
+                   help=f"port of the first server, the next ones on the following ports "
+                   f"(default: {DEFAULT_PORT}; 0: any free port)")  # fmt: skip
+    p.add_argument("--speed", type=float, default=1.0, metavar="X",
+                   help="virtual seconds per wall second (default: 1, real time)")  # fmt: skip
     p.add_argument(
         "--emulate-version",
         default=DEFAULT_DIALECT,
-        help="vLLM version whose /metrics dialect to speak: 0.6, 0.10 or 0.32 (default)",
+        metavar="VERSION",
+        help=f"vLLM version whose /metrics dialect to speak: 0.6, 0.10 or 0.32 "
+        f"(default: {DEFAULT_DIALECT})",
     )
-    p.add_argument("--instances", type=int, default=1, help="how many servers to start")
-    p.add_argument("--seed", type=int, default=0, help="random seed of the first instance")
+    p.add_argument("--instances", type=int, default=1, metavar="N",
+                   help="how many servers to start (default: 1)")  # fmt: skip
+    p.add_argument("--seed", type=int, default=0, metavar="N",
+                   help="random seed of the first instance, the next ones +1 each "
+                   "(default: 0)")  # fmt: skip
     p.add_argument(
-        "--no-warmup", action="store_true", help="start at virtual second 0, not after warm-up"
+        "--no-warmup",
+        action="store_true",
+        help="start at virtual second 0 (default: after the scenario's warm-up, its symptom "
+        "already on the page)",
     )
-    p.add_argument("--duration", type=float, default=None, help="stop after this many wall seconds")
+    p.add_argument("--duration", type=float, default=None, metavar="SECONDS",
+                   help="stop after this many wall seconds (default: until Ctrl-C)")  # fmt: skip
     p.set_defaults(func=run)
     return p
+
+
+def started(scenario: str, url: str, version: str | None, speed: float,
+            duration: float | None) -> str:  # fmt: skip
+    """The one line said when a server starts: what is served, where, and how it stops."""
+    pace = "" if speed == 1 else f" at {speed:g}x real time"
+    stops = "Ctrl-C stops" if duration is None else f"stops after {duration:g} s"
+    return (f"vtop sim: serving scenario {scenario!r} as vLLM {version or 'unknown'} on "
+            f"{url}/metrics{pace} ({stops})")  # fmt: skip
 
 
 def describe(out: TextIO) -> None:
@@ -90,12 +127,9 @@ def run(args: argparse.Namespace) -> int:
                 servers.append(serve(twin, args.host, port, args.speed))
             except OSError as exc:
                 return _error(f"cannot listen on {args.host}:{port}: {exc.strerror or exc}")
-            sc = twin.scenario
-            print(
-                f"vtop sim: {sc.name} (rule {sc.rule or 'none'}) on {servers[-1].url} "
-                f"as vLLM {twin.endpoint_info().version}, {args.speed:g}x real time",
-                flush=True,
-            )
+            line = started(twin.scenario.name, servers[-1].url, twin.endpoint_info().version,
+                           args.speed, args.duration)  # fmt: skip
+            print(line, flush=True)
         deadline = None if args.duration is None else time.monotonic() + args.duration
         while deadline is None or time.monotonic() < deadline:
             time.sleep(0.2 if deadline is None else min(0.2, max(0.0, deadline - time.monotonic())))
