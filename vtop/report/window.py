@@ -7,8 +7,9 @@ evaluated at a coarser cadence. So the report keeps its own running figures, per
 - gauges (running, waiting, KV usage): count, sum, min, max and last over every poll that saw
   them, models and engines combined by the catalog's rule (sum, or max for KV usage);
 - counters as per-second rates: `avg` is the window's total (reset-adjusted) increase over its
-  duration; `max` and `last` are over consecutive `RATE_BUCKET_S` buckets, so a one-poll blip
-  is not a peak and the figures do not depend on the window's length;
+  duration; `max` and `last` are over consecutive `RATE_BUCKET_S` buckets (the last one
+  taking in the window's tail), so a one-poll blip is not a peak, the figures do not depend
+  on the window's length, and `avg` never exceeds `max`;
 - latency histograms: the reset-adjusted cumulative buckets at the window's start and end, whose
   difference gives the window's percentiles exactly as `histogram_quantile` would;
 - a `Timeline` of the primary signals in at most 2 × `BINS` time bins, merged pairwise as the
@@ -76,15 +77,27 @@ class Stat:
 
 @dataclass(slots=True)
 class Counter:
-    """A counter combined over series, reset-adjusted, with bucketed rates."""
+    """A counter combined over series, reset-adjusted, with bucketed rates.
+
+    The buckets partition the window: closed ones of at least `RATE_BUCKET_S` each, then the
+    open tail since the last one closed. The tail is merged into the last closed bucket (the
+    latest stretch of at least `RATE_BUCKET_S`) for `last` and `max`, so the partition still
+    covers the whole window: `avg`, the window's increase over its duration, is a weighted
+    mean of the parts' rates and can never exceed `max`, nor `last` exceed it. (Leaving the
+    tail out let a busier last few seconds raise `avg` above every bucket's rate:
+    `requests finished/s 1.97 avg, 1.82 max`.)
+    """
 
     raw: dict[SeriesKey, float] = field(default_factory=dict)
     offset: dict[SeriesKey, float] = field(default_factory=dict)
     first: tuple[float, float] | None = None
     now: tuple[float, float] | None = None
     bucket: tuple[float, float] | None = None
-    peak: float | None = None
-    last_rate: float | None = None
+    """Start of the open bucket (the tail)."""
+    closed: tuple[float, float] | None = None
+    """Start of the last closed bucket, which the tail merges into."""
+    peak_before: float | None = None
+    """The highest rate of the closed buckets before the last one."""
     resets: int = 0
 
     def add(self, t: float, values: list[tuple[SeriesKey, float]]) -> None:
@@ -106,9 +119,11 @@ class Counter:
         assert self.bucket is not None
         bt, bv = self.bucket
         if t - bt >= RATE_BUCKET_S:
-            rate = (total - bv) / (t - bt)
-            self.peak = rate if self.peak is None else max(self.peak, rate)
-            self.last_rate = rate
+            if self.closed is not None:
+                ct, cv = self.closed
+                rate = (bv - cv) / (bt - ct)
+                self.peak_before = rate if self.peak_before is None else max(self.peak_before, rate)
+            self.closed = self.bucket
             self.bucket = (t, total)
 
     def summary(self) -> dict[str, float | None]:
@@ -116,9 +131,11 @@ class Counter:
             return {"avg": None, "max": None, "last": None}
         (t0, v0), (t1, v1) = self.first, self.now
         avg = (v1 - v0) / (t1 - t0)
-        peak, last = self.peak, self.last_rate
-        if peak is None:
-            peak = last = avg
+        if self.closed is None:
+            return {"avg": avg, "max": avg, "last": avg}
+        ct, cv = self.closed
+        last = (v1 - cv) / (t1 - ct)
+        peak = last if self.peak_before is None else max(self.peak_before, last)
         return {"avg": avg, "max": peak, "last": last}
 
 
