@@ -298,7 +298,7 @@ def test_the_replay_screen_plays_a_damaged_trace_and_says_where_once(
     assert code == 0 and app is not None
     assert seen["warnings"] == [warning]
     assert seen["frames"] == survivors
-    assert seen["screen"].startswith("Budget too small"), seen["screen"]
+    assert seen["screen"].startswith("budget-too-small: Budget too small"), seen["screen"]
     assert capsys.readouterr().err == "", "nothing written under the screen"
 
 

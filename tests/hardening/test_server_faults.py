@@ -422,7 +422,7 @@ async def test_dashboard_says_what_and_where_in_one_line_then_recovers(
             assert first.text == f"HTTP 401 Unauthorized from {srv.url}/metrics"
             assert why.text == "needs credentials: set VTOP_API_KEY or --header 'Authorization: …'"
             shown = app.triage.text("l0") + "\n" + app.triage.text("l1")
-            assert shown == f"DOWN {first.text}\n     {why.text}"  # whole, even at 80 columns
+            assert shown == f" DOWN {first.text}\n      {why.text}"  # whole, even at 80 columns
             assert app.header.text("status") == "↻ reconnecting (attempt 1, next in 1 s)"
             assert app.grid.text("running.value").startswith("– /")  # unknown, not 0
             assert (

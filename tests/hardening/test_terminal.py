@@ -202,7 +202,7 @@ async def test_after_a_resize_storm_80x24_shows_the_verdict_as_a_fresh_start_doe
         first = app.triage.lines[0]
         assert first.kind == "firing" and first.finding is not None
         assert first.finding.rule == "budget-too-small"
-        assert first.text.startswith("Budget too small")
+        assert first.text.startswith("budget-too-small: Budget too small")
         assert isinstance(app.triage, TriagePanel) and app.triage.region.bottom <= 24
 
 

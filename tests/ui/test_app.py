@@ -166,6 +166,30 @@ async def test_reconnecting_keeps_history_and_says_why() -> None:
         assert trend.values[-1] is None, "the outage is a gap, not a zero"
 
 
+@pytest.mark.parametrize("url", ["http://127.0.0.1:8000", "http://vllm-prod-east.internal:8000"])
+async def test_at_80_columns_an_outage_leaves_the_endpoint_whole(url: str) -> None:
+    """The server is down and vtop reconnects: the header's longest text. The endpoint is the
+    last thing to be cut (it was `127.0.0.` beside `↻ reconnecting …`): vtop's cost, then the
+    cadence give way, and the connection's text is cut only after them."""
+    ep = pages.Endpoint(url, down=set(range(400, 440)))
+    status = "reconnecting (attempt 4, next in 8 s)"
+    app, _ = build_app(history=440, endpoints=[ep], status=lambda e: status)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.pause()
+        top = screen_lines(app)[0]
+        where = url.removeprefix("http://")
+        assert top.startswith(f" {where}  "), top
+        assert f"↻ {status}" in top, top  # the whole of it: attempt and next try
+        assert "…" not in top, top
+        assert cell(app, "endpoint") == where
+        assert "poll" not in top, "no latency column kept during an outage"
+    app, _ = build_app(history=440, endpoints=[ep], status=lambda e: "connected")
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.pause()
+        top = screen_lines(app)[0]
+        assert top.startswith(f" {where}  ") and "● connected" in top and "poll " in top, top
+
+
 async def test_restart_is_marked_on_the_charts() -> None:
     ep = pages.Endpoint(EP, restart_at={300})
     app, _ = build_app(endpoints=[ep])

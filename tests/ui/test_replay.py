@@ -160,7 +160,7 @@ async def test_n_and_shift_n_jump_between_the_places_findings_start() -> None:
         await pilot.press("n")
         assert app.player.position == t1
         assert verdicts(shown(app)) >= {("budget-too-small", "firing")}
-        assert app.triage.lines[0].text.startswith("Budget too small")
+        assert app.triage.lines[0].text.startswith("budget-too-small: Budget too small")
         assert app.timeline.text("note") == "no finding starts after here"
         await pilot.press("n")
         assert app.player.position == t1, "no mark after the last: stay"

@@ -16,10 +16,12 @@ from textual.geometry import Size
 from vtop.ui.widgets.fields import Field, FieldsWidget
 
 GAP = 2
+FILL_MIN = 4
+"""The fewest columns `fill` is shown in; with fewer it is left out."""
 
 
 class FieldRow(FieldsWidget):
-    """Fields placed left to right; `fill` takes whatever width is left."""
+    """Fields placed left to right; `fill` takes whatever width is left (none: left out)."""
 
     DEFAULT_CSS = """
     FieldRow { height: 1; }
@@ -70,8 +72,11 @@ class FieldRow(FieldsWidget):
         widths = {n: self._width(n) for n in self._texts}
         if self._fill in widths:
             spare = width - self._natural
-            widths[self._fill] = max(4, min(self._texts[self._fill].cell_length,
-                                            widths[self._fill] + spare))  # fmt: skip
+            fill = min(self._texts[self._fill].cell_length, widths[self._fill] + spare)
+            if fill < FILL_MIN:  # a `…` alone says nothing: the field is left out
+                del widths[self._fill]
+            else:
+                widths[self._fill] = fill
         layout: dict[str, Field] = {}
         x = 0
         for name, w in widths.items():

@@ -6,6 +6,12 @@ not the line. The latency shown is held while new ones stay near it (`LATENCY_BA
 same level, for at most `LATENCY_HOLD_S`: a poll's latency jitters by tens of percent from poll
 to poll, and each new number is a repaint (of the header, and of the screen's top rows with it).
 On narrow terminals the brand, version and uptime give way.
+
+The endpoint is the last thing to be cut: the right-hand fields give way first, vtop's own
+cost, then the poll latency, then the cadence, then the end of the connection's text. During
+an outage that text is long (`↻ reconnecting (attempt 3, next in 4 s)`) and at 80 columns it
+used to leave the endpoint `127.0.0.`, on the one screen where which server is down matters
+most. An outage has no latency to show, so its column is not kept either.
 """
 
 from __future__ import annotations
@@ -18,7 +24,7 @@ from textual.content import Content
 
 from vtop.model import Severity
 from vtop.ui.headline import Headline
-from vtop.ui.widgets.field_row import FieldRow
+from vtop.ui.widgets.field_row import GAP, FieldRow
 
 NARROW = 110
 STYLES = {
@@ -34,6 +40,13 @@ LATENCY_BAND = 1.5
 LATENCY_HOLD_S = 10.0
 """...or when the one shown is this old (frame time)."""
 LEVEL_STYLES = {Severity.WARNING: "bold $warning", Severity.CRITICAL: "bold reverse $error"}
+ENDPOINT_W = 36
+"""The endpoint's widest: past it, the model and the rest get the room."""
+LATENCY_W = 10
+RIGHT = ("latency", "status", "cadence", "cost")
+"""The right-hand fields, left to right (the moving one first)."""
+GIVE_WAY = ("cost", "latency", "cadence")
+"""Which right-hand fields go first where the endpoint would be cut; then the status is cut."""
 
 
 class HeaderBar(Horizontal):
@@ -47,8 +60,9 @@ class HeaderBar(Horizontal):
 
     def __init__(self) -> None:
         super().__init__(id="header")
-        self.info = FieldRow(widest={"endpoint": 36}, fill="model", id="header-info")
-        self.poll = FieldRow(fixed={"latency": 10}, widest={"status": 46}, id="header-poll")
+        self.info = FieldRow(widest={"endpoint": ENDPOINT_W}, fill="model", id="header-info")
+        self.poll = FieldRow(fixed={"latency": LATENCY_W}, widest={"status": 46},
+                             id="header-poll")  # fmt: skip
         self.levels: dict[str, Severity] = {}
         self._head: Headline | None = None
         self._right: dict[str, Content] = {}
@@ -61,8 +75,11 @@ class HeaderBar(Horizontal):
         yield self.poll
 
     def text(self, name: str) -> str:
-        """The plain text of a header field."""
-        return self.info.text(name) or self.poll.text(name)
+        """The plain text of a header field as shown ("" where it is left out)."""
+        for row in (self.info, self.poll):
+            if row.shown(name):
+                return row.text(name)
+        return ""
 
     def show(self, head: Headline | None, *, cadence: str, cost: str) -> None:
         if head is not None:
@@ -84,8 +101,33 @@ class HeaderBar(Horizontal):
         self._right["cadence"] = Content.styled(cadence, STYLES["cadence"])
         self._right["cost"] = Content.styled(cost, STYLES["cost"])
         self._show_info()
-        order = ("latency", "status", "cadence", "cost")  # the moving field first
-        self.poll.show({name: self._right[name] for name in order if name in self._right})
+        self._show_right()
+
+    def _show_right(self) -> None:
+        """The right-hand fields that leave the endpoint whole (`GIVE_WAY`)."""
+        shown = {n: self._right[n] for n in RIGHT if n in self._right and self._right[n].plain}
+        width = self.size.width
+        if width > 0:
+            room = width - 4 - self._left_needs()  # both rows' padding: a column each side
+
+            def natural() -> int:
+                widths = [LATENCY_W if n == "latency" else shown[n].cell_length for n in shown]
+                return sum(widths) + GAP * max(0, len(widths) - 1)
+
+            for name in GIVE_WAY:
+                if natural() > room:
+                    shown.pop(name, None)
+            status = shown.get("status")
+            over = natural() - room
+            if status is not None and over > 0:
+                shown["status"] = status.truncate(max(3, status.cell_length - over), ellipsis=True)
+        self.poll.show(shown)
+
+    def _left_needs(self) -> int:
+        """Columns the left row needs to show the endpoint whole (and the brand where shown)."""
+        head = self._head
+        need = min(ENDPOINT_W, len(head.endpoint)) if head is not None else 0
+        return need if self.size.width < NARROW else need + len("vtop") + GAP
 
     def _held_latency(self, head: Headline) -> Headline:
         """`head`, with the latency shown before while the new one is close to it."""
@@ -107,6 +149,7 @@ class HeaderBar(Horizontal):
 
     def on_resize(self) -> None:
         self._show_info()
+        self._show_right()
 
     def _show_info(self) -> None:
         narrow = self.size.width < NARROW
