@@ -38,7 +38,7 @@ HOSTNAME = "vtop-sim"
 class PageState:
     """Everything one render needs, gathered by the twin at scrape time."""
 
-    __slots__ = ("created", "gpu", "resolved", "stats", "throughput")
+    __slots__ = ("api_cpu_s", "created", "gpu", "resolved", "stats", "throughput")
 
     def __init__(
         self,
@@ -47,7 +47,10 @@ class PageState:
         gpu: GpuStatus,
         created: float,
         throughput: tuple[float, float],
+        api_cpu_s: float | None = None,
     ) -> None:
+        self.api_cpu_s = api_cpu_s
+        """CPU seconds the modelled API server has spent (its `process_cpu_seconds_total`)."""
         self.stats = stats
         self.resolved = resolved
         self.gpu = gpu
@@ -307,20 +310,27 @@ def _dcgm(status: GpuStatus) -> Iterator[Any]:
 
 
 class _ServerProcess:
-    """prometheus-client's process metrics, started when the simulated server started.
+    """prometheus-client's process metrics, as the simulated API server's process would say them.
 
     The process is vtop's own, but `process_start_time_seconds` says when the *server* began
     (the twin's epoch): rules read it as the start of everything its counters hold, and a page
-    that claimed a start after its own counters began would make that history unusable."""
+    that claimed a start after its own counters began would make that history unusable. Its
+    `process_cpu_seconds_total` is the modelled API server's CPU time (`api_cpu_s`, the
+    front end's busy seconds), not this process's: frontend-bound reads it as "API server CPU",
+    and the simulator's own few hundredths of a core read there as a starved front end's
+    "0.00 cores" (issue 18)."""
 
-    def __init__(self, started: float) -> None:
+    def __init__(self, started: float, cpu_s: float | None = None) -> None:
         self._started = started
+        self._cpu_s = cpu_s
         self._process = ProcessCollector(registry=None)
 
     def collect(self) -> Iterator[Metric]:
         for family in self._process.collect():
             if family.name == "process_start_time_seconds":
                 family.samples = [s._replace(value=self._started) for s in family.samples]
+            elif family.name == "process_cpu_seconds" and self._cpu_s is not None:
+                family.samples = [s._replace(value=self._cpu_s) for s in family.samples]
             yield family
 
 
@@ -330,7 +340,7 @@ def render(dialect: Dialect, state: PageState, *, process_metrics: bool = True) 
     if process_metrics:
         GCCollector(registry=registry)
         PlatformCollector(registry=registry)
-        registry.register(_ServerProcess(state.created))
+        registry.register(_ServerProcess(state.created, state.api_cpu_s))
     registry.register(_Collector(dialect, state))
     page: bytes = generate_latest(registry)
     return page

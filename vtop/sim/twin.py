@@ -90,6 +90,7 @@ class Twin:
             self.gpu_status(),
             self.epoch,
             self.engine.throughput(),
+            self.engine.fe.busy_total,
         )
         return render(d, state, process_metrics=process_metrics)
 
