@@ -1,7 +1,10 @@
 """Command line: arguments -> live TUI | --once | --report | --record | --replay | sim | rules.
 
 `--replay FILE` (with or without `--train`) opens the replay screen when stdout is a terminal;
-elsewhere it is headless: `--report`, or the text quiz for `--train` on a pipe.
+elsewhere it is headless: `--report`, or the text quiz for `--train` on a pipe. `--record FILE`
+likewise shows the dashboard while it records when stdout is a terminal (`q` ends both, `r`
+stops the recording and goes on watching); it records headless, until Ctrl-C, where there is
+no terminal, with `--headless`, or with `--duration` (a timed capture is a script's).
 
 Sub-commands (`vtop sim`, `vtop rules`, `vtop trace`) are dispatched on the first word; every
 other invocation is the monitor, whose mode the flags choose. Errors the user can fix are one
@@ -31,6 +34,7 @@ from vtop.sources.local import LocalHost
 from vtop.sources.netconfig import NetConfigError
 from vtop.sources.sim import DEFAULT_SCENARIO, DEMO_RUNNING_S, SimSource
 from vtop.sources.vllm import HeaderError, ScrapeOptions
+from vtop.trace.recorder import Recorder
 from vtop.triage.engine import Engine
 
 EXIT_UNKNOWN = usage.EXIT_UNKNOWN
@@ -120,6 +124,12 @@ def build_parser(exit_code: int = usage.EXIT_USAGE) -> argparse.ArgumentParser:
         "--once",
         action="store_true",
         help="poll twice, one interval apart, print one JSON document and exit",
+    )
+    out.add_argument(
+        "--headless",
+        action="store_true",
+        help="with --record: record without the dashboard even on a terminal, until Ctrl-C "
+        "(without a terminal it always is)",
     )
     headless.add_arguments(parser)
     parser.exit_code = exit_code
@@ -244,8 +254,13 @@ def make_source(args: argparse.Namespace) -> FrameSource:
 def run_monitor(args: argparse.Namespace, usage_code: int = usage.EXIT_USAGE) -> int:
     """Run the mode the flags choose; a usage error found here exits `usage_code` (3 under
     --report, see vtop/usage.py)."""
+    if args.headless and not args.record:
+        return _fail("--headless goes with --record FILE (it records without the dashboard)",
+                     usage_code)  # fmt: skip
     if replay_screen_wanted(args):
         return run_replay_tui(args)
+    if record_screen_wanted(args):
+        return run_recording_tui(args)
     if headless.wanted(args) and not args.once:
         return _headless(args, usage_code)
     try:
@@ -262,18 +277,76 @@ def run_monitor(args: argparse.Namespace, usage_code: int = usage.EXIT_USAGE) ->
     return run_tui(source, args)
 
 
-def run_tui(source: FrameSource, args: argparse.Namespace) -> int:
-    """The live dashboard; Textual is imported only here."""
+def run_tui(source: FrameSource, args: argparse.Namespace,
+            recorder: Recorder | None = None) -> int:  # fmt: skip
+    """The live dashboard (recording from its first poll with `recorder`); Textual is imported
+    only here."""
     from vtop.ui.app import VtopApp
 
     capacity = max(3600, math.ceil(3600 / args.interval))  # an hour at the poll interval
     try:
         monitor = Monitor(capacity=capacity, engine=_engine(args))
-        app = VtopApp(source, monitor, interval=args.interval, theme=args.theme)
+        app = VtopApp(source, monitor, interval=args.interval, theme=args.theme,
+                      recorder=recorder)  # fmt: skip
     except ValueError as exc:
+        if recorder is not None:
+            recorder.close()
         return _fail(str(exc))
+    if recorder is not None:  # a disk that fills up says so on the screen, not under it
+        recorder.notify = lambda message: app.notify(message, severity="error", timeout=10)
     app.run()
     return 0
+
+
+def record_screen_wanted(args: argparse.Namespace) -> bool:
+    """`--record FILE` on a terminal (stdout and stderr): the dashboard, recording (not with
+    --headless, a report, --once, --duration or a replay, which stay headless or are usage
+    errors there)."""
+    return (
+        bool(args.record)
+        and not (args.headless or args.report or args.once or args.duration)
+        and not (args.replay or args.train)
+        and sys.stdout.isatty()
+        and sys.stderr.isatty()  # Textual draws on stderr: `2>log` must not fill log with it
+    )
+
+
+def run_recording_tui(args: argparse.Namespace) -> int:
+    """The dashboard over the flags' source, recording every poll to `--record FILE`; after
+    the screen closes, one line says what was recorded (as the headless recording does)."""
+    from vtop.trace.writer import TraceWriteError
+
+    try:
+        source = make_source(args)
+    except UsageError as exc:
+        return _fail(str(exc))
+    kind, seed = ("demo", f" (seed {args.seed})") if args.demo else ("live", "")
+    try:
+        recorder = Recorder(args.record, sources=[f"{kind} {n}{seed}" for n in
+                                                  _names(args, source)],
+                            interval_s=args.interval)  # fmt: skip
+    except TraceWriteError as exc:
+        asyncio.run(source.aclose())
+        return _fail(str(exc))
+    code = run_tui(source, args, recorder)
+    recorder.close()  # closed already when the screen ended; a second close does nothing
+    if recorder.error is not None:  # said on the screen, which is gone now
+        return _fail(recorder.error, 1)
+    if code == 0:
+        print(f"vtop: recorded {recorder.polls} polls ({recorder.bytes / 1024:.1f} KiB) to "
+              f"{recorder.path}", file=sys.stderr)  # fmt: skip
+    return code
+
+
+def _names(args: argparse.Namespace, source: FrameSource) -> list[str]:
+    """What the source watches, for reports and recordings: the endpoints (URLs without
+    secrets), the Prometheus query, or the simulated scenario."""
+    if isinstance(source, prometheus.PrometheusSource):
+        match = "{" + ",".join(source.match) + "}" if source.match else ""
+        return [f"Prometheus {source.url}{match}"]
+    if isinstance(source, LiveSource):
+        return list(source.endpoints)
+    return [args.demo]
 
 
 def replay_screen_wanted(args: argparse.Namespace) -> bool:
@@ -339,14 +412,7 @@ def _headless(args: argparse.Namespace, usage_code: int = usage.EXIT_USAGE) -> i
         source = make_source(args)
     except UsageError as exc:
         return _fail(str(exc), usage_code)
-    if isinstance(source, prometheus.PrometheusSource):
-        match = "{" + ",".join(source.match) + "}" if source.match else ""
-        names = [f"Prometheus {source.url}{match}"]
-    elif isinstance(source, LiveSource):
-        names = list(source.endpoints)
-    else:
-        names = [args.demo]
-    return headless.run(args, source, names, engine)
+    return headless.run(args, source, _names(args, source), engine)
 
 
 def shipped_rule_tests() -> Path:

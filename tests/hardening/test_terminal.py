@@ -83,7 +83,7 @@ def test_a_headless_recording_is_closed_when_the_terminal_goes(
     source = ["--demo"] if watch == "demo" else ["--url", sim.url]
     path = tmp_path / "t.vtrace"
     with Tmux(tmp_path) as tmux:
-        pid = tmux.start(*source, "--record", path.name, "--interval", "0.1")
+        pid = tmux.start(*source, "--record", path.name, "--interval", "0.1", "--headless")
         tmux.wait_screen(lambda s: "vtop: recording to t.vtrace every 0.1 s until Ctrl-C" in s,
                          what="the recording's first line")  # fmt: skip
         seen = wait_polls(path, 5, pid)
@@ -125,6 +125,31 @@ def test_the_dashboards_recording_is_closed_when_the_terminal_goes(
         if how == "SIGTERM":  # the terminal is given back as it was found
             assert tmux.value("#{alternate_on}") == "0"
             assert tmux.value("#{mouse_any_flag}") == "0"
+
+
+def test_record_on_a_terminal_shows_the_dashboard_and_q_ends_both(
+    tmp_path: Path, sim: SimServer
+) -> None:
+    """`--record` where there is a terminal: the dashboard, recording from the first poll
+    (the header says `⏺ rec`), and `q` quits it as it would any dashboard, the recording
+    closed with its footer and one line on the terminal saying what it holds."""
+    path = tmp_path / "t.vtrace"
+    with Tmux(tmp_path, size=(100, 30)) as tmux:
+        pid = tmux.start("--url", sim.url, "--record", path.name, "--interval", "0.1")
+        tmux.wait_screen(lambda s: any("Triage" in row for row in s) and "⏺ rec" in s[0],
+                         what="the dashboard, recording")  # fmt: skip
+        assert tmux.value("#{alternate_on}") == "1"
+        seen = wait_polls(path, 5, pid)
+        tmux.send("q")
+        assert tmux.exit_code() == 0
+        polls, _ = read_back(path)
+        assert polls >= seen
+        assert tmux.value("#{alternate_on}") == "0"  # the terminal given back
+        # The line comes after the dashboard; with the scrollback, wherever the pane put it.
+        screen = tmux.tmux("capture-pane", "-p", "-S", "-", "-t", "main").splitlines()
+    assert any(row == f"vtop: recorded {polls} polls ({path.stat().st_size / 1024:.1f} KiB) "
+               "to t.vtrace" for row in screen), screen  # fmt: skip
+    assert not any("Traceback" in row or "recording to" in row for row in screen), screen
 
 
 def layout_ok(screen: list[str], width: int, height: int) -> bool:

@@ -211,3 +211,67 @@ def test_close_from_a_signal_handler_mid_write_waits_for_the_record(tmp_path: Pa
     rec.feed(frames[2])  # after close: ignored, no error
     with TraceReader(tmp_path / "a.vtrace", warn=pytest.fail) as r:
         assert r.indexed and r.stats().polls == 2
+
+
+def test_without_a_terminal_a_recording_is_headless(server: PageServer, tmp_path: Path) -> None:
+    """stdout a pipe (a script, cron, CI): no dashboard, one line saying what runs until when."""
+    path = tmp_path / "piped.vtrace"
+    proc = start("--url", server.url, "--record", str(path), "--interval", "0.1")
+    wait_for_polls(path, 3, proc)
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=20)
+    assert proc.returncode == 0 and out == "", err
+    assert err.splitlines()[0] == f"vtop: recording to {path} every 0.1 s until Ctrl-C"
+
+
+def test_headless_records_without_the_dashboard_on_a_terminal(
+    server: PageServer, tmp_path: Path
+) -> None:
+    """stdout and stderr a terminal (a pseudo-terminal here) and `--headless`: nothing drawn,
+    only the recording's two lines (the dashboard would switch to the alternate screen)."""
+    import pty
+
+    path = tmp_path / "headless.vtrace"
+    leader, follower = pty.openpty()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "vtop", "--url", server.url, "--record", str(path),
+         "--interval", "0.1", "--headless"],
+        cwd=ROOT, stdin=subprocess.DEVNULL, stdout=follower, stderr=follower,
+    )  # fmt: skip
+    os.close(follower)
+    shown = b""
+    try:
+        wait_for_polls(path, 3, proc)
+        proc.send_signal(signal.SIGINT)
+        proc.wait(20)
+        while True:
+            try:
+                chunk = os.read(leader, 65536)
+            except OSError:  # EIO: the last writer is gone and all was read
+                break
+            if not chunk:
+                break
+            shown += chunk
+    finally:
+        os.close(leader)
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(10)
+    assert proc.returncode == 0, shown
+    with TraceReader(path, warn=pytest.fail) as r:
+        assert r.indexed
+        polls = r.stats().polls
+    assert polls >= 3
+    lines = shown.decode().splitlines()
+    assert b"\x1b" not in shown, shown  # no escape sequence: no screen
+    assert lines[0] == f"vtop: recording to {path} every 0.1 s until Ctrl-C"
+    assert lines[-1].startswith(f"vtop: recorded {polls} polls (")
+
+
+def test_headless_goes_with_record() -> None:
+    result = subprocess.run([sys.executable, "-m", "vtop", "--demo", "--headless"], cwd=ROOT,
+                            capture_output=True, text=True, timeout=60, check=False)  # fmt: skip
+    assert (result.returncode, result.stdout) == (2, "")
+    assert result.stderr == (
+        "vtop: --headless goes with --record FILE (it records without the dashboard)\n"
+    )

@@ -42,7 +42,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     group.add_argument(
         "--record",
         metavar="FILE",
-        help="record every poll to FILE (headless unless a screen is running)",
+        help="record every poll to FILE: beside the dashboard on a terminal; without a "
+        "screen where there is none, or with --headless, --duration or --report",
     )
     group.add_argument("--replay", metavar="FILE", help="replay a recorded trace")
     group.add_argument(

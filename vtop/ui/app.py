@@ -143,7 +143,10 @@ class VtopApp(App[None]):
         self_cpu: SelfCpu | None = None,
         autopoll: bool = True,
         record_dir: str | os.PathLike[str] = ".",
+        recorder: Recorder | None = None,
     ) -> None:
+        """`recorder`: record every frame from the first poll (`vtop --record FILE` on a
+        terminal); `r` stops it like a recording started here."""
         super().__init__()
         self.source = source
         self.monitor = monitor
@@ -161,7 +164,7 @@ class VtopApp(App[None]):
         self._poll_started: float | None = None
         self._poll_failures = 0
         self.record_dir = Path(record_dir)
-        self.recorder: Recorder | None = None
+        self.recorder: Recorder | None = recorder
         name = THEMES.get(theme, theme)
         if name not in self.available_themes:
             known = ", ".join(["dark", "light", *sorted(self.available_themes)])
@@ -218,7 +221,11 @@ class VtopApp(App[None]):
         # A poll allocates a few thousand short-lived objects, nearly all freed by reference
         # counting; the default threshold (700) still ran a young collection on every poll.
         gc.set_threshold(20_000, *gc.get_threshold()[1:])
-        sample_host(self.source, False)  # host readings are for recordings: read from `r` on
+        # Host readings are for recordings: read from `r` on, or now for `--record`.
+        sample_host(self.source, self.recorder is not None)
+        if self.recorder is not None:
+            self.notify(f"recording to {self.recorder.path} (r stops)", title="recording",
+                        timeout=5)  # fmt: skip
         if self._autopoll:
             self._arm(0.0)
 
