@@ -307,6 +307,27 @@ async def test_arrows_move_between_findings() -> None:
         assert "holding for 40 of 60 s" in str(app.screen.query_one("#finding-body").render())
 
 
+async def test_focus_draws_the_panel_cursor_at_once_and_blur_takes_it_away() -> None:
+    """Textual calls a widget's on_focus before it sets `has_focus`: the focused column's
+    panel must be drawn active on focus, not at the next key."""
+    app, _ = build_app()
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.pause()
+        column = app.grid.columns[0]
+        top = column.order[column.cursor] + ".top"
+
+        def active() -> bool:
+            return any("$accent" in str(span.style) for span in column._content[top].spans)
+
+        assert not active()
+        column.focus()
+        await pilot.pause()
+        assert active()
+        app.triage.focus()
+        await pilot.pause()
+        assert not active()
+
+
 async def test_explain_shows_the_catalog_help_of_the_focused_panel() -> None:
     app, _ = build_app()
     async with app.run_test(size=SIZE) as pilot:
@@ -548,6 +569,46 @@ async def test_compact_layout_at_80x24_keeps_the_verdict_and_every_signal() -> N
             assert trend is not None and len(trend.values) >= 15, pid
             assert app.grid.value(pid), pid
         assert app.gpus.region.bottom <= 23
+
+
+@pytest.mark.parametrize(
+    ("size", "scenario"),
+    [
+        ((100, 30), "memory-ceiling"),
+        ((100, 30), "budget-too-small"),
+        ((120, 28), "budget-too-small"),
+    ],
+)
+async def test_a_short_wide_screen_uses_its_rows(size: tuple[int, int], scenario: str) -> None:
+    """At 100×30 the compact layout's nine rows left eight empty rows under the GPU: where the
+    boxed panels fit under the verdict they are drawn, and they fill the screen."""
+    app = build_sim_app(scenario, findings=None)
+    async with app.run_test(size=size) as pilot:
+        await pilot.pause()
+        assert not app.grid.compact and app.screen.has_class("-short")
+        lines = screen_lines(app)
+        blank = [y for y, line in enumerate(lines) if not line.strip()]
+        assert blank == [], (blank, "\n".join(lines))
+        assert app.gpus.region.bottom == size[1] - 1, "the GPU box ends over the footer"
+        assert app.triage.region.y == 1 and app.grid.region.y == app.triage.region.bottom
+        assert app.grid.region.height >= 15
+        for pid in app.grid.order:
+            trend = app.grid.trend(pid)
+            assert app.grid.value(pid) and trend is not None and len(trend.values) >= 20, pid
+            assert app.grid.note(pid) or app.grid.stats(pid), pid
+        text = "\n".join(lines)
+        for title in ("Running", "Waiting", "KV cache", "Time to first token"):
+            assert f"─ {title} " in text, title
+
+
+async def test_the_compact_layout_stays_where_the_boxes_would_not_fit() -> None:
+    """80 columns, or a screen too short for the boxes under the verdict and the GPU."""
+    for size in ((80, 30), (100, 26)):
+        app = build_sim_app("memory-ceiling", findings=None)
+        async with app.run_test(size=size) as pilot:
+            await pilot.pause()
+            assert app.grid.compact and app.screen.has_class("-compact"), size
+            assert app.gpus.region.bottom <= size[1] - 1, size
 
 
 async def test_a_pending_warning_rule_leads_as_likely_never_as_all_clear_nor_advice() -> None:

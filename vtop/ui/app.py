@@ -72,6 +72,13 @@ COST_EVERY_S = 10.0
 """vtop's own CPU% is measured over this span: a steadier number, and fewer repaints."""
 RESIZE_SETTLE_S = 0.05
 """Quiet time after the last resize of a burst before the full repaint."""
+ROOMY_MIN_W = 100
+"""The narrowest screen for the grid of boxed panels (three columns of 32)."""
+ROOMY_ROWS = 15
+"""Rows the grid of boxed panels needs: three rows of boxes with a value, a chart and a note
+(and the statistics from 18)."""
+TALL_H = 34
+"""From this height the boxed panels are used at any content (`VERTICAL_BREAKPOINTS`)."""
 
 SelfCpu = Callable[[], float | None]
 
@@ -213,7 +220,9 @@ class VtopApp(App[None]):
         self.end_on_signals()
         self.triage.focus()
         self.notify_rule_errors(self.monitor.engine.errors)
+        self._choose_layout()
         self.refresh_view()
+        self.call_after_refresh(self._choose_layout)  # with the other widgets' heights
         # What is alive once the screen is up (modules, widgets, styles: ~90k objects) lives
         # as long as the app; frozen, the collector stops walking it in every full collection
         # (80 ms each, about a tenth of what vtop spends in a minute at 1 Hz).
@@ -269,10 +278,12 @@ class VtopApp(App[None]):
         if self._repaint is not None:
             self._repaint.cancel()
         self._repaint = asyncio.get_running_loop().call_later(RESIZE_SETTLE_S, self._repaint_all)
+        self._choose_layout()
 
     def _repaint_all(self) -> None:
         self._repaint = None
         if self.is_running:
+            self._choose_layout()
             self.refresh()
             self._follow_terminal_size()
 
@@ -292,6 +303,31 @@ class VtopApp(App[None]):
         if (width, height) != (self.size.width, self.size.height):
             size = Size(width, height)
             self.post_message(events.Resize(size, size))
+
+    def _choose_layout(self) -> None:
+        """Compact (a row per panel) or roomy (boxed panels): roomy where the screen is wide
+        enough and the boxes fit under the rest, with the verdict at its short height.
+
+        The size classes alone put 100×30 in the compact layout, whose nine rows left eight
+        empty ones under the GPU; the boxes fit there, with their statistics. Counted from
+        what the rest takes (GPU lines, endpoints, a replay's timeline) and the verdict's
+        cap, not its lines now, so a longer diagnosis does not flip the layout.
+        """
+        screen = self.screen_stack[0] if self.screen_stack else None
+        width, height = self.size
+        if screen is None or width <= 0 or height <= 0:
+            return
+        compact = width < ROOMY_MIN_W
+        if not compact and height < TALL_H:
+            cap = self.triage.styles.max_height
+            triage = int(cap.value) if cap is not None and cap.is_cells else 10
+            rest = sum(w.outer_size.height for w in screen.children
+                       if w.display and w not in (self.triage, self.grid)
+                       and not (w.styles.layer or "").startswith("_"))  # fmt: skip
+            compact = height - rest - triage < ROOMY_ROWS
+        if screen.has_class("-compact") != compact:
+            screen.set_class(compact, "-compact")
+            self.grid.assign()
 
     def on_descendant_focus(self, event: events.DescendantFocus) -> None:
         if isinstance(event.widget, Input):
@@ -421,6 +457,7 @@ class VtopApp(App[None]):
         title = f"Scheduler · {fmt.window(self.window_s)}"
         if self.grid.border_title != title:
             self.grid.border_title = title  # a new title repaints the whole widget: on change
+        self._choose_layout()  # the GPU lines or the endpoints' rows may have changed
         local = [e.local for e in self.monitor.endpoints.values()]
         self.gpus.show(self.monitor.gpus, remote_only=bool(local) and not any(local),
                        table=self.thresholds)  # fmt: skip

@@ -92,6 +92,8 @@ class PanelColumn(FieldsWidget, can_focus=True):
         self.cursor = 0
         self._view: View | None = None
         self._compact = False
+        self._focused = False
+        """The column has the focus: its cursor's panel is drawn active."""
 
     def hold(self, specs: list[PanelSpec], *, compact: bool) -> None:
         """The panels this column draws, and in which layout."""
@@ -192,18 +194,20 @@ class PanelColumn(FieldsWidget, can_focus=True):
         # The value is the field that changes every poll, and a changed line is rewritten
         # from the widget's edge to the end of the change: keep it narrow.
         layout[f"{pid}.value"] = Field(y + 1, x + 2, min(iw, VALUE_W + 3))
-        rows = max(1, ih - 3)
+        # Value, chart, note, statistics; a box of three inner rows (a short roomy screen,
+        # 100×30) leaves the statistics out, never drawing the note over the chart.
+        rows = max(1, ih - 1 - (ih >= 3) - (ih >= 4))
         for r in range(rows):
             layout[f"{pid}.chart{r}"] = Field(y + 2 + r, x + 2, iw)
         if ih >= 3:
-            layout[f"{pid}.note"] = Field(y + 1 + min(ih - 2, 1 + rows), x + 2, iw)
+            layout[f"{pid}.note"] = Field(y + 2 + rows, x + 2, iw)
         if ih >= 4:
             layout[f"{pid}.stats"] = Field(y + ih, x + 2, iw)
         self.panels[pid].box = Box(x, y, bw, bh, x + 2, iw, rows)
 
     def _draw_frames(self) -> None:
         for i, pid in enumerate(self.order):
-            self._frame(pid, i == self.cursor and self.has_focus)
+            self._frame(pid, i == self.cursor and self._focused)
 
     def _frame(self, pid: str, active: bool) -> None:
         state = self.panels[pid]
@@ -301,7 +305,7 @@ class PanelColumn(FieldsWidget, can_focus=True):
         old, self.cursor = self.cursor, max(0, min(len(self.order) - 1, index))
         if old != self.cursor:
             self._frame(self.order[old], False)
-        self._frame(self.order[self.cursor], self.has_focus)
+        self._frame(self.order[self.cursor], self._focused)
 
     def action_move(self, step: int) -> None:
         self._move_to(self.cursor + step)
@@ -321,7 +325,10 @@ class PanelColumn(FieldsWidget, can_focus=True):
                 return
 
     def on_focus(self) -> None:
+        # Textual runs this handler before its own, which sets `has_focus`: hence a flag.
+        self._focused = True
         self._draw_frames()
 
     def on_blur(self) -> None:
+        self._focused = False
         self._draw_frames()

@@ -2,8 +2,9 @@
 
 Roomy terminals get a 3×3 grid: column i holds panels i, i+3, i+6, so the grid reads left to
 right, top to bottom (running, waiting, KV cache first). Compact terminals (the screen's
--narrow or -short class) get one column of one-line rows in the same order, the other two
-columns hidden. The grid routes data to the columns and answers for a panel wherever it is.
+-compact class, which the app sets where the grid would not fit: `VtopApp._choose_layout`) get
+one column of one-line rows in the same order, the other two columns hidden. The grid routes
+data to the columns and answers for a panel wherever it is.
 """
 
 from __future__ import annotations
@@ -37,14 +38,14 @@ class SchedulerGrid(Container):
         yield from self.columns
 
     def on_mount(self) -> None:
-        self._assign()
+        self.assign()
 
     def on_resize(self) -> None:
-        self._assign()
+        self.assign()
 
-    def _assign(self) -> None:
-        screen = self.screen
-        compact = screen.has_class("-narrow") or screen.has_class("-short")
+    def assign(self) -> None:
+        """Give the columns their panels for the screen's layout (compact or roomy)."""
+        compact = self.screen.has_class("-compact")
         self.compact = compact
         for i, column in enumerate(self.columns):
             if compact:
