@@ -218,15 +218,23 @@ async def test_pause_freezes_the_screen_but_not_the_monitor() -> None:
         assert panel(app, "generation").text("value") != before
 
 
-async def test_interval_keys_step_through_the_ladder() -> None:
+async def test_interval_keys_step_through_the_ladder_and_say_where_it_ends() -> None:
     app, _ = build_app()
     async with app.run_test(size=SIZE) as pilot:
+
+        def said() -> list[str]:
+            return [n.message for n in app._notifications if "poll interval" in n.message]
+
         await pilot.press("plus")
         assert app.interval == 0.5 and cell(app, "cadence") == "0.5s · 5m"
+        assert said() == [], "a step that happens needs no notice"
         await pilot.press("plus")
         assert app.interval == 0.5  # the fastest rung
+        assert said() == ["fastest poll interval already: 0.5s"]
         await pilot.press("minus", "minus", "minus")
         assert app.interval == 5.0 and cell(app, "cadence") == "5s · 5m"
+        await pilot.press("minus", "minus", "minus")
+        assert app.interval == 30.0 and said()[-1] == "slowest poll interval already: 30s"
 
 
 async def test_window_key_cycles_and_redraws_stats() -> None:

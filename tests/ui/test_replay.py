@@ -93,9 +93,13 @@ async def test_speed_goes_from_1_to_1000_and_no_further(faster: str, slower: str
             seen.append(app.replay.speed)
         assert seen[:3] == [2.0, 5.0, 10.0] and seen[-3:] == [1000.0, 1000.0, 1000.0]
         assert app.timeline.text("state").endswith("×1000")
+        said = [n.message for n in app._notifications if "replay speed" in n.message]
+        assert said and set(said) == {"fastest replay speed already: ×1000"}, said
         for _ in range(12):
             await pilot.press(slower)
         assert app.replay.speed == 1.0
+        said = [n.message for n in app._notifications if "slowest" in n.message]
+        assert said and set(said) == {"slowest replay speed already: ×1"}, said
 
 
 async def test_full_stop_and_comma_step_one_poll_and_pause() -> None:

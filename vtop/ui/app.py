@@ -483,9 +483,13 @@ class VtopApp(App[None]):
             self.refresh_view()
 
     def action_interval(self, step: int) -> None:
+        """One rung along `INTERVALS`; at either end, a notice that says so (a key that does
+        nothing and says nothing reads as a key that does not work)."""
         i = min(range(len(INTERVALS)), key=lambda n: abs(INTERVALS[n] - self.interval))
         i = max(0, min(len(INTERVALS) - 1, i + step))
         if INTERVALS[i] == self.interval:
+            end = "fastest" if step < 0 else "slowest"
+            self.notify(f"{end} poll interval already: {fmt.interval(self.interval)}", timeout=3)
             return
         self.interval = INTERVALS[i]
         retime(self.source, self.interval)

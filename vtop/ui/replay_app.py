@@ -365,10 +365,11 @@ class ReplayApp(VtopApp):
         self.action_play()
 
     def action_speed(self, step: int) -> None:
-        if step > 0:
-            self.replay.faster()
-        else:
-            self.replay.slower()
+        before = self.replay.speed
+        after = self.replay.faster() if step > 0 else self.replay.slower()
+        if after == before:  # at an end of the ladder: say so, a silent key reads as broken
+            end = "fastest" if step > 0 else "slowest"
+            self.notify(f"{end} replay speed already: ×{after:g}", timeout=3)
         self._schedule()
         self._show_timeline()
 
