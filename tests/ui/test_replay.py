@@ -273,6 +273,8 @@ async def test_the_pass_runs_in_a_worker_and_streams_findings_in() -> None:
     async with app.run_test(size=SIZE) as pilot:
         assert app.analysis is None
         app.action_step(1)
+        await pilot.pause()  # the pass starts after the first paint
+        assert app.workers, "the pass runs in a worker"
         await app.workers.wait_for_complete()
         await pilot.pause()
         assert app.analysis is not None and app.findings_timeline.complete

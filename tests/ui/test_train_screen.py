@@ -188,6 +188,52 @@ async def test_no_skipping_past_an_open_question() -> None:
         assert not isinstance(app.screen, QuestionScreen)
 
 
+async def test_while_the_pass_runs_the_replay_plays_to_the_first_firing_and_says_how_far() -> None:
+    """`--train` showed an empty screen for the seconds the pass took to find the incidents.
+    The triage line says how far the pass is (which trace, how much of it), and the replay
+    plays meanwhile, held where a finding first fires, since no question can come before it:
+    the question comes when the replay reaches it, with the pass long done."""
+    import re
+
+    from tests.ui.replaying import Clock, fresh_engine
+    from vtop.sources.replay import ReplaySource
+    from vtop.ui.player import Chunk
+
+    analysis, chunks = pass_over(two_incidents())
+    times = [t for c in chunks for t in c.times]
+    found = [f for c in chunks for f in c.findings]
+    (t1, _), _ = questions()
+    clock_ = Clock()
+    source = ReplaySource(TraceReader(two_incidents()), playing=False, clock=clock_)
+    app = ReplayApp(source, fresh_engine(), train=True, self_cpu=lambda: 0.4)
+    app._analyse = lambda: None  # type: ignore[method-assign]  # the test hands the pass in
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.pause()
+        assert app.replay.playing, "the replay starts while the pass runs"
+        assert triage_text(app).startswith("training: finding the incidents in two-incidents")
+        clock_.now += 5.0
+        app.advance()
+        assert app.player.position == start(), "nothing read yet: held at the start"
+        shares = []
+        for i in range(0, len(times), 60):
+            app._take_chunk(Chunk(tuple(times[i : i + 60]), tuple(found[i : i + 60])))
+            await pilot.pause()
+            text = triage_text(app)
+            m = re.search(r"two-incidents\.vtrace… (\d+)% \((\d+:\d\d) of 8:01\)$", text)
+            assert m is not None, text
+            shares.append(int(m.group(1)))
+        assert shares == sorted(shares) and len(set(shares)) >= 5 and shares[-1] == 100, shares
+        assert app.replay.playing, "the pass has read further: the replay goes on"
+        clock_.now += 3600.0
+        app.advance()
+        assert app.player.position == t1, "held where the first finding fires"
+        assert not isinstance(app.screen, QuestionScreen)
+        app.analysed(analysis)
+        await pilot.pause()
+        assert isinstance(app.screen, QuestionScreen), "the question, at once"
+        assert app.player.position == t1
+
+
 def test_the_text_quiz_grades_the_same_answers_the_same() -> None:
     """Same answers as `test_answer_right_then_wrong_then_the_score`, typed on stdin."""
     names = [c.rule for c in catalog()]

@@ -14,7 +14,10 @@ the same way, so a replay reads exactly like the incident did live. What is adde
 - the timeline (position, duration, marks, speed, play state) and the player's keys;
 - with `train`, the findings stay hidden; the replay stops where each rule starts firing and
   asks (`QuestionScreen`); answers are graded by `vtop.report.train`, as the text quiz grades
-  them, and the score comes at the end (`ScoreScreen`).
+  them, and the score comes at the end (`ScoreScreen`). The replay plays while the pass is
+  still finding the incidents (the triage line says how far it is), held at the first moment
+  a finding fires, before which no question can be: the pass runs far faster than the replay,
+  so the first question comes when the replay reaches it, not seconds of blank screen later.
 
 The header's status says "replay" and the trace's time (UTC), never the wall clock.
 """
@@ -131,6 +134,12 @@ class ReplayApp(VtopApp):
         """The question the learner hid (Escape) to study the screen: `a` brings it back."""
         self._precomputed = precomputed
         self._tick_failed = False
+        self._first_firing: float | None = None
+        """Training, while the pass runs: the first evaluation where a finding fires."""
+        self._held = False
+        """Training, while the pass runs: the replay waits at `_stop_at` for more of it."""
+        self._started = False
+        """Training: the replay was set playing before the pass ended."""
 
     # -- layout and start ------------------------------------------------------------------------
 
@@ -155,7 +164,12 @@ class ReplayApp(VtopApp):
                 self.findings_timeline.extend(chunk)
             self.analysed(analysis)
         else:
-            self._analyse()
+            # After the first paint: the pass holds the interpreter for seconds, and started
+            # at once it made the screen come up a second or two later, blank until then.
+            self.call_after_refresh(self._analyse)
+            if self.training and self.autoplay:
+                self._started = True
+                self.replay.play()
         self._schedule()
 
     async def on_unmount(self) -> None:
@@ -188,10 +202,23 @@ class ReplayApp(VtopApp):
     def _take_chunk(self, chunk: Chunk) -> None:
         unknown = self.findings_timeline.at(self.monitor.t) is None
         self.findings_timeline.extend(chunk)
+        if self.training and self._first_firing is None:
+            evaluations = zip(chunk.times, chunk.findings, strict=True)
+            fired = (t for t, found in evaluations if any(f.state == "firing" for f in found))
+            self._first_firing = next(fired, None)
+        stop = self._stop_at()
+        if self._held and stop is not None and stop > self.player.position + 1e-6:
+            self._held = False  # the pass has read further: the replay goes on
+            self.replay.play()
+            self._schedule()
         if unknown and self.findings_timeline.at(self.monitor.t) is not None:
             self.refresh_view()
-        else:
-            self._show_timeline()
+            return
+        if self.training and self.session is None:
+            self.triage.show(self._training_lines())  # how far, while nothing else moves
+        elif unknown and not self.training:
+            self.triage.show([self._computing_line()])
+        self._show_timeline()
 
     def analysed(self, analysis: Analysis) -> None:
         """The pass is over: marks, questions, and findings everywhere."""
@@ -200,8 +227,9 @@ class ReplayApp(VtopApp):
         if self.training:
             self.session = Session(analysis.questions)
             self.replay.set_marks([(q.t, "incident") for q in analysis.questions])
-            if self.autoplay:
+            if self.autoplay and (self._held or not self._started):
                 self.replay.play()
+            self._held = False
         else:
             self.replay.set_marks(analysis.marks)
         self.refresh_view()
@@ -235,10 +263,26 @@ class ReplayApp(VtopApp):
                 self.notify(f"replay: {exc}", severity="error", timeout=10)
         self._schedule()
 
+    def _stop_at(self) -> float | None:
+        """How far the replay may go: to the open question; in training while the pass runs,
+        to the first moment a finding fires (no question comes before it) or, before that,
+        as far as the pass has read."""
+        if self.session is not None:
+            return self.session.stop_at()
+        if not self.training:
+            return None
+        if self._first_firing is not None:
+            return self._first_firing
+        reached = self.findings_timeline.reached
+        return reached if reached is not None else self.player.start
+
     def advance(self) -> int:
         """Feed the frames the virtual clock has passed (never past an open question)."""
-        stop = self.session.stop_at() if self.session is not None else None
+        stop = self._stop_at()
+        playing = self.replay.playing
         n = self.player.advance(until=stop)
+        if self.training and self.session is None and playing and not self.replay.playing:
+            self._held = True  # at `stop` until the pass reads further (`_take_chunk`)
         if n:
             self.refresh_view()
         self._after_move()
@@ -258,8 +302,9 @@ class ReplayApp(VtopApp):
 
     def seek_to(self, t: float) -> None:
         """Jump (never past an open question in training) and rebuild the history."""
-        if self.session is not None:
-            t = self.session.clamp(t)
+        stop = self._stop_at()
+        if stop is not None:
+            t = min(t, stop)
         job = self.player.seek(t)
         self.monitor = self.player.monitor
         self.refresh_view()
@@ -290,22 +335,29 @@ class ReplayApp(VtopApp):
         if self.training:
             self.triage.show(self._training_lines())
         elif self.monitor.t is not None and self.findings_timeline.at(self.monitor.t) is None:
-            self.triage.show([verdict.Line("info", f"computing the findings over the trace… "
-                                           f"{self._progress()}", label="…")])  # fmt: skip
+            self.triage.show([self._computing_line()])
         self._show_timeline()
 
-    def _progress(self) -> str:
+    def _computing_line(self) -> verdict.Line:
+        return verdict.Line("info", f"computing the findings over the trace… "
+                            f"{self._progress(long=True)}", label="…")  # fmt: skip
+
+    def _progress(self, *, long: bool = False) -> str:
+        """`35%`; `long`: `35% (5:15 of 15:01)`, how far the pass is through the trace."""
         reached = self.findings_timeline.reached
         span = self.player.end - self.player.start
         if reached is None or span <= 0:
             return ""
-        return f"{min(1.0, (reached - self.player.start) / span):.0%}"
+        done = min(span, max(0.0, reached - self.player.start))
+        share = f"{done / span:.0%}"
+        return f"{share} ({clock(done)} of {clock(span)})" if long else share
 
     def _training_lines(self) -> list[verdict.Line]:
         session = self.session
-        if session is None:
-            return [verdict.Line("info", "training: finding the incidents in the trace… "
-                                 + self._progress(), label="…")]  # fmt: skip
+        if session is None:  # the pass over the trace streams in: say how far it is
+            name = self.replay.reader.name
+            return [verdict.Line("info", f"training: finding the incidents in {name}… "
+                                 + self._progress(long=True), label="…")]  # fmt: skip
         if not session.questions:
             return [verdict.Line("ok", "no incident in this trace: nothing to diagnose; "
                                  "the replay plays on", label="OK")]  # fmt: skip
@@ -351,8 +403,8 @@ class ReplayApp(VtopApp):
         if self.session is not None and self.session.due(self.player.position) is not None:
             self.action_answer()
             return
-        if self.training and self.session is None:
-            self.notify("the incidents are still being found; the replay starts when they are",
+        if self._held:
+            self.notify("the incidents are still being found; the replay goes on when they are",
                         timeout=3)  # fmt: skip
             return
         if self.player.at_end and not self.replay.playing:
@@ -378,7 +430,7 @@ class ReplayApp(VtopApp):
 
     def action_step(self, step: int) -> None:
         if step > 0:
-            stop = self.session.stop_at() if self.session is not None else None
+            stop = self._stop_at()
             if stop is not None and self.player.position >= stop - 1e-6:
                 self._after_move()
                 return
