@@ -203,6 +203,20 @@ class Recommendation:
     inputs: Mapping[str, Knob | float | None]
     tradeoff: str = ""
     confidence: Literal["high", "medium", "low"] = "high"
+    explanation: str = ""
+    """`formula` evaluated in words and numbers ("demand p95 = 97 → rounded up to a multiple
+    of 8: 104; …"), for people; "" when the value is a constant (`'fp8'`)."""
+
+    @property
+    def change(self) -> str:
+        """`down from 256` / `up from 64` for a number that moves; "" otherwise."""
+        cur = self.current.value if self.current is not None else None
+        new = self.new_value
+        if isinstance(cur, bool) or isinstance(new, bool):
+            return ""
+        if not isinstance(cur, int | float) or not isinstance(new, int | float) or cur == new:
+            return ""
+        return f"{'down' if new < cur else 'up'} from {format_value(cur)}"
 
     @property
     def flag(self) -> str:

@@ -113,6 +113,8 @@ def recommendation(r: Recommendation) -> Json:
         "engine_arg": r.engine_arg,
         "direction": r.direction,
         "formula": r.formula,
+        "explanation": r.explanation,
+        "change": r.change,
         "confidence": r.confidence,
         "tradeoff": r.tradeoff,
         "assumed": r.current.assumed if r.current is not None else True,

@@ -22,6 +22,7 @@ from vtop.report.text import (
     _health,
     _server_line,
     _window_line,
+    why,
 )
 
 W, H = 600, 170
@@ -296,11 +297,10 @@ def render_html(doc: Doc) -> str:
                 out.append(f"<tr><th>{_e(e['name'])}</th><td>{_e(e['value'])}</td></tr>")
             out.append("</table>")
         for r in f["recommendations"]:
-            assumed = ", assumed" if r["assumed"] else ""
             out.append(
                 f'<div>change: <code class="flag">{_e(r["flag"])}</code> / '
                 f'<code class="flag">{_e(r.get("engine_arg", ""))}</code> '
-                f"(now {_e(fmt.knob(r['from']))}{assumed}) {_e(r['formula'])}</div>"
+                f"({_e(why(r))})</div>"
             )
         out.append("</div>")
     for ep in doc["endpoints"]:

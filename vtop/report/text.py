@@ -13,6 +13,7 @@ from typing import Any
 
 from vtop.report import fmt
 from vtop.report.collect import duration_text
+from vtop.triage.explain import shown_formula
 
 SIGNAL_ORDER = (
     "running",
@@ -91,11 +92,18 @@ def _trend(doc: Doc, name: str, width: int = SPARK_WIDTH) -> str:
     )
 
 
-def _recommendation(r: Doc) -> str:
-    now = fmt.knob(r["from"])
+def why(r: Doc) -> str:
+    """What the change does to the knob and the arithmetic behind it, in words: `down from
+    256; demand p95 … = 97 → rounded up to a multiple of 8: 104; …`. The raw formula is the
+    JSON's (`formula`); a document without `explanation` (an older vtop's) shows it here."""
+    moved = r.get("change") or f"now {fmt.knob(r['from'])}"
     assumed = ", assumed" if r["assumed"] else ""
-    formula = f"; {r['formula']}" if r["formula"] else ""
-    return f"{_change(r)}  (now {now}{assumed}{formula})"
+    words = shown_formula(r.get("explanation") or "", r["formula"] or "")
+    return f"{moved}{assumed}" + (f"; {words}" if words else "")
+
+
+def _recommendation(r: Doc) -> str:
+    return f"{_change(r)}  ({why(r)})"
 
 
 def _change(r: Doc, code: str = "") -> str:
@@ -281,12 +289,7 @@ def render_markdown(doc: Doc) -> str:
         for e in f["evidence"]:
             out.append(f"  - {_md(e['name'])}: {_md(e['value'])}")
         for r in f["recommendations"]:
-            assumed = ", assumed" if r["assumed"] else ""
-            formula = f"; {_md(r['formula'])}" if r["formula"] else ""
-            out.append(
-                f"  - change: {_md(_change(r, '`'))} (now {_md(fmt.knob(r['from']))}{assumed}"
-                f"{formula})"
-            )
+            out.append(f"  - change: {_md(_change(r, '`'))} ({_md(why(r))})")
     for ep in doc["endpoints"]:
         if not ep["knobs"]:
             continue

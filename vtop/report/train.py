@@ -29,6 +29,7 @@ from typing import Literal
 from vtop.model import Finding, KnobValue
 from vtop.report.collect import Collector, FindingsFn, monitor_findings
 from vtop.trace.reader import Warn
+from vtop.triage.explain import shown_formula
 
 VALUE_TOLERANCE = 0.25
 
@@ -112,7 +113,7 @@ class Verdict:
         ]
         out.extend(f"  {name}: {value}" for name, value in f.evidence)
         out.extend(
-            f"  change: {r.flag}" + (f"  ({r.formula})" if r.formula else "")
+            f"  change: {r.flag}" + _why(r.change, shown_formula(r.explanation, r.formula))
             for r in f.recommendations
         )
         if not f.recommendations:
@@ -230,3 +231,9 @@ class Score:
             if n
             else "no incident to diagnose in this trace"
         )
+
+
+def _why(*parts: str) -> str:
+    """`  (down from 256; demand p95 … : 104)`, or nothing when there is nothing to say."""
+    said = "; ".join(p for p in parts if p)
+    return f"  ({said})" if said else ""

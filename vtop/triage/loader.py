@@ -317,12 +317,26 @@ class _RuleParser:
             vline = node.line_of(name)
             if not name.isidentifier() or derived.name_known(name):
                 raise _Bad(vline, f"values: {name!r} must be a new plain name")
-            if isinstance(spec, LineDict):
+            if isinstance(spec, LineDict) and "expr" in spec:
+                extra = set(spec) - {"expr", "label"}
+                if extra:
+                    raise _Bad(vline, f"values: {name}: unknown key {sorted(extra)[0]!r} "
+                                      "(an expression takes expr and label)")  # fmt: skip
+                label = spec.get("label", "")
+                if not isinstance(label, str):
+                    raise _Bad(vline, f"values: {name}: label must be text")
+                expr = self.expr(spec["expr"], spec.line_of("expr"), f"values: {name}")
+                out.append(ValueDef(name, expr=expr, label=" ".join(label.split())))
+            elif isinstance(spec, LineDict):
                 fns = [f for f in FUNCTIONS if f in spec]
-                extra = set(spec) - {*fns, "window", "q"}
+                extra = set(spec) - {*fns, "window", "q", "label"}
                 if len(fns) != 1 or extra:
                     raise _Bad(vline, f"values: {name}: expected one function with window/q")
-                out.append(ValueDef(name, measure=self.measure(spec, fns[0])))
+                label = spec.get("label", "")
+                if not isinstance(label, str):
+                    raise _Bad(vline, f"values: {name}: label must be text")
+                out.append(ValueDef(name, measure=self.measure(spec, fns[0]),
+                                    label=" ".join(label.split())))  # fmt: skip
             else:
                 out.append(ValueDef(name, expr=self.expr(spec, vline, f"values: {name}")))
             self.value_names.add(name)

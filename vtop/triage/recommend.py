@@ -23,6 +23,7 @@ from typing import Literal
 
 from vtop.model import Knob, KnobValue, Recommendation, format_value
 from vtop.triage.derived import CONTEXT
+from vtop.triage.explain import explain
 from vtop.triage.expr import Expr, Value
 from vtop.triage.measure import Snapshot
 from vtop.triage.schema import RecSpec, ValueDef
@@ -103,7 +104,10 @@ def steady(rec: Recommendation, previous: KnobValue) -> Recommendation:
         return rec
     if cur is not None and not _keeps_promise(rec.direction, old, cur):
         return rec
-    return replace(rec, new_value=previous)
+    kept = (f"; kept at {format_value(previous)}, within {STEADY:.0%} of it (advice does not "
+            "hop between rounding steps)")  # fmt: skip
+    return replace(rec, new_value=previous,
+                   explanation=rec.explanation + kept if rec.explanation else "")  # fmt: skip
 
 
 def _keeps_promise(direction: str, new: float, cur: float) -> bool:
@@ -185,10 +189,32 @@ def build(spec: RecSpec, values: Mapping[str, Value], defs: Mapping[str, ValueDe
         said = "; ".join(f"{k.name} = {k.value} ({k.detail or k.provenance})" for k in assumed)
         note = (note + " " if note else "") + f"Assumed, not read from the server: {said}."
     formula = bounded(spec.value.text, spec.minimum, spec.maximum)
+    explanation = _explanation(formula, exprs, values, defs, snap)
     direction = spec.direction
     c, n = _number(cur), _number(new)
     if direction == "set" and c is not None and n is not None:
         direction = "raise" if n > c else "lower"
     return Recommendation(knob=spec.knob, current=current, new_value=new, direction=direction,
                           formula=formula, inputs=inputs, tradeoff=note,
-                          confidence=confidence)  # fmt: skip
+                          confidence=confidence, explanation=explanation)  # fmt: skip
+
+
+def _explanation(formula: str, exprs: list[Expr], values: Mapping[str, Value],
+                 defs: Mapping[str, ValueDef], snap: Snapshot) -> str:  # fmt: skip
+    """The formula's arithmetic in words (`vtop.triage.explain`), over the names it and the
+    rule values it reads (through their own expressions) resolve to this evaluation."""
+    names: dict[str, Value] = {}
+    exprs_defs: dict[str, str] = {}
+    todo = list(exprs)
+    while todo:
+        e = todo.pop()
+        for name, v in snap.names(e, values).items():
+            if name in names:
+                continue
+            names[name] = v
+            d = defs.get(name)
+            if d is not None and d.expr is not None:
+                exprs_defs[name] = d.expr.text
+                todo.append(d.expr)
+    labels = {name: d.label for name, d in defs.items() if d.label}
+    return explain(formula, names, labels=labels, defs=exprs_defs)

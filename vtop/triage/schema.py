@@ -122,6 +122,8 @@ class ValueDef:
     name: str
     measure: Measure | None = None
     expr: Expr | None = None
+    label: str = ""
+    """How the value reads where a recommendation's arithmetic is explained (else its name)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,5 +1,5 @@
-"""A finding's detail as text: evidence, rule, each recommendation's formula and its inputs
-with where every input came from (no Textual here).
+"""A finding's detail as text: evidence, rule, each recommendation's arithmetic in words and
+numbers, its inputs with where every input came from, and its raw formula (no Textual here).
 
 Provenance is the point: a recommendation computed from `max_num_seqs 256 (default, assumed)`
 deserves less trust than one computed from the server's command line, and the screen says
@@ -18,6 +18,7 @@ from dataclasses import dataclass
 
 from vtop.model import ACCRUING, Finding, Knob, Recommendation, format_value
 from vtop.triage.engine import NOT_ENOUGH_DATA
+from vtop.triage.explain import is_literal
 from vtop.ui import fmt
 from vtop.ui.verdict import LABELS, held_of
 
@@ -58,16 +59,23 @@ def _input(v: Knob | float | None) -> str:
 
 
 def recommendation_rows(r: Recommendation) -> list[Row]:
-    """The `vllm serve` flag and the engine argument (`LLM(...)`, `AsyncEngineArgs`) it sets,
-    then the current value, the formula and every input with where it came from."""
+    """The `vllm serve` flag (and whether it takes the knob down or up, from what) and the
+    engine argument (`LLM(...)`, `AsyncEngineArgs`) it sets, then the current value, the
+    arithmetic in words and numbers (`why`), every input with where it came from, the
+    trade-off, and last, folded under the rest, the raw formula for those who want it."""
     current = knob_text(r.current) if r.current else fmt.DASH + " (unknown)"
-    out = [Row(f"  {r.flag}    ({r.direction} {r.knob}; confidence {r.confidence})", 4),
-           Row(f"    engine    {r.engine_arg}", 14), Row(f"    current   {current}", 14),
-           Row(f"    formula   {r.formula}", 14)]  # fmt: skip
+    moved = f"{r.change}; " if r.change else ""
+    out = [Row(f"  {r.flag}    ({moved}{r.direction} {r.knob}; confidence {r.confidence})", 4),
+           Row(f"    engine    {r.engine_arg}", 14),
+           Row(f"    current   {current}", 14)]  # fmt: skip
+    if r.explanation:
+        out.append(Row(f"    why       {r.explanation}", 14))
     for name, value in _sorted(r.inputs):
         out.append(Row(f"      {name} = {_input(value)}", 9 + len(name)))
     if r.tradeoff:
         out.append(Row(f"    tradeoff  {r.tradeoff}", 14))
+    if r.formula and not is_literal(r.formula):
+        out.append(Row(f"    formula   {r.formula}", 14))
     return out
 
 

@@ -1,0 +1,124 @@
+"""Recommendations in words and numbers (issue 18): the arithmetic, not the raw formula.
+
+`vtop.triage.explain` walks a formula's syntax tree and says what each step did with this
+evaluation's numbers. Here: the wording of each step on the shipped rules' own formulas, then
+the memory-ceiling finding the simulator's scenario gives, through the finding detail (the
+TUI's text), every report format, and the JSON, which keeps the raw formula.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import re
+from functools import cache
+from typing import Any
+
+from tests.ui.scripted import sim_frames
+from vtop.model import Finding, Frame
+from vtop.report import render
+from vtop.report.collect import Collector
+from vtop.triage.explain import explain
+from vtop.ui import detail
+
+BUDGET = (
+    "min(min(ceil_to(demand_p95, 8), floor_to(known(kv_fit, 2 * max_num_seqs), 8), "
+    "max_num_batched_tokens), 4096)"
+)  # budget-too-small's max_num_seqs, with its max: 4096 bound as the finding shows it
+
+
+def test_each_step_is_said_with_its_numbers() -> None:
+    names = {"demand_p95": 97.0, "kv_fit": 156.4, "max_num_seqs": 64,
+             "max_num_batched_tokens": 2048}  # fmt: skip
+    assert explain(BUDGET, names) == (
+        "demand p95 (running + waiting) = 97 → rounded up to a multiple of 8: 104; "
+        "sequences the KV pool fits at 90% = 156.4 → rounded down to a multiple of 8: 152; "
+        "the smallest of 104, 152, max_num_batched_tokens 2048 and 4096: 104"
+    )
+
+
+def test_an_unknown_input_says_what_stood_in_for_it() -> None:
+    names = {"demand_p95": 97.0, "kv_fit": None, "max_num_seqs": 64,
+             "max_num_batched_tokens": 2048}  # fmt: skip
+    said = explain(BUDGET, names)
+    assert "2 × max_num_seqs 64 = 128 (sequences the KV pool fits at 90% unknown)" in said
+    assert said.endswith("the smallest of 104, 128, max_num_batched_tokens 2048 and 4096: 104")
+
+
+def test_a_rule_value_is_explained_first_under_its_label_and_a_bound_that_does_not_bind_is_quiet(
+) -> None:  # fmt: skip
+    said = explain(
+        "max(floor_to(fit_after, 8) if fit_after >= 16 else floor(fit_after), 1)",
+        {"fit_after": 104.6, "kv_fit": 52.3, "kv_cache_dtype": "auto"},
+        labels={"fit_after": "sequences the pool fits with FP8"},
+        defs={"fit_after": "kv_fit * (2 if kv_cache_dtype == 'auto' else 1)"},
+    )
+    assert said == (
+        "sequences the pool fits with FP8 = sequences the KV pool fits at 90% 52.3 × 2 "
+        "(as kv_cache_dtype is 'auto') = 104.6; 104.6 → rounded down to a multiple of 8: 104"
+    )
+    fp8 = explain("kv_fit * (2 if kv_cache_dtype == 'auto' else 1)",
+                  {"kv_fit": 52.0, "kv_cache_dtype": "fp8"})  # fmt: skip
+    assert fp8 == "sequences the KV pool fits at 90% 52 × 1 (as kv_cache_dtype is not 'auto') = 52"
+
+
+def test_a_constant_needs_no_words() -> None:
+    assert explain("'fp8'", {}) == "" and explain("True", {}) == ""
+
+
+@cache
+def memory_ceiling() -> tuple[Finding, dict[str, Any]]:
+    frames: tuple[Frame, ...] = sim_frames("memory-ceiling", 301)
+    collector = Collector(source_kind="demo", source_name="memory-ceiling")
+    for frame in frames:
+        collector.add(frame)
+    (view,) = collector.monitor.endpoints.values()
+    (finding,) = [f for f in view.findings if f.rule == "memory-ceiling"]
+    return finding, collector.document()
+
+
+WORDS = re.compile(
+    r"sequences the pool fits with the FP8 KV cache recommended beside it = sequences the KV "
+    r"pool fits at 90% [\d.]+ × 2 \(as kv_cache_dtype is 'auto'\) = [\d.]+; [\d.]+ → rounded "
+    r"down to a multiple of 8: \d+"
+)
+
+
+def test_the_detail_says_down_from_and_the_arithmetic_and_folds_the_formula_last() -> None:
+    finding, _ = memory_ceiling()
+    (rec,) = [r for r in finding.recommendations if r.knob == "max_num_seqs"]
+    assert rec.direction == "lower" and rec.change == "down from 256"
+    lines = detail.lines(finding)
+    head = [line for line in lines if line.startswith(f"  {rec.flag}")]
+    assert head == [f"  {rec.flag}    (down from 256; lower max_num_seqs; confidence high)"]
+    at = lines.index(head[0])
+    block = lines[at : at + 12]
+    why = [line for line in block if line.startswith("    why       ")]
+    assert len(why) == 1 and WORDS.search(why[0]), block
+    formula = [i for i, line in enumerate(block) if line.startswith("    formula   ")]
+    assert formula and block[formula[0]].endswith(rec.formula)
+    assert formula[0] > block.index(why[0])  # folded under the words, for those who want it
+    assert "'fp8'" not in "\n".join(lines)  # a constant formula is not shown at all
+
+
+def test_every_report_format_says_it_in_words_and_the_json_keeps_the_formula() -> None:
+    _, doc = memory_ceiling()
+    (f,) = [f for f in doc["findings"] if f["rule"] == "memory-ceiling"]
+    recs = {r["knob"]: r for r in f["recommendations"]}
+    seqs = recs["max_num_seqs"]
+    assert (
+        seqs["formula"] == "max(floor_to(fit_after, 8) if fit_after >= 16 else floor(fit_after), 1)"
+    )
+    assert seqs["change"] == "down from 256" and WORDS.search(seqs["explanation"])
+    assert (
+        recs["kv_cache_dtype"]["formula"] == "'fp8'" and recs["kv_cache_dtype"]["explanation"] == ""
+    )
+    flag = seqs["flag"]
+    for fmt in ("text", "markdown", "html"):
+        out = " ".join(html.unescape(re.sub("<[^>]+>", "", render(doc, fmt))).split())
+        assert re.search(
+            re.escape(flag) + r"\S* / \S*max_num_seqs=\d+\S* \(down from 256; ", out
+        ), fmt
+        assert WORDS.search(out), fmt
+        assert "floor_to(" not in out and "'fp8'" not in out, fmt
+    assert json.loads(render(doc, "json"))["findings"] == doc["findings"]
