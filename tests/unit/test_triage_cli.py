@@ -24,6 +24,23 @@ def test_list_shows_every_rule_on_one_line(tmp_path: Path) -> None:
     assert len(lines) == len(list((ROOT / "rules").glob("*.yaml")))
 
 
+def test_list_shows_every_severity_a_rule_can_reach(tmp_path: Path) -> None:
+    """memory-ceiling escalates to critical (issue 18): `warning` alone undersold it. A rule
+    whose escalation repeats its own severity says it once."""
+    (tmp_path / "same.yaml").write_text(
+        "id: same-level\ntitle: t\nseverity: warning\nsummary: s\nsource: x\n"
+        "when: {rate: preemptions, window: 2m, above: 0}\n"
+        "escalate:\n  - severity: warning\n    when: {rate: preemptions, window: 2m, above: 1}\n"
+    )
+    out = vtop("rules", "list", "--no-user", "--rules", str(tmp_path))
+    assert out.returncode == 0, out.stderr
+    level = {line.split()[0]: line.split()[1] for line in out.stdout.splitlines()}
+    assert level["memory-ceiling"] == "warning→critical"
+    assert level["past-sweet-spot"] == "warning→critical"
+    assert level["budget-too-small"] == "warning" and level["underloaded"] == "info"
+    assert level["same-level"] == "warning"
+
+
 def test_check_passes_on_the_shipped_rules() -> None:
     out = vtop("rules", "check", str(ROOT / "rules"))
     assert out.returncode == 0, out.stderr

@@ -18,6 +18,7 @@ from pathlib import Path
 from vtop.triage import export
 from vtop.triage.loader import check, load_catalog, load_paths
 from vtop.triage.ruletest import TestFileError, run_file, test_files
+from vtop.triage.schema import Rule
 from vtop.usage import OneLineParser
 
 
@@ -40,14 +41,24 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
+def severities(rule: Rule) -> str:
+    """`warning`, or `warning→critical` for a rule that escalates: the levels it can reach."""
+    levels = [rule.severity.name.lower()]
+    for e in rule.escalate:
+        name = e.severity.name.lower()
+        if name not in levels:
+            levels.append(name)
+    return "→".join(levels)
+
+
 def cmd_list(rules: Sequence[Path], user: bool) -> int:
     loaded = load_catalog(rules, user=user)
     for err in loaded.errors:
         print(err, file=sys.stderr)
     for rule in sorted(loaded.rules.values(), key=lambda r: (r.order, r.id)):
-        print(f"{rule.id:<28} {rule.severity.name.lower():<8} {rule.title}")
+        print(f"{rule.id:<28} {severities(rule):<16} {rule.title}")
     for rid in sorted(loaded.disabled):
-        print(f"{rid:<28} {'off':<8} (disabled by a user rule)")
+        print(f"{rid:<28} {'off':<16} (disabled by a user rule)")
     return 1 if loaded.errors else 0
 
 
