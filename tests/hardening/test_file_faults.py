@@ -288,7 +288,8 @@ def test_the_replay_screen_plays_a_damaged_trace_and_says_where_once(
     seen: dict[str, Any] = {}
 
     async def drive(app: Any, pilot: Any) -> None:
-        await until(pilot, lambda: app.replay.at_end, what="the end of the trace")
+        await until(pilot, lambda: app.replay.at_end and app.findings_timeline.complete,
+                    timeout=60, what="the end of the trace and of the pass over it")  # fmt: skip
         await pilot.pause()
         seen["warnings"] = [m for m in notifications(app) if "byte" in m]
         seen["frames"] = app.monitor.frames

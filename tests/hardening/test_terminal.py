@@ -191,7 +191,7 @@ def test_a_resize_storm_leaves_the_dashboard_alive_and_drawn_for_its_last_size(
                                           what=f"the layout at {width}×{height}")  # fmt: skip
                 assert alive(pid)
                 verdict = screen[2]  # the triage box's first line
-                assert verdict.startswith("│ ") and verdict.endswith("│")
+                assert verdict.startswith(("│ ", "│▶")) and verdict.endswith("│")  # ▶: the cursor
                 assert verdict[2:-1].strip(), "the verdict line is empty"
         tmux.send("q")
         assert tmux.exit_code() == 0
