@@ -1,11 +1,12 @@
-"""SVG snapshots of the dashboard at 80×24, 120×40 and 200×60, and of its other states.
+"""SVG snapshots of the dashboard at 80×24, 100×30, 120×40 and 200×60, and its other states.
 
-The main screens show five minutes of a fixed simulator scenario (fixed seed and epoch: the
-same frames at every run, through the real parser); the states the simulator does not
-produce (an outage, a second endpoint) come from scripted vLLM-shaped pages. Time on screen
-comes from the frames, vtop's own CPU is fixed and no timer runs (`autopoll=False`). The
-findings on the simulator screens are the triage engine's own, as the monitor computes them. A change in layout or wording fails here until the
-snapshots are reviewed and updated (`pytest tests/ui --snapshot-update`).
+The main screens (80×24 compact, 100×30 the boxed panels where they just fit) show five
+minutes of a fixed simulator scenario (fixed seed and epoch: the same frames at every run,
+through the real parser); the states the simulator does not produce (an outage, a second
+endpoint) come from scripted vLLM-shaped pages. Time on screen comes from the frames, vtop's
+own CPU is fixed and no timer runs (`autopoll=False`). The findings on the simulator screens
+are the triage engine's own, as the monitor computes them. A change in layout or wording
+fails here until the snapshots are reviewed and updated (`pytest tests/ui --snapshot-update`).
 """
 
 from __future__ import annotations
@@ -21,7 +22,9 @@ from tests.ui.scripted import EP, build_app, build_attach_app, build_sim_app
 Compare = Callable[..., bool]
 
 
-@pytest.mark.parametrize("size", [(80, 24), (120, 40), (200, 60)], ids=lambda s: f"{s[0]}x{s[1]}")
+@pytest.mark.parametrize(
+    "size", [(80, 24), (100, 30), (120, 40), (200, 60)], ids=lambda s: f"{s[0]}x{s[1]}"
+)
 def test_main_screen(snap_compare: Compare, size: tuple[int, int]) -> None:
     assert snap_compare(build_sim_app("memory-ceiling", findings=None), terminal_size=size)
 
