@@ -32,7 +32,9 @@ def _parser() -> argparse.ArgumentParser:
                     help="ignore $XDG_CONFIG_HOME/vtop/rules")  # fmt: skip
     ck = sub.add_parser("check", help="validate rule files (default: the whole catalog)")
     ck.add_argument("paths", nargs="*", type=Path, metavar="PATH")
-    ts = sub.add_parser("test", help="run rule tests (*.test.yaml; default: tests/rules)")
+    ts = sub.add_parser(
+        "test", help="run rule tests (*.test.yaml; default: the shipped rules' tests)"
+    )
     ts.add_argument("paths", nargs="*", type=Path, metavar="PATH")
     ts.add_argument("-q", "--quiet", action="store_true", help="print failures only")
     sub.add_parser("export", help="write the rules as Prometheus alerting rules "
