@@ -160,3 +160,27 @@ def test_a_pending_line_does_not_vanish_on_a_lapse_of_a_poll_or_two() -> None:
     assert shown[:20] == ["pending"] * 20, "a 2 s lapse keeps the line"
     assert shown[20:24] == ["pending"] * 4 and shown[24:30] == ["-"] * 6, "5 s without it: gone"
     assert shown[30] == "pending"
+
+
+def test_a_fast_path_that_dips_for_a_poll_keeps_counting_down_on_that_path() -> None:
+    """A rate over the first seconds of warm-up polls dips below a decisive threshold now and
+    then: the time to the verdict keeps to the fast path's seconds, not the slow path's minutes
+    (the likely cause on screen, the symptoms held back and a report's 'needs' read it)."""
+    text = rule("fast", 1, "lower", "32").replace(
+        "requires: {evidence: 1s}",
+        "requires: {evidence: 60s}\nfor: 2m\n"
+        "decisive: {evidence: 10s, when: {last: running, above: 10}}",
+    )
+    engine = engine_of(text)
+    view = View(Store(EP), {"max_num_seqs": Knob("max_num_seqs", 64, "flag")})
+    needs = []
+    for i in range(8):
+        view.store.ingest(scrape(float(i), running=5.0 if i == 4 else 20.0))
+        (found,) = engine.evaluate(view)
+        assert found.state == "pending"
+        needs.append(found.needs_s)
+    assert needs == [10.0 - i for i in range(8)], "one poll under the decisive line"
+    for i in range(8, 14):  # then 6 s under it: the slow path's wait is what is left
+        view.store.ingest(scrape(float(i), running=5.0))
+        (found,) = engine.evaluate(view)
+    assert found.needs_s is not None and found.needs_s > 60

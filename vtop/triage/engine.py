@@ -62,11 +62,15 @@ class _State:
     """When the slow path's `for` began: the condition held with the rule's evidence in."""
     firing_since: float | None = None
     last_true: float | None = None
+    fast_last: float | None = None
+    """The last poll at which the fast path's condition held: within `PENDING_GRACE_S` of it,
+    a pending finding still counts down on that path (a rate over a few seconds of warm-up
+    polls dips; the time to a verdict should not jump to the slow path's minutes and back)."""
     advised: dict[str, KnobValue] = field(default_factory=dict)
     """The value each knob was last advised at while firing (kept steady, `recommend.steady`)."""
 
     def clear(self) -> None:
-        self.since = self.ready_since = self.firing_since = self.last_true = None
+        self.since = self.ready_since = self.firing_since = self.last_true = self.fast_last = None
         self.advised.clear()
 
 
@@ -148,6 +152,8 @@ class Engine:
             if st.since is None:
                 st.since = now
             st.last_true = now
+            if fast is True:
+                st.fast_last = now
             if main is True and not missing:
                 if st.ready_since is None:
                     st.ready_since = now
@@ -167,7 +173,8 @@ class Engine:
             return None
         if st.firing_since is not None:
             return self._finding(rule, st, snap, now, "firing")
-        needs = evidence.needs(rule, st, now, fast is True, main is True)
+        recent_fast = st.fast_last is not None and now - st.fast_last < PENDING_GRACE_S
+        needs = evidence.needs(rule, st, now, fast is True or recent_fast, main is True)
         if needs is None:
             return replace(self._finding(rule, st, snap, now, "insufficient"),
                            summary=NOT_ENOUGH_DATA + ", ".join(missing))  # fmt: skip
