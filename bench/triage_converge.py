@@ -54,10 +54,7 @@ def run(scenario: Scenario, args: ServeArgs, rules: Engine) -> Result:
     cache: dict[str, str] = {}
     while twin.now < RUN_S:
         twin.advance(1.0)
-        delay = twin.scrape_delay()
-        if delay > 0:
-            twin.advance(delay)
-        page = twin.metrics_text()
+        delay, page = twin.scrape()
         scrape = reader.read(page.decode(), endpoint=EP, t=twin.now, latency_s=delay,
                              size_bytes=len(page))  # fmt: skip
         if scrape.info and scrape.info != cache:

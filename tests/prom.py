@@ -268,17 +268,15 @@ def twin_history(
 
     The twin runs its scenario's warm-up first and its epoch is set so that its virtual clock
     reads wall time. Each scrape takes as long as the twin's API server needs to answer it
-    (`scrape_delay`), recorded as `scrape_duration_seconds`, as `SimSource` reads it.
+    (`Twin.scrape`), recorded as `scrape_duration_seconds`, as `SimSource` reads it.
     """
     twin.warm_up()
     twin.epoch = start - twin.now
     t = start
     while t <= end:
         twin.advance(max(0.0, t - (twin.epoch + twin.now)))
-        delay = twin.scrape_delay()
-        if delay:
-            twin.advance(delay)
-        yield Scraped(t, twin.metrics_text().decode(), max(delay, 0.001)), twin
+        delay, page = twin.scrape()
+        yield Scraped(t, page.decode(), max(delay, 0.001)), twin
         t += step_s
 
 
@@ -321,6 +319,13 @@ class DataParallel:
 
     def scrape_delay(self) -> float:
         return float(self.twins[0].scrape_delay())
+
+    def scrape(self, dialect: str | None = None) -> tuple[float, bytes]:
+        """As `Twin.scrape`, timed by engine 0's API server (the engines share none)."""
+        delay = self.scrape_delay()
+        if delay:
+            self.advance(delay)
+        return delay, self.metrics_text(dialect)
 
     def metrics_text(self, dialect: str | None = None) -> bytes:
         pages = [t.metrics_text(dialect).decode() for t in self.twins]

@@ -76,10 +76,7 @@ def run(name: str | object, seconds: float, seed: int = 0, monitor: Monitor | No
     history: list[list[Finding]] = []
     while twin.now < seconds:
         twin.advance(1.0)
-        delay = twin.scrape_delay()
-        if delay > 0:
-            twin.advance(delay)
-        page = twin.metrics_text()
+        delay, page = twin.scrape()
         scrape = reader.read(page.decode(), endpoint=EP, t=twin.now, latency_s=delay,
                              size_bytes=len(page))  # fmt: skip
         if scrape.info and scrape.info != cache_info:

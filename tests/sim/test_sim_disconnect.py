@@ -74,7 +74,9 @@ def test_clients_hanging_up_leave_stderr_empty(scenario: str) -> None:
 class BrokenTwin(Twin):
     """A twin whose page cannot be rendered: a bug, not a client going away."""
 
-    def metrics_text(self, dialect: str | None = None, *, process_metrics: bool = True) -> bytes:
+    def metrics_text(
+        self, dialect: str | None = None, *, process_metrics: bool = True, at: float | None = None
+    ) -> bytes:
         raise RuntimeError("the page cannot be rendered")
 
 

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import math
 from collections import deque
+from collections.abc import Callable
 
 from vtop.sim.frontend import Frontend, FrontendSpec, StepRecord
 from vtop.sim.hardware import Preset, StepCost
@@ -118,6 +119,9 @@ class Engine:
         self._inbox: list[Request] = []
         self._rates: deque[tuple[float, float, float]] = deque([(0.0, 0.0, 0.0)])
         self.macro_steps = True
+        self.on_answer: Callable[[list[int], float], None] | None = None
+        """Called with the tickets of the /metrics requests the API server answers at `t`,
+        once the metrics of that instant are in `stats` (the twin renders their pages)."""
 
     # --- the loop -------------------------------------------------------------------------------
 
@@ -383,6 +387,8 @@ class Engine:
                 self._rates.append((td, st.prompt_tokens, st.generation_tokens))
                 while len(self._rates) > 2 and self._rates[1][0] < td - RATE_WINDOW_S:
                     self._rates.popleft()
+        if delivery.scrapes and self.on_answer is not None:
+            self.on_answer(delivery.scrapes, td)
 
     def _finish(self, finished: list[Request], td: float) -> None:
         st = self.stats

@@ -94,14 +94,23 @@ class StepRecord:
 
 
 class Delivery:
-    """What one event-loop cycle hands on at its end `t`."""
+    """What one event-loop cycle hands on at its end `t`: requests for the engine, outputs
+    turned into metrics, and then the answers to the /metrics requests it took (`scrapes`,
+    their tickets), which read the metrics as they stand at that instant."""
 
-    __slots__ = ("records", "requests", "t")
+    __slots__ = ("records", "requests", "scrapes", "t")
 
-    def __init__(self, t: float, requests: list[Request], records: list[StepRecord]) -> None:
+    def __init__(
+        self,
+        t: float,
+        requests: list[Request],
+        records: list[StepRecord],
+        scrapes: list[int] | None = None,
+    ) -> None:
         self.t = t
         self.requests = requests
         self.records = records
+        self.scrapes = scrapes
 
 
 class Frontend:
@@ -117,7 +126,10 @@ class Frontend:
         self._scrape_s = spec.per_scrape_s * scale
         self.inbound: deque[Request] = deque()
         self.outputs: deque[StepRecord] = deque()
-        self.scrapes: deque[float] = deque()
+        self.scrapes: deque[tuple[float, int | None]] = deque()
+        """Pending /metrics requests: (arrival, ticket; None for one nobody waits on)."""
+        self.answer_at: dict[int, float] = {}
+        """When the loop answers a ticketed scrape, known once the cycle that takes it began."""
         self.deliveries: deque[Delivery] = deque()
         self.busy_until = 0.0
         self.busy_total = 0.0
@@ -132,12 +144,19 @@ class Frontend:
     def push(self, record: StepRecord) -> None:
         self.outputs.append(record)
 
-    def scrape(self, t: float) -> float:
-        """Register a /metrics request at `t`; return when the loop will have answered it."""
-        self.scrapes.append(t)
+    def scrape(self, t: float, ticket: int | None = None) -> float:
+        """Register a /metrics request at `t`; return the earliest time the loop can answer it.
+
+        That is a lower bound, not the answer: the cycle that takes the scrape also takes the
+        requests and engine outputs that arrive until it starts, which are not known yet.
+        Whoever needs the page waits for the cycle itself (`answer_at`, a `Delivery`)."""
+        self.scrapes.append((t, ticket))
+        return self.earliest_answer(t)
+
+    def earliest_answer(self, t: float) -> float:
+        """Lower bound on when a scrape registered at `t` is answered (see `scrape`)."""
         start = max(t, self.busy_until)
-        pending = self._cost_until(start)
-        return start + pending
+        return start + self._cost_until(start)
 
     def _cost_until(self, t: float) -> float:
         cost = 0.0
@@ -151,7 +170,7 @@ class Frontend:
             cost += self._otok_s * rec.generated
             if rec.finished:
                 cost += self._fin_s * len(rec.finished)
-        for s in self.scrapes:
+        for s, _ in self.scrapes:
             if s > t:
                 break
             cost += self._scrape_s
@@ -163,8 +182,8 @@ class Frontend:
             t = self.inbound[0].arrival_ts
         if self.outputs and self.outputs[0].t < t:
             t = self.outputs[0].t
-        if self.scrapes and self.scrapes[0] < t:
-            t = self.scrapes[0]
+        if self.scrapes and self.scrapes[0][0] < t:
+            t = self.scrapes[0][0]
         return t
 
     def next_time(self) -> float:
@@ -219,14 +238,22 @@ class Frontend:
             if rec.finished:
                 cost += self._fin_s * len(rec.finished)
             recs.append(rec)
-        while scrapes and scrapes[0] <= start:
-            scrapes.popleft()
+        tickets: list[int] | None = None
+        while scrapes and scrapes[0][0] <= start:
+            ticket = scrapes.popleft()[1]
             cost += self._scrape_s
+            if ticket is not None:
+                if tickets is None:
+                    tickets = []
+                tickets.append(ticket)
         end = start + cost
         self.busy_until = end
         self.busy_total += cost
-        if reqs or recs:
-            self.deliveries.append(Delivery(end, reqs, recs))
+        if tickets:
+            for ticket in tickets:
+                self.answer_at[ticket] = end
+        if reqs or recs or tickets:
+            self.deliveries.append(Delivery(end, reqs, recs, tickets))
 
     def busy_fraction(self, since_total: float, dt: float) -> float:
         """Share of `dt` the loop was busy, from a `busy_total` taken `dt` ago."""

@@ -4,8 +4,10 @@ It serves what vtop reads from a real server: `/metrics` (the twin's page in its
 `/v1/models`, `/version` and `/health`, on loopback by default. A driver thread keeps the twin
 at wall time x speed; every request also catches up first, under one lock, so answers are
 always current. When the twin's API server is busy (the frontend-bound scenario), `/metrics`
-answers late by the virtual time its event loop needs, converted to wall time: vtop's own
-scrape-latency signal sees what it would see on the real server.
+answers late by the virtual time its event loop needs, converted to wall time, with the page
+the twin rendered at the instant its loop answered (`Twin.request_metrics`): vtop's own
+scrape-latency signal and gauges read what they would on the real server, and the same as
+`vtop --demo`, however the driver thread chunks time.
 
 Standard library only (`http.server.ThreadingHTTPServer`): nothing to install, and tests run
 it on real sockets. A client that disconnects mid-answer is not an error worth a traceback
@@ -134,15 +136,27 @@ class SimServer:
     # --- answers --------------------------------------------------------------------------------
 
     def metrics_page(self) -> bytes:
+        """The page the twin's API server answers this request with, when it answers it:
+        registered now, rendered by the twin at the virtual instant its event loop answers
+        (so a driver tick past that instant changes nothing), handed over once wall time has
+        caught up with it. A client that would have timed out gets the page as it is then."""
+        deadline = time.monotonic() + MAX_SCRAPE_DELAY_S
         with self._lock:
             self.clock.sync()
-            delay = self.twin.scrape_delay()
-        wait = min(MAX_SCRAPE_DELAY_S, self.clock.wall_seconds(delay))
-        if wait > 0.0005:
-            self._stop.wait(wait)
-        with self._lock:
-            self.clock.sync()
-            return self.twin.metrics_text(self.dialect)
+            ticket = self.twin.request_metrics(self.dialect)
+        while True:
+            with self._lock:
+                self.clock.sync()
+                answer = self.twin.answer(ticket)
+                if answer is not None:
+                    return answer[1]
+                wait = self.clock.wall_seconds(self.twin.answer_eta(ticket) - self.twin.now)
+            left = deadline - time.monotonic()
+            if left <= 0 or self._stop.wait(min(max(wait, 0.001), left)):
+                with self._lock:
+                    self.twin.forget(ticket)
+                    self.clock.sync()
+                    return self.twin.metrics_text(self.dialect)
 
     def models(self) -> dict[str, object]:
         with self._lock:

@@ -107,10 +107,8 @@ class SimSource:
         scrapes = []
         for twin, reader, url in zip(self.twins, self._readers, self._urls, strict=True):
             twin.advance(dt)
-            delay = twin.scrape_delay()
-            if delay:
-                twin.advance(delay)
-            text = twin.metrics_text().decode()
+            delay, page = twin.scrape()
+            text = page.decode()
             scrape = reader.read(text, endpoint=url, t=twin.epoch + twin.now, latency_s=delay)
             if not self._announced:
                 server = twin.endpoint_info()
