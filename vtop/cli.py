@@ -295,7 +295,7 @@ def run_tui(source: FrameSource, args: argparse.Namespace,
     if recorder is not None:  # a disk that fills up says so on the screen, not under it
         recorder.notify = lambda message: app.notify(message, severity="error", timeout=10)
     app.run()
-    return 0
+    return app.return_code or 0  # 129 when the terminal hung up (vtop.ui.driver)
 
 
 def record_screen_wanted(args: argparse.Namespace) -> bool:
@@ -398,6 +398,8 @@ def run_replay_tui(args: argparse.Namespace) -> int:
         return _fail(str(exc))
     shown.append(lambda message: app.notify(message, severity="warning", timeout=10))
     app.run()
+    if app.return_code:  # the terminal hung up: nothing to print to
+        return app.return_code
     if app.session is not None:
         print(f"vtop: training on {reader.name}: {app.session.score.summary()}")
     return 0

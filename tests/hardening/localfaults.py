@@ -148,10 +148,14 @@ def notifications(app: Any) -> list[str]:
 WRAPPER = """
 import os, signal, subprocess, sys
 base = sys.argv[1]
+no_sighup = os.environ.pop("VTOP_TEST_NO_SIGHUP", "") == "1"
+if no_sighup:  # vtop starts with SIGHUP ignored: only the terminal's hangup itself tells
+    signal.signal(signal.SIGHUP, signal.SIG_IGN)
 child = subprocess.Popen(sys.argv[2:])
 # A hangup reaches the pane's first process only; pass it on and stay to write the status,
 # as a login shell passes it on to its jobs.
-signal.signal(signal.SIGHUP, lambda *_: child.send_signal(signal.SIGHUP))
+if not no_sighup:
+    signal.signal(signal.SIGHUP, lambda *_: child.send_signal(signal.SIGHUP))
 with open(base + ".pid", "w") as fh:
     fh.write(str(child.pid))
 code = child.wait()
@@ -185,14 +189,16 @@ class Tmux:
             raise AssertionError(f"tmux {' '.join(args)}: {result.stderr.strip()}")
         return result.stdout
 
-    def start(self, *vtop_args: str) -> int:
-        """Run `vtop ARGS` in a fresh pane; returns vtop's pid once it runs."""
+    def start(self, *vtop_args: str, sighup: bool = True) -> int:
+        """Run `vtop ARGS` in a fresh pane; returns vtop's pid once it runs. With
+        `sighup=False`, vtop runs with SIGHUP ignored and none is passed on to it."""
         argv = [sys.executable, "-c", WRAPPER, str(self.base), sys.executable, "-m", "vtop",
                 *vtop_args]  # fmt: skip
         command = "exec " + shlex.join(argv)
         w, h = self.size
+        extra = [] if sighup else ["-e", "VTOP_TEST_NO_SIGHUP=1"]
         self.tmux("new-session", "-d", "-x", str(w), "-y", str(h), "-s", "main",
-                  "-c", str(self.workdir), command)  # fmt: skip
+                  "-c", str(self.workdir), *extra, command)  # fmt: skip
         self.tmux("set-option", "-t", "main", "remain-on-exit", "on")
         self.socket_path = Path(self.value("#{socket_path}"))
         pid_file = self.base.with_suffix(".pid")

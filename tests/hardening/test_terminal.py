@@ -127,6 +127,25 @@ def test_the_dashboards_recording_is_closed_when_the_terminal_goes(
             assert tmux.value("#{mouse_any_flag}") == "0"
 
 
+def test_a_terminal_that_hangs_up_without_a_sighup_ends_the_dashboard(tmp_path: Path) -> None:
+    """An SSH connection that drops, a tmux server that is killed: the terminal reads EIO or
+    end of input, and a SIGHUP need not reach vtop. It must exit (closing its recording)
+    rather than paint into a dead terminal at most of a core."""
+    with Tmux(tmp_path, size=(100, 30)) as tmux:
+        path = tmp_path / "t.vtrace"
+        pid = tmux.start("--demo", "--record", path.name, sighup=False)
+        tmux.wait_screen(lambda s: any("Triage" in row for row in s), what="the dashboard")
+        seen = wait_polls(path, 5, pid)
+        tmux.close_pane()
+        deadline = time.monotonic() + 10
+        while alive(pid):
+            assert time.monotonic() < deadline, "vtop outlived its terminal by 10 s"
+            time.sleep(0.1)
+        assert tmux.exit_code() == 129  # 128 + SIGHUP, as for a hangup
+        polls, _ = read_back(path)
+        assert polls >= seen
+
+
 def test_record_on_a_terminal_shows_the_dashboard_and_q_ends_both(
     tmp_path: Path, sim: SimServer
 ) -> None:

@@ -14,13 +14,21 @@ Textual's public API: the key parser (`textual._xterm_parser`), the Linux driver
 pins the Textual major CI tests; past that, `mismatch()` checks each part before the app picks
 this driver (any difference: Textual's own driver, unchanged), and a loop that still fails at
 run time hands over to Textual's own loop instead of leaving the app deaf to keys.
+
+A terminal that goes away (the SSH connection drops, the tmux server is killed) reads as EIO or
+end of input on what was a terminal; no SIGHUP need arrive. The app then exits as on `q`
+(a recording is closed whole); were it left running, it would paint into a closed terminal at
+most of a core until someone killed it. If it has not ended after `HANGUP_GRACE_S`, the process
+sends itself SIGHUP, whose default action ends it.
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import selectors
+import signal
 import threading
 import time
 from codecs import getincrementaldecoder
@@ -39,6 +47,8 @@ TICK_S = 0.1
 """How often the parser is ticked after input (Textual's own rate)."""
 TICK_FOR_S = max(1.0, 4 * getattr(constants, "ESCAPE_DELAY", TICK_S))
 """How long after the last input the thread keeps ticking: far longer than the escape delay."""
+HANGUP_GRACE_S = 5.0
+"""How long an app whose terminal hung up has to exit on its own before SIGHUP ends it."""
 
 
 def _sets(cls: type, attribute: str) -> bool:
@@ -136,16 +146,24 @@ class QuietLinuxDriver(LinuxDriver):
         selector.register(wake_fd, selectors.EVENT_READ)
         decode = getincrementaldecoder("utf-8")().decode
         tick_until = 0.0
+        on_a_terminal = os.isatty(fileno)
         try:
             while not self.exit_event.is_set():
                 timeout = TICK_S if time.monotonic() < tick_until else None
                 for key, _ in selector.select(timeout):
                     if key.fd != fileno:
                         continue  # the wake pipe: the loop condition ends the thread
-                    data = os.read(fileno, 1024 * 4)
-                    if not data:  # end of input (stdin is not a terminal): stop watching it
+                    try:
+                        data = os.read(fileno, 1024 * 4)
+                    except OSError as err:
+                        if err.errno != errno.EIO:
+                            raise
+                        data = b""  # EIO: the terminal hung up
+                    if not data:
                         selector.unregister(fileno)
-                        continue
+                        if on_a_terminal:
+                            self._hung_up()
+                        continue  # else stdin was a pipe or a file: stop watching it
                     for event in parser.feed(decode(data)):
                         self.process_message(event)
                     tick_until = time.monotonic() + TICK_FOR_S
@@ -153,3 +171,12 @@ class QuietLinuxDriver(LinuxDriver):
                     self.process_message(event)
         finally:
             selector.close()
+
+    def _hung_up(self) -> None:
+        """The terminal is gone: exit the app (from the app's loop), and end the process if
+        that has not happened after `HANGUP_GRACE_S`."""
+        app = self._app
+        self._loop.call_soon_threadsafe(app.exit, None, 129)  # 128 + SIGHUP, as a shell says
+        timer = threading.Timer(HANGUP_GRACE_S, os.kill, (os.getpid(), signal.SIGHUP))
+        timer.daemon = True
+        timer.start()
