@@ -69,6 +69,7 @@ EOF
 
 step "vtop rules list"
 "$VTOP" rules list
+"$VTOP" rules --help | grep -q "export" || fail "vtop rules --help does not list export"
 
 step "vtop rules test"
 "$VTOP" rules test -q
