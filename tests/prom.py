@@ -12,6 +12,7 @@ openmetrics`, so an hour of a fleet's past costs seconds, not an hour.
 from __future__ import annotations
 
 import contextlib
+import itertools
 import os
 import shutil
 import signal
@@ -292,6 +293,8 @@ class DataParallel:
     def __init__(self, twins: Sequence[Any]) -> None:
         self.twins = list(twins)
         self.scenario = self.twins[0].scenario
+        self._asked: dict[int, tuple[float, bytes]] = {}
+        self._tickets = itertools.count()
 
     @property
     def epoch(self) -> float:
@@ -319,6 +322,22 @@ class DataParallel:
 
     def scrape_delay(self) -> float:
         return float(self.twins[0].scrape_delay())
+
+    # What `SimServer.metrics_page` asks of a twin: here a page is answered at once (no
+    # engine of these is frontend-bound), at the time it was asked for.
+    def request_metrics(self, dialect: str | None = None) -> int:
+        ticket = next(self._tickets)
+        self._asked[ticket] = (self.now, self.metrics_text(dialect))
+        return ticket
+
+    def answer(self, ticket: int) -> tuple[float, bytes] | None:
+        return self._asked.pop(ticket, None)
+
+    def answer_eta(self, ticket: int) -> float:
+        return self.now
+
+    def forget(self, ticket: int) -> None:
+        self._asked.pop(ticket, None)
 
     def scrape(self, dialect: str | None = None) -> tuple[float, bytes]:
         """As `Twin.scrape`, timed by engine 0's API server (the engines share none)."""

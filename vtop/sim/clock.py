@@ -34,10 +34,15 @@ class RealTime:
         return self._virtual0 + (self._clock() - self._wall0) * self.speed
 
     def sync(self) -> None:
-        """Advance the twin to `target()` (never backwards)."""
+        """Advance the twin to `target()` (never backwards). A twin moved ahead of it directly
+        (warmed up after its server started) sets the clock's present: time runs on from there
+        rather than standing still until the wall clock has caught up (minutes, during which
+        a /metrics answer the twin has yet to reach would never come)."""
         lag = self.target() - self.twin.now
         if lag > 0:
             self.twin.advance(lag)
+        elif lag < 0:
+            self._virtual0 -= lag
 
     def wall_seconds(self, virtual_s: float) -> float:
         """How long `virtual_s` virtual seconds take on the wall clock."""
