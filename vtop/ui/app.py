@@ -245,11 +245,13 @@ class VtopApp(App[None]):
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGHUP):
             with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
-                loop.add_signal_handler(sig, self._end_on_signal)
+                loop.add_signal_handler(sig, self._end_on_signal, sig)
 
-    def _end_on_signal(self) -> None:
+    def _end_on_signal(self, sig: signal.Signals) -> None:
+        """A hangup exits with 129 (128 + SIGHUP), as when the driver finds the terminal gone
+        without one (`vtop.ui.driver`): nothing is printed after the screen then."""
         self._stop_recording()  # first: the terminal may be gone, the file is not
-        self.exit()
+        self.exit(return_code=128 + sig if sig == signal.SIGHUP else 0)
 
     def notify_rule_errors(self, errors: Sequence[object]) -> None:
         """Rule files that did not load, a line each (file:line: rule-id: what), on screen:
