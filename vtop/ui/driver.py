@@ -18,8 +18,8 @@ run time hands over to Textual's own loop instead of leaving the app deaf to key
 A terminal that goes away (the SSH connection drops, the tmux server is killed) reads as EIO or
 end of input on what was a terminal; no SIGHUP need arrive. The app then exits as on `q`
 (a recording is closed whole); were it left running, it would paint into a closed terminal at
-most of a core until someone killed it. If it has not ended after `HANGUP_GRACE_S`, the process
-sends itself SIGHUP, whose default action ends it.
+most of a core until someone killed it. If it has not ended after `HANGUP_GRACE_S` (the app
+handles SIGHUP itself, so that signal is no backstop), the process ends there, status 129.
 """
 
 from __future__ import annotations
@@ -28,7 +28,6 @@ import contextlib
 import errno
 import os
 import selectors
-import signal
 import threading
 import time
 from codecs import getincrementaldecoder
@@ -48,7 +47,7 @@ TICK_S = 0.1
 TICK_FOR_S = max(1.0, 4 * getattr(constants, "ESCAPE_DELAY", TICK_S))
 """How long after the last input the thread keeps ticking: far longer than the escape delay."""
 HANGUP_GRACE_S = 5.0
-"""How long an app whose terminal hung up has to exit on its own before SIGHUP ends it."""
+"""How long an app whose terminal hung up has to exit on its own before the process ends."""
 
 
 def _sets(cls: type, attribute: str) -> bool:
@@ -173,10 +172,10 @@ class QuietLinuxDriver(LinuxDriver):
             selector.close()
 
     def _hung_up(self) -> None:
-        """The terminal is gone: exit the app (from the app's loop), and end the process if
-        that has not happened after `HANGUP_GRACE_S`."""
+        """The terminal is gone: exit the app (from the app's loop) with 128 + SIGHUP, as a
+        hangup does, and end the process if that has not happened after `HANGUP_GRACE_S`."""
         app = self._app
-        self._loop.call_soon_threadsafe(app.exit, None, 129)  # 128 + SIGHUP, as a shell says
-        timer = threading.Timer(HANGUP_GRACE_S, os.kill, (os.getpid(), signal.SIGHUP))
+        self._loop.call_soon_threadsafe(app.exit, None, 129)
+        timer = threading.Timer(HANGUP_GRACE_S, os._exit, (129,))
         timer.daemon = True
         timer.start()
