@@ -23,7 +23,9 @@ from __future__ import annotations
 
 import asyncio
 import json
+import signal
 import sys
+import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
@@ -46,20 +48,46 @@ ROOMY = ServerConfig(max_num_seqs=16, num_gpu_blocks=160)
 Load = Callable[[str], Awaitable[LoadResult]]
 
 
+# A 30 s report ends by 45 s (its last poll may take a request timeout). Past that, vtop's
+# threads' stacks go to its stderr, and at LATE_S it is interrupted: a live report ends early
+# on SIGINT with what it watched, so a late run still fails with its document and its stacks.
+STACKS_AFTER_S = 60
+LATE_S = 90.0
+RUN_VTOP = (
+    "import faulthandler, runpy, sys; "
+    f"faulthandler.dump_traceback_later({STACKS_AFTER_S}, exit=False); "
+    "sys.argv[0] = 'vtop'; runpy.run_module('vtop', run_name='__main__')"
+)
+
+
 async def report_under(url: str, load: Load) -> tuple[dict[str, Any], int, str]:
     """Load the server for `LOADED_S`, then run the report while the load goes on."""
     task = asyncio.create_task(load(url))
+    proc: asyncio.subprocess.Process | None = None
     try:
         await asyncio.sleep(LOADED_S)
         assert not task.done(), "the load ended before the report began"
+        began = time.monotonic()
         proc = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "vtop", "--url", url, *REPORT, cwd=ROOT,
+            sys.executable, "-c", RUN_VTOP, "--url", url, *REPORT, cwd=ROOT,
             stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
         )  # fmt: skip
-        out, err = await asyncio.wait_for(proc.communicate(), 120)
+        talk = asyncio.ensure_future(proc.communicate())
+        done, _ = await asyncio.wait({talk}, timeout=LATE_S)
+        if not done:
+            proc.send_signal(signal.SIGINT)
+            done, _ = await asyncio.wait({talk}, timeout=15)
+        if not done:
+            proc.kill()
+        out, err = await talk
+        took = time.monotonic() - began
     finally:
         task.cancel()
         await asyncio.gather(task, return_exceptions=True)
+        if proc is not None and proc.returncode is None:
+            proc.kill()
+            await proc.wait()
+    assert took < LATE_S, f"a 30 s report ran {took:.0f} s: {out[-400:]!r}\n{err.decode()}"
     assert proc.returncode is not None
     return json.loads(out), proc.returncode, err.decode()
 

@@ -91,6 +91,23 @@ async def test_a_slow_answer_delays_the_next_poll_instead_of_stacking() -> None:
     assert min(gaps) >= SLOW_S * 0.95, gaps
 
 
+async def test_a_poll_in_flight_past_the_duration_ends_the_watch() -> None:
+    """A report ends on time whatever the server does: a poll still waiting `late_s` after
+    the duration (here shorter than the request timeout) is dropped, not awaited."""
+    frames: list[Frame] = []
+    with PageServer(Script({"/metrics": Answer(PAGE, delay_s=4.0)})) as srv:
+        source = LiveSource([srv.url], ScrapeOptions.from_env(interval_s=1.0, environ={}))
+        began = time.monotonic()
+        try:
+            polls = await watch(source, 1.0, frames.append, duration_s=1.0, min_polls=2,
+                                late_s=0.5)  # fmt: skip
+        finally:
+            await source.aclose()
+    took = time.monotonic() - began
+    assert polls == 0 and frames == []
+    assert 1.4 <= took < 3.0, took
+
+
 async def test_the_connect_time_reads_get_the_same_timeout() -> None:
     late = Answer(b'{"version": "0.32.0"}', content_type="application/json", delay_s=SLOW_S)
     script = Script({"/metrics": Answer(PAGE), "/version": late,

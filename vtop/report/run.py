@@ -34,6 +34,9 @@ if TYPE_CHECKING:
     from vtop.sources.sim import SimSource
 
 MAX_EVALUATIONS = 2000
+LATE_S = 15.0
+"""How long past its duration a watch waits for a poll still in flight: longer than any
+request timeout (10 s), so only a poll that hangs is cut short, and a script's report ends."""
 
 
 def _monitor(engine: Engine | None) -> Monitor | None:
@@ -49,8 +52,10 @@ async def watch(
     duration_s: float | None = None,
     min_polls: int = 1,
     stop: asyncio.Event | None = None,
+    late_s: float = LATE_S,
 ) -> int:
-    """Poll until `stop` is set, or `duration_s` has passed and `min_polls` were made."""
+    """Poll until `stop` is set, or `duration_s` has passed and `min_polls` were made; a poll
+    still in flight `late_s` after the duration ends the watch without its frame."""
     loop = asyncio.get_running_loop()
     # A source that can read the past (Prometheus) hands it over first, a frame per step, so
     # the rules and the report's timeline step through it as if it had been watched live.
@@ -59,11 +64,18 @@ async def watch(
         for frame in await history():
             on_frame(frame)
     started = loop.time()
+    deadline = None if duration_s is None else started + duration_s + late_s
     polls = 0
     pacer = Pacer(interval_s, warm_up_s=WARM_UP_S if warms_up(source) else 0.0)
     while stop is None or not stop.is_set():
         tick = loop.time()
-        frame = await source.poll()
+        if deadline is None:
+            frame = await source.poll()
+        else:
+            try:
+                frame = await asyncio.wait_for(source.poll(), max(0.0, deadline - tick))
+            except TimeoutError:
+                break
         on_frame(frame)
         polls += 1
         elapsed = loop.time() - started
