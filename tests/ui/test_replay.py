@@ -177,7 +177,7 @@ async def test_n_and_shift_n_jump_between_the_places_findings_start() -> None:
 
 
 def _offset(t: float) -> str:
-    from vtop.ui.widgets.timeline import clock
+    from vtop.durations import clock
 
     return clock(t - frame_times()[0])
 

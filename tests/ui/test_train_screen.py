@@ -16,6 +16,7 @@ from textual.pilot import Pilot
 from textual.widgets import OptionList
 
 from tests.ui.replaying import build, catalog, pass_over, two_incidents
+from vtop.durations import clock
 from vtop.monitor import Monitor
 from vtop.report import train_cli
 from vtop.trace.reader import TraceReader
@@ -23,7 +24,6 @@ from vtop.ui.replay_app import ReplayApp
 from vtop.ui.screens.question import QuestionScreen
 from vtop.ui.screens.score import ScoreScreen
 from vtop.ui.training import NO_KNOB
-from vtop.ui.widgets.timeline import clock
 
 SIZE = (120, 40)
 

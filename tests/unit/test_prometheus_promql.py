@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from vtop import durations
 from vtop.signals.catalog import WIRE
 from vtop.sources import promql
 from vtop.sources.prometheus import PrometheusSource, backfill_step, head
@@ -44,11 +45,11 @@ def test_small_helpers() -> None:
     assert promql.host_of("10.0.0.5:8000") == "10.0.0.5"
     assert promql.host_of("[::1]:8000") == "::1"
     assert promql.host_of("gpu-node") == "gpu-node"
-    assert promql.duration(3600) == "3600s" and promql.duration(0.5) == "500ms"
-    assert promql.parse_duration("1h") == 3600 and promql.parse_duration("90s") == 90
-    assert promql.parse_duration("0") == 0
+    assert durations.exact(3600) == "1h" and durations.exact(0.5) == "500ms"
+    assert durations.parse("1h") == 3600 and durations.parse("90s") == 90
+    assert durations.parse("0") == 0
     with pytest.raises(ValueError, match="not a duration"):
-        promql.parse_duration("soon")
+        durations.parse("soon")
     assert promql.quote('a"b\\c') == '"a\\"b\\\\c"'
     assert backfill_step(3600) == 15 and backfill_step(86400) == 360
 

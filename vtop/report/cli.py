@@ -16,16 +16,14 @@ import argparse
 import asyncio
 import contextlib
 import os
-import re
 import signal
 import sys
-from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from vtop import usage
+from vtop import durations, usage
 from vtop.model import Frame
 from vtop.report import FORMATS, render, schema_text
-from vtop.report.collect import duration_text, exit_code
+from vtop.report.collect import exit_code
 from vtop.sources.base import FrameSource
 from vtop.trace import TraceError, TraceReader, TraceWriteError
 from vtop.trace.recorder import Recorder
@@ -143,55 +141,6 @@ def _usage_code(args: argparse.Namespace) -> int:
     return usage.EXIT_UNKNOWN if args.report else usage.EXIT_USAGE
 
 
-_UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
-_PART = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h|d)")
-
-
-def parse_duration(text: str) -> float:
-    """'90', '90s', '5m', '1h30m', '250ms' -> seconds; ValueError names the bad text."""
-    t = text.strip().lower()
-    try:
-        return float(t)
-    except ValueError:
-        pass
-    pos, total = 0, 0.0
-    for m in _PART.finditer(t):
-        if m.start() != pos:
-            break
-        total += float(m.group(1)) * _UNITS[m.group(2)]
-        pos = m.end()
-    if pos != len(t) or not t:
-        raise ValueError(f"{text!r} is not a duration (try 30s, 5m, 1h30m)")
-    return total
-
-
-def parse_when(text: str, start: float | None, end: float | None) -> float:
-    """A --from/--to value against a trace spanning [start, end]."""
-    t = text.strip()
-    if t[:1] in "+-" and start is not None and end is not None:
-        offset = parse_duration(t[1:])
-        return start + offset if t[0] == "+" else end - offset
-    with contextlib.suppress(ValueError):
-        return start + parse_duration(t) if start is not None else parse_duration(t)
-    m = re.fullmatch(r"(\d{1,2}):(\d{2})(?::(\d{2}(?:\.\d+)?))?", t)
-    if m and start is not None:
-        day = datetime.fromtimestamp(start, UTC).replace(hour=0, minute=0, second=0, microsecond=0)
-        at = day + timedelta(
-            hours=int(m.group(1)), minutes=int(m.group(2)), seconds=float(m.group(3) or 0)
-        )
-        value = at.timestamp()
-        return value + 86400.0 if value < start - 1 else value
-    try:
-        stamp = datetime.fromisoformat(t.replace("Z", "+00:00"))
-    except ValueError:
-        raise ValueError(
-            f"{text!r} is not a time (try +5m, -10m, 15:04 or 2025-06-15T15:04:00Z)"
-        ) from None
-    if stamp.tzinfo is None:
-        stamp = stamp.replace(tzinfo=UTC)
-    return stamp.timestamp()
-
-
 def _signals(stop: asyncio.Event) -> None:
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
@@ -240,7 +189,7 @@ def run(args: argparse.Namespace, source: FrameSource | None, names: list[str],
     --replay); `names` name its endpoints (URLs without secrets) or its scenario; `engine`
     the rules a report runs (the shipped catalog when None)."""
     try:
-        duration = parse_duration(args.duration) if args.duration else None
+        duration = durations.parse(args.duration) if args.duration else None
     except ValueError as exc:
         return _closing(source, _fail(f"--duration: {exc}", _usage_code(args)))
     if duration is not None and duration <= 0:
@@ -312,7 +261,7 @@ def _demo(
         if recorder.error:
             return 1
         _say(
-            f"recorded {recorder.polls} polls ({duration_text(window)} of simulated time, "
+            f"recorded {recorder.polls} polls ({durations.span(window)} of simulated time, "
             f"{recorder.bytes / 1024:.1f} KiB) to {recorder.path}"
         )
         return 0
@@ -363,7 +312,7 @@ async def _record(
         if not recorder.active:
             stop.set()
 
-    until = f"for {duration_text(duration)}" if duration else "until Ctrl-C"
+    until = f"for {durations.span(duration)}" if duration else "until Ctrl-C"
     _say(f"recording to {recorder.path} every {args.interval:g} s {until}")
     try:
         await watch(source, args.interval, take, duration_s=duration, stop=stop)
@@ -380,8 +329,8 @@ def _report_replay(args: argparse.Namespace, engine: Engine | None = None) -> in
     from vtop.report.run import replay_document
 
     def resolve(reader: TraceReader) -> tuple[float | None, float | None]:
-        start = parse_when(args.from_, reader.start, reader.end) if args.from_ else None
-        end = parse_when(args.to, reader.start, reader.end) if args.to else None
+        start = durations.parse_time(args.from_, reader.start, reader.end) if args.from_ else None
+        end = durations.parse_time(args.to, reader.start, reader.end) if args.to else None
         if start is not None and end is not None and end < start:
             raise ValueError("--to is before --from")
         return start, end

@@ -34,7 +34,7 @@ from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any, Literal
 
-from vtop import __version__, summary
+from vtop import __version__, durations, summary
 from vtop.model import ACCRUING, EndpointInfo, Event, Finding, Frame, Knob, Severity
 from vtop.monitor import Monitor
 from vtop.report.window import RATES, EndpointStats, WindowStats
@@ -314,10 +314,10 @@ class Collector:
         """`budget-too-small: held for all 30 s; needs 15 s more`."""
         start = self.stats.t_first
         span = self.stats.t_last - start if start is not None and self.stats.t_last else 0.0
-        held = (f"held for all {duration_text(span)}" if f.held_s >= span - 1.0
-                else f"held for the last {duration_text(f.held_s)}")  # fmt: skip
+        held = (f"held for all {durations.span(span)}" if f.held_s >= span - 1.0
+                else f"held for the last {durations.span(f.held_s)}")  # fmt: skip
         if f.needs_s is not None:
-            return f"{f.rule} on {f.endpoint}: {held}; needs {duration_text(f.needs_s)} more"
+            return f"{f.rule} on {f.endpoint}: {held}; needs {durations.span(f.needs_s)} more"
         return f"{f.rule} on {f.endpoint}: {held}; {f.summary}"
 
     def _ranked(self) -> list[_Track]:
@@ -493,19 +493,7 @@ def _undecided(f: Finding, end: float | None) -> dict[str, Any]:
 def _span(t0: float | None, t1: float | None) -> str:
     if t0 is None or t1 is None:
         return "0 s"
-    return duration_text(t1 - t0)
-
-
-def duration_text(seconds: float) -> str:
-    """12 s, 5m 03s, 2h 04m, 1d 02h."""
-    s = round(seconds)
-    if s < 60:
-        return f"{s} s"
-    if s < 3600:
-        return f"{s // 60}m {s % 60:02d}s"
-    if s < 86400:
-        return f"{s // 3600}h {s % 3600 // 60:02d}m"
-    return f"{s // 86400}d {s % 86400 // 3600:02d}h"
+    return durations.span(t1 - t0)
 
 
 def exit_code(status: str, fail_on: str = "warning") -> int:

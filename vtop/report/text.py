@@ -11,8 +11,8 @@ from __future__ import annotations
 import textwrap
 from typing import Any
 
+from vtop import durations
 from vtop.report import fmt
-from vtop.report.collect import duration_text
 from vtop.triage.explain import shown_formula
 
 SIGNAL_ORDER = (
@@ -35,7 +35,7 @@ def _window_line(doc: Doc) -> str:
         to = fmt.clock(w["to"])
     step = w.get("step_s")
     rules = f", rules every {fmt.num(step)} s" if step else ""
-    return f"{frm} → {to}  ({duration_text(w['duration_s'])}, {w['polls']} polls{rules})"
+    return f"{frm} → {to}  ({durations.span(w['duration_s'])}, {w['polls']} polls{rules})"
 
 
 def _server_line(ep: Doc) -> str:
@@ -118,9 +118,9 @@ def _finding_span(f: Doc) -> str:
     warning still being judged at the end, how long it held and what it still needs."""
     if f["state"] in ("pending", "insufficient"):
         needs = f.get("needs_s")
-        more = f"needs {duration_text(needs)} more" if needs is not None else f["summary"]
+        more = f"needs {durations.span(needs)} more" if needs is not None else f["summary"]
         return (f"no verdict yet: holding from {fmt.clock(f['first'])}, "
-                f"{duration_text(f.get('held_s') or 0.0)} so far; {more}")  # fmt: skip
+                f"{durations.span(f.get('held_s') or 0.0)} so far; {more}")  # fmt: skip
     ended = f["active_at_end"]
     if f["state"] == "suppressed":
         head = f"from {fmt.clock(f['first'])}" + ("" if ended else f" until {fmt.clock(f['last'])}")

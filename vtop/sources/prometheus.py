@@ -45,6 +45,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 import httpx
 
+from vtop import durations
 from vtop.model import ALL, EndpointInfo, Event, Frame, GpuStatus, Knob, Scrape, SeriesKey
 from vtop.signals.extract import PageReader, clean_label
 from vtop.signals.parser import ParseError
@@ -702,7 +703,7 @@ def from_args(
     except promql.MatchError as exc:
         raise ValueError(str(exc)) from None
     try:
-        backfill = promql.parse_duration(args.backfill)
+        backfill = durations.parse(args.backfill)
     except ValueError as exc:
         raise ValueError(f"--backfill: {exc}") from None
     return PrometheusSource(args.prometheus, options, match=match, backfill_s=backfill,

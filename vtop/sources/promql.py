@@ -15,6 +15,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Sequence
 
+from vtop import durations
 from vtop.signals.catalog import WIRE
 
 SCRAPE_TIME = "vtop_scrape_timestamp"
@@ -112,13 +113,7 @@ def target_query(matchers: Sequence[str], hosts: Sequence[str] = ()) -> str:
 def instances_query(matchers: Sequence[str], window_s: float) -> str:
     """The targets that served vLLM series within the window: one sample per (job, instance)."""
     running = selector("vllm:num_requests_running", matchers)
-    return f"group by (job, instance) (last_over_time({running}[{duration(window_s)}]))"
-
-
-def duration(seconds: float) -> str:
-    """A PromQL duration: 3600 -> '3600s', 0.5 -> '500ms'."""
-    ms = round(seconds * 1000)
-    return f"{ms // 1000}s" if ms % 1000 == 0 else f"{ms}ms"
+    return f"group by (job, instance) (last_over_time({running}[{durations.exact(window_s)}]))"
 
 
 def host_of(instance: str) -> str:
@@ -128,15 +123,3 @@ def host_of(instance: str) -> str:
         return instance[1:end] if end > 0 else instance
     head, sep, tail = instance.rpartition(":")
     return head if sep and tail.isdigit() and ":" not in head else instance
-
-
-_DURATION = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h|d)?\Z")
-_UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0, None: 1.0}
-
-
-def parse_duration(text: str) -> float:
-    """'90s', '15m', '1h', '0' -> seconds; ValueError (one line) otherwise."""
-    m = _DURATION.match(text.strip())
-    if m is None:
-        raise ValueError(f"{text!r} is not a duration (like 30m, 1h, 90s or 0)")
-    return float(m.group(1)) * _UNITS[m.group(2)]

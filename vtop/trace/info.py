@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
 
+from vtop import durations
 from vtop.trace.codec import clean
 from vtop.trace.reader import TraceError, TraceReader
 from vtop.usage import OneLineParser
@@ -25,13 +26,6 @@ def _when(t: float | None) -> str:
     if t is None:
         return "–"
     return datetime.fromtimestamp(t, UTC).strftime("%Y-%m-%d %H:%M:%S.%f")[:-3] + "Z"
-
-
-def _span(seconds: float) -> str:
-    s = round(seconds)
-    h, rest = divmod(s, 3600)
-    m, sec = divmod(rest, 60)
-    return f"{h}h {m:02d}m {sec:02d}s" if h else f"{m}m {sec:02d}s"
 
 
 def _size(n: float) -> str:
@@ -59,7 +53,7 @@ def describe(reader: TraceReader) -> list[str]:
     if start is not None and end is not None:
         every = (end - start) / (stats.polls - 1) if stats.polls > 1 else None
         cadence = f", every {every:.2f} s" if every else ""
-        out.append(f"duration    {_span(end - start)} ({stats.polls} polls{cadence})")
+        out.append(f"duration    {durations.hms(end - start)} ({stats.polls} polls{cadence})")
     else:
         out.append("duration    – (no polls)")
     for ep in h.endpoints:

@@ -47,7 +47,7 @@ from typing import Any
 
 import yaml
 
-from vtop import __version__
+from vtop import __version__, durations
 from vtop.model import KnobValue, Severity
 from vtop.signals.catalog import BY_NAME, Signal
 from vtop.sources.discovery import defaults as version_defaults
@@ -149,15 +149,6 @@ def alert_name(rule_id: str) -> str:
     return "Vtop" + "".join(part.capitalize() for part in rule_id.split("-"))
 
 
-def duration(seconds: float) -> str:
-    """A PromQL duration as people write it: 120 -> 2m, 90 -> 90s, 3600 -> 1h."""
-    ms = round(seconds * 1000)
-    for unit, size in (("h", 3_600_000), ("m", 60_000), ("s", 1000)):
-        if ms >= size and ms % size == 0:
-            return f"{ms // size}{unit}"
-    return f"{ms}ms"
-
-
 def _num(x: float) -> str:
     """A number as PromQL takes it."""
     if math.isfinite(x) and x == int(x) and abs(x) < 1e15:
@@ -207,10 +198,10 @@ class _Translator:
     # -- windows -----------------------------------------------------------------------------
 
     def _range(self, window_s: float) -> str:
-        return f"[{duration(window_s)}]"
+        return f"[{durations.exact(window_s)}]"
 
     def _sub(self, window_s: float) -> str:
-        return f"[{duration(window_s)}:{self.o.resolution}]"
+        return f"[{durations.exact(window_s)}:{self.o.resolution}]"
 
     # -- signals -----------------------------------------------------------------------------
 
@@ -911,9 +902,9 @@ def _rule(rule: Rule, o: Options) -> list[dict[str, Any]]:
     annotations = _annotations(rule, tr)
     base: dict[str, Any] = {"alert": name, "expr": expr}
     if rule.for_s:
-        base["for"] = duration(rule.for_s)
+        base["for"] = durations.exact(rule.for_s)
     if rule.keep_firing_for_s:
-        base["keep_firing_for"] = duration(rule.keep_firing_for_s)
+        base["keep_firing_for"] = durations.exact(rule.keep_firing_for_s)
     base["labels"] = {"severity": sev, "vtop_rule": rule.id}
     base["annotations"] = annotations
     alerts = [base]
@@ -925,7 +916,7 @@ def _rule(rule: Rule, o: Options) -> list[dict[str, Any]]:
     if fast is not None:
         alert = {"alert": name, "expr": fast}
         if rule.keep_firing_for_s:
-            alert["keep_firing_for"] = duration(rule.keep_firing_for_s)
+            alert["keep_firing_for"] = durations.exact(rule.keep_firing_for_s)
         alert["labels"] = {"severity": sev, "vtop_rule": rule.id, "vtop_path": "decisive"}
         alert["annotations"] = annotations
         alerts.append(alert)
@@ -967,14 +958,14 @@ def _annotations(rule: Rule, tr: _Translator) -> dict[str, str]:
         ann["vtop_knobs"] = "; ".join(tr.knobs_used[k] for k in sorted(tr.knobs_used))
     req = rule.requires
     ann["vtop_requires"] = (
-        f"vtop waits for {duration(req.evidence_s)} of evidence"
+        f"vtop waits for {durations.exact(req.evidence_s)} of evidence"
         + (f" and {req.finished} finished requests" if req.finished else "")
         + " before this rule may fire; here Prometheus's own history and `for` stand in"
     )
     if rule.decisive is not None:
         ann["vtop_decisive"] = (
             f"fast path: a second alert of this name (vtop_path=decisive) fires on decisive "
-            f"evidence across {duration(rule.decisive.evidence_s)}, as vtop does"
+            f"evidence across {durations.exact(rule.decisive.evidence_s)}, as vtop does"
         )
     if tr.partial:
         ann["vtop_partial"] = "vtop also fires where PromQL cannot look: " + "; ".join(tr.partial)
@@ -1147,7 +1138,7 @@ def main(argv: Sequence[str]) -> int:
     if "instance" not in by:
         return fail("--by must include instance (knobs are joined on it)")
     for what, value in (("--resolution", args.resolution), ("--interval", args.interval)):
-        if value and not _is_duration(value):
+        if value and not durations.is_promql(value):
             return fail(f"{what} {value!r} is not a duration like 15s or 1m")
     loaded = load_catalog(args.rules, user=not args.no_user)
     for err in loaded.errors:
@@ -1175,9 +1166,3 @@ def main(argv: Sequence[str]) -> int:
         what = "alerting rules" if args.format == "prometheus" else "inhibit rules"
         print(f"vtop rules export: {alerts} {what} written to {args.output}", file=sys.stderr)
     return 1 if loaded.errors else 0
-
-
-def _is_duration(text: str) -> bool:
-    import re
-
-    return re.fullmatch(r"(\d+(ms|s|m|h|d))+", text) is not None

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, cast
 
+from vtop import durations
 from vtop.model import Severity
 from vtop.signals.catalog import BY_NAME, Kind
 from vtop.triage import derived
@@ -64,7 +65,6 @@ _ID = re.compile(r"^[a-z][a-z0-9-]*$")
 _OPERAND = re.compile(r'^([a-z_][a-z0-9_]*)(?:\{(?:([a-z_]+)=)?"?([^"}]*)"?\})?$')
 SINCE_START = "since_start"
 """The window that reaches back to the server's start (`Measure.since_start`)."""
-_DURATION = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h)")
 _ID_LINE = re.compile(r"(?:^|[\s{,-])id:\s*[\"']?([a-z][a-z0-9-]*)")
 
 
@@ -91,7 +91,7 @@ def _placeholders(template: str) -> tuple[str, ...]:
 
 
 def parse_duration(value: object, line: int, what: str) -> float:
-    """'30s', '2m', '1h30m', '500ms' or a number of seconds -> seconds."""
+    """A YAML duration: a number of seconds, or text `vtop.durations` reads (30s, 2m, 1h30m)."""
     if isinstance(value, bool):
         raise _Bad(line, f"{what}: expected a duration like 30s or 2m, got {value!r}")
     if isinstance(value, int | float):
@@ -99,11 +99,10 @@ def parse_duration(value: object, line: int, what: str) -> float:
             raise _Bad(line, f"{what}: a duration cannot be negative")
         return float(value)
     if isinstance(value, str):
-        text = value.strip()
-        parts = _DURATION.findall(text)
-        if parts and "".join(n + u for n, u in parts) == text:
-            scale = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
-            return sum(float(n) * scale[u] for n, u in parts)
+        try:
+            return durations.parse(value)
+        except ValueError:
+            pass
     raise _Bad(line, f"{what}: expected a duration like 30s or 2m, got {value!r}")
 
 

@@ -43,6 +43,7 @@ from textual.geometry import Size
 from textual.screen import Screen
 from textual.widgets import Footer, Input
 
+from vtop import durations
 from vtop.model import Frame
 from vtop.monitor import EndpointView, Monitor
 from vtop.sources.base import FrameSource, pace, retime, sample_host, warms_up
@@ -424,7 +425,7 @@ class VtopApp(App[None]):
             if len(self.endpoints) > 1:
                 where = f"{head.endpoint} ({self.selected + 1}/{len(self.endpoints)})"
                 head = replace(head, endpoint=where)
-        cadence = f"{fmt.interval(self.interval)} · {fmt.window(self.window_s)}"
+        cadence = f"{fmt.interval(self.interval)} · {durations.exact(self.window_s)}"
         if self.paused:
             cadence = "⏸ paused · " + cadence
         if self.recorder is not None and self.recorder.active:
@@ -456,7 +457,7 @@ class VtopApp(App[None]):
                 self.screen.show(view)
         else:
             self.triage.show([verdict.Line("info", "connecting…", label="…")])
-        title = f"Scheduler · {fmt.window(self.window_s)}"
+        title = f"Scheduler · {durations.exact(self.window_s)}"
         if self.grid.border_title != title:
             self.grid.border_title = title  # a new title repaints the whole widget: on change
         self._choose_layout()  # the GPU lines or the endpoints' rows may have changed

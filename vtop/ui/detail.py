@@ -16,6 +16,7 @@ import textwrap
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from vtop import durations
 from vtop.model import ACCRUING, Finding, Knob, Recommendation, format_value
 from vtop.triage.engine import NOT_ENOUGH_DATA
 from vtop.triage.explain import is_literal
@@ -104,7 +105,7 @@ def rows(f: Finding, now: float | None = None) -> list[Row]:
         took = f" (it fired after {f.for_s:.0f} s)" if f.state == "firing" else ""
         out.append(Row(f"held {f.held_s:.0f} s{took}"))
     elif f.since is not None and now is not None:
-        out.append(Row(f"since {fmt.duration(now - f.since)} ago"))
+        out.append(Row(f"since {durations.compact(now - f.since)} ago"))
     if f.suppressed_by:
         out.append(Row(f"suppressed: explained by {f.suppressed_by}, so it gives no advice"))
     out += [Row(""), Row("Evidence")]

@@ -63,33 +63,6 @@ def seconds(v: float | None, *, digits: int = 3) -> str:
     return f"{m}m{s:02d}s"
 
 
-def duration(v: float | None) -> str:
-    """An uptime or window: `45s`, `12m`, `3h12m`, `2d4h` (never more than two units)."""
-    if v is None or not math.isfinite(v) or v < 0:
-        return DASH
-    s = int(v)
-    if s < 60:
-        return f"{s}s"
-    m, s = divmod(s, 60)
-    if m < 60:
-        return f"{m}m"
-    h, m = divmod(m, 60)
-    if h < 24:
-        return f"{h}h{m:02d}m"
-    d, h = divmod(h, 24)
-    return f"{d}d{h}h"
-
-
-def window(v: float) -> str:
-    """A window length as the `w` key names it: `1m`, `5m`, `15m`, `1h`, `30s`."""
-    s = round(v)
-    if s % 3600 == 0:
-        return f"{s // 3600}h"
-    if s % 60 == 0:
-        return f"{s // 60}m"
-    return f"{s}s"
-
-
 def gib(v: float | None) -> str:
     """Bytes as GiB with one decimal: `21.3`."""
     if v is None or not math.isfinite(v):

@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from urllib.parse import urlsplit
 
+from vtop import durations
 from vtop.model import Severity
 from vtop.monitor import EndpointView
 from vtop.ui import fmt
@@ -63,7 +64,7 @@ def headline(view: EndpointView, status: str, table: Table = FALLBACK) -> Headli
     store = view.store
     now = store.now
     start = store.last("api_start_time")
-    uptime = fmt.duration(now - start) if now is not None and start is not None else fmt.DASH
+    uptime = durations.compact(now - start) if now is not None and start is not None else fmt.DASH
     last = view.last
     latency = last.latency_s if last is not None else None
     if status in HEALTHY or status.startswith("replay"):

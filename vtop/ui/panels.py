@@ -20,6 +20,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Literal
 
+from vtop import durations
 from vtop.model import ALL, Knob, SeriesKey, Severity
 from vtop.signals import histogram as hist
 from vtop.signals.store import Store
@@ -158,7 +159,7 @@ def summarize(spec: PanelSpec, v: View) -> Summary:
 def _gauge_summary(spec: PanelSpec, v: View) -> Summary:
     s, k, w = v.store, v.key(spec.signal, spec.label), v.window_s
     show = fmt.pct if spec.ratio else fmt.num
-    stats = (f"{fmt.window(w)} avg {show(s.avg(k, w))}  min {show(s.min(k, w))}  "
+    stats = (f"{durations.exact(w)} avg {show(s.avg(k, w))}  min {show(s.min(k, w))}  "
              f"max {show(s.max(k, w))}")  # fmt: skip
     note = ""
     if spec.id == "running":
@@ -177,14 +178,14 @@ def _gauge_summary(spec: PanelSpec, v: View) -> Summary:
         queued = [x for x in s.values(k, w) if x is not None]
         if queued:
             share = sum(1 for x in queued if x > 0) / len(queued)
-            note = f"queue non-empty {share * 100:.0f}% of {fmt.window(w)}"
+            note = f"queue non-empty {share * 100:.0f}% of {durations.exact(w)}"
     return Summary(stats, note)
 
 
 def _rate_summary(spec: PanelSpec, v: View) -> Summary:
     s, k, w = v.store, v.key(spec.signal, spec.label), v.window_s
     avg = s.per_second(k, w)
-    stats = f"{fmt.window(w)} avg {fmt.num(avg)}  total {fmt.num(s.last(k))}"
+    stats = f"{durations.exact(w)} avg {fmt.num(avg)}  total {fmt.num(s.last(k))}"
     note = ""
     if spec.id == "prompt":
         hits = s.per_second(v.key("prefix_cache_hits"), w)
@@ -204,7 +205,7 @@ def _rate_summary(spec: PanelSpec, v: View) -> Summary:
 
 def _latency_summary(spec: PanelSpec, v: View) -> Summary:
     s, k, w = v.store, v.key(spec.signal), v.window_s
-    stats = (f"{fmt.window(w)} p50 {fmt.seconds(s.hist_quantile(0.5, k, w))}  "
+    stats = (f"{durations.exact(w)} p50 {fmt.seconds(s.hist_quantile(0.5, k, w))}  "
              f"p99 {fmt.seconds(s.hist_quantile(0.99, k, w))}")  # fmt: skip
     note = ""
     if spec.id == "ttft":

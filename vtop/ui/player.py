@@ -31,6 +31,7 @@ from bisect import bisect_right
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
+from vtop import durations
 from vtop.model import Finding, Frame
 from vtop.monitor import Monitor
 from vtop.report.collect import monitor_findings
@@ -337,22 +338,20 @@ def _hms(text: str) -> float | None:
 
 def target(text: str, start: float, end: float) -> float:
     """Where `g` goes: see the module's docstring. ValueError says what it cannot read."""
-    from vtop.report.cli import parse_duration, parse_when
-
     t = text.strip()
     if not t:
         raise ValueError("type a time: +5m, -10m, 1:30:00, 15:04 or an ISO time")
     if t[0] in "+-":
         span = _hms(t[1:])
         try:
-            offset = span if span is not None else parse_duration(t[1:])
+            offset = span if span is not None else durations.parse(t[1:])
         except ValueError:
             raise ValueError(f"{text!r} is not an offset (try +5m, +1:30:00, -10m)") from None
         at = start + offset if t[0] == "+" else end - offset
     elif (span := _hms(t)) is not None:
-        clock = parse_when(t, start, end) if int(t.split(":", 1)[0]) < 24 else None
+        clock = durations.parse_time(t, start, end) if int(t.split(":", 1)[0]) < 24 else None
         inside = clock is not None and start - 1.0 <= clock <= end + 1.0
         at = clock if clock is not None and inside else start + span
     else:
-        at = parse_when(t, start, end)
+        at = durations.parse_time(t, start, end)
     return max(start, min(end, at))

@@ -37,6 +37,7 @@ from textual.screen import Screen
 from textual.widgets import Footer
 from textual.worker import get_current_worker
 
+from vtop import durations
 from vtop.model import Finding, Severity
 from vtop.monitor import Monitor
 from vtop.report.train import Choice, Verdict
@@ -61,7 +62,7 @@ from vtop.ui.screens.replay_help import ReplayHelpScreen
 from vtop.ui.screens.score import ScoreScreen
 from vtop.ui.thresholds import table_for
 from vtop.ui.training import Change, Session
-from vtop.ui.widgets.timeline import Mark, Timeline, TimelineState, clock, marks_of
+from vtop.ui.widgets.timeline import Mark, Timeline, TimelineState, marks_of
 
 FASTER = "greater_than_sign,right_square_bracket,plus,equals_sign"
 SLOWER = "less_than_sign,left_square_bracket,minus"
@@ -350,7 +351,7 @@ class ReplayApp(VtopApp):
             return ""
         done = min(span, max(0.0, reached - self.player.start))
         share = f"{done / span:.0%}"
-        return f"{share} ({clock(done)} of {clock(span)})" if long else share
+        return f"{share} ({durations.clock(done)} of {durations.clock(span)})" if long else share
 
     def _training_lines(self) -> list[verdict.Line]:
         session = self.session
@@ -387,7 +388,7 @@ class ReplayApp(VtopApp):
         nxt = self.player.next_mark()
         if nxt is None:
             return "no finding starts after here" if not self.training else "no incident ahead"
-        at = clock(nxt[0] - self.player.start)
+        at = durations.clock(nxt[0] - self.player.start)
         if self.training:
             return f"n: next incident at {at}"
         level, _, rule = nxt[1].partition(" ")
@@ -447,8 +448,9 @@ class ReplayApp(VtopApp):
 
     def action_goto(self) -> None:
         p = self.player
-        where = f"{clock(p.position - p.start)} of {clock(p.end - p.start)}, " + utc(
-            p.position, date=True
+        where = (
+            f"{durations.clock(p.position - p.start)} of {durations.clock(p.end - p.start)}, "
+            + utc(p.position, date=True)
         )
 
         def parse(text: str) -> float:

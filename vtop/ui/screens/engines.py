@@ -15,7 +15,8 @@ from textual.containers import Vertical
 from textual.screen import ModalScreen
 from textual.widgets import DataTable, Static
 
-from vtop.ui import fmt, panels
+from vtop import durations
+from vtop.ui import panels
 from vtop.ui.panels import View
 
 COLUMNS = ("running", "waiting", "kv", "preemptions", "generation", "ttft", "itl")
@@ -69,5 +70,5 @@ class EnginesScreen(ModalScreen[None]):
             note.update("one engine: nothing to break down (data parallelism shows one row "
                         "per engine) · Escape closes")  # fmt: skip
         else:
-            note.update(f"{len(rows)} engines · window {fmt.window(view.window_s)} · "
+            note.update(f"{len(rows)} engines · window {durations.exact(view.window_s)} · "
                         "Escape closes")  # fmt: skip

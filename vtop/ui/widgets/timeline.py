@@ -16,6 +16,7 @@ from dataclasses import dataclass
 
 from textual.content import Content
 
+from vtop import durations
 from vtop.model import Severity
 from vtop.ui.widgets.fields import Field, FieldsWidget
 
@@ -55,14 +56,6 @@ class TimelineState:
     """Training: marks say neither severity nor rule."""
     note: str = ""
     """Right-hand text: the next mark, or what is still being computed."""
-
-
-def clock(seconds: float) -> str:
-    """An offset into the trace: `3:01`, `1:02:03`."""
-    s = max(0, math.floor(seconds + 1e-6))
-    h, rest = divmod(s, 3600)
-    m, sec = divmod(rest, 60)
-    return f"{h}:{m:02d}:{sec:02d}" if h else f"{m}:{sec:02d}"
 
 
 def bar(state: TimelineState, cells: int) -> Content:
@@ -124,7 +117,8 @@ class Timeline(FieldsWidget):
         self.state = state
         self._place()
         self.put("state", state_text(state))
-        where = f"{clock(state.position - state.start)} / {clock(state.end - state.start)}"
+        span = durations.clock(state.end - state.start)
+        where = f"{durations.clock(state.position - state.start)} / {span}"
         self.put("pos", Content.styled(where, "bold"))
         self.put("note", Content.styled(state.note, "$text-muted"))
         f = self._layout.get("bar")
@@ -139,7 +133,8 @@ class Timeline(FieldsWidget):
         width = self.size.width
         if state is None or width <= 0:
             return
-        pos_w = len(f"{clock(state.end - state.start)} / {clock(state.end - state.start)}")
+        span = durations.clock(state.end - state.start)
+        pos_w = len(f"{span} / {span}")
         layout = {"state": Field(0, 0, STATE_W), "pos": Field(0, STATE_W + GAP, pos_w)}
         x = STATE_W + GAP + pos_w + GAP
         note_w = min(NEXT_W, len(state.note)) if width >= NEXT_MIN_WIDTH and state.note else 0

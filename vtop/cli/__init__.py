@@ -24,7 +24,7 @@ import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from vtop import __version__, about, targets, usage
+from vtop import __version__, about, durations, targets, usage
 from vtop.monitor import Monitor
 from vtop.report import cli as headless
 from vtop.sources import discovery, prometheus
@@ -379,8 +379,8 @@ def run_replay_tui(args: argparse.Namespace) -> int:
     except TraceError as exc:
         return _fail(str(exc), EXIT_UNKNOWN)
     try:
-        start = headless.parse_when(args.from_, reader.start, reader.end) if args.from_ else None
-        end = headless.parse_when(args.to, reader.start, reader.end) if args.to else None
+        start = durations.parse_time(args.from_, reader.start, reader.end) if args.from_ else None
+        end = durations.parse_time(args.to, reader.start, reader.end) if args.to else None
         if start is not None and end is not None and end < start:
             raise ValueError("--to is before --from")
     except ValueError as exc:
@@ -420,9 +420,9 @@ def _headless(args: argparse.Namespace, usage_code: int = usage.EXIT_USAGE) -> i
 def shipped_rule_tests() -> Path:
     """The shipped rules' own tests: `vtop/_rule_tests` in a wheel, `tests/rules` in a checkout
     (beside the shipped rules, as `vtop.triage.loader.shipped_dir` finds them)."""
-    here = Path(__file__).resolve().parent
-    packaged = here / "_rule_tests"
-    return packaged if packaged.is_dir() else here.parent / "tests" / "rules"
+    package = Path(__file__).resolve().parents[1]
+    packaged = package / "_rule_tests"
+    return packaged if packaged.is_dir() else package.parent / "tests" / "rules"
 
 
 def with_default_rule_tests(argv: list[str]) -> list[str]:
