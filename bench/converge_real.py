@@ -154,7 +154,7 @@ def applicable(findings: list[Finding]) -> tuple[dict[str, int], list[str], list
     other: list[str] = []
     fired: list[str] = []
     for f in findings:
-        if not f.firing:
+        if f.state != "firing":
             continue
         fired.append(f.rule)
         for rec in f.recommendations:
@@ -201,7 +201,7 @@ async def watch(server: VllmServer, knobs: Knobs, max_s: float) -> Run:
     tps = store.rate("generation_tokens", WINDOW_S) or 0.0
     pps = store.rate("preemptions", WINDOW_S) or 0.0
     advice, other, fired = applicable(findings)
-    firing = [f for f in findings if f.firing]
+    firing = [f for f in findings if f.state == "firing"]
     return Run(
         knobs,
         tps,
@@ -282,7 +282,7 @@ def twin_run(knobs: Knobs, seconds: float) -> Run:
             break
     store = monitor.endpoints[ep].store
     advice, other, fired = applicable(findings)
-    firing = [f for f in findings if f.firing]
+    firing = [f for f in findings if f.state == "firing"]
     return Run(
         knobs,
         store.rate("generation_tokens", WINDOW_S) or 0.0,

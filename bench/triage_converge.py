@@ -67,7 +67,7 @@ def run(scenario: Scenario, args: ServeArgs, rules: Engine) -> Result:
     view = monitor.endpoints[EP]
     tps = view.store.rate("generation_tokens", 180.0) or 0.0
     pps = view.store.rate("preemptions", 180.0) or 0.0
-    return Result(args, tps, pps, [f for f in view.findings if f.firing])
+    return Result(args, tps, pps, [f for f in view.findings if f.state == "firing"])
 
 
 def apply(args: ServeArgs, findings: list[Finding]) -> tuple[ServeArgs, list[str]]:

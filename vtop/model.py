@@ -275,8 +275,3 @@ class Finding:
     suppressed_by: str | None = None
     needs_s: float | None = None
     """Seconds of evidence a pending finding still needs (None: not a matter of time)."""
-
-    @property
-    def firing(self) -> bool:
-        """Only firing findings count towards exit codes and advice."""
-        return self.state == "firing"

@@ -172,7 +172,7 @@ def test_budget_bound_server_is_told_a_higher_max_num_seqs_within_30_s(
 
 
 def firing(findings: list[Finding]) -> dict[str, Finding]:
-    return {f.rule: f for f in findings if f.firing}
+    return {f.rule: f for f in findings if f.state == "firing"}
 
 
 def test_kv_exhausted_server_is_memory_ceiling_never_a_raise(kv_exhausted_run: KvRun) -> None:

@@ -72,7 +72,7 @@ def test_memory_ceiling_advises_one_max_num_seqs_poll_after_poll() -> None:
             r.new_value
             for findings in run_sim("memory-ceiling", 600.0, seed=seed, start_s=90.0)
             for f in findings
-            if f.rule == "memory-ceiling" and f.firing
+            if f.rule == "memory-ceiling" and f.state == "firing"
             for r in f.recommendations
             if r.knob == "max_num_seqs"
         ]

@@ -106,7 +106,7 @@ def test_scenario(name: str, seed: int) -> None:
     assert all(not contradictions(fs) for fs in history)
     tail = history[-120:]  # the last two minutes: the symptom is established
     for findings in tail:
-        firing = {f.rule: f for f in findings if f.firing}
+        firing = {f.rule: f for f in findings if f.state == "firing"}
         loud = {r for r, f in firing.items() if f.severity >= Severity.WARNING}
         if expect.rule is None:
             assert not loud, [firing[r].summary for r in loud]
@@ -148,7 +148,7 @@ def test_following_the_advice_converges(name: str) -> None:
     findings, start_tps, _ = once(args)
     tps, preempt, restarts = start_tps, 0.0, 0
     while True:
-        advice = {r.knob: r.new_value for f in findings if f.firing
+        advice = {r.knob: r.new_value for f in findings if f.state == "firing"
                   for r in f.recommendations if r.knob in fields}  # fmt: skip
         if not advice:
             break

@@ -775,7 +775,7 @@ async def test_attaching_to_a_sick_server_likely_cause_then_verdict_with_the_rea
             assert "no bottleneck found" not in text and "gathering evidence" not in text, i
             rules = {line.finding.rule for line in lines if line.finding is not None}
             assert shown <= rules, f"poll {i}: {shown - rules} vanished"
-            if any(f.firing for f in view.findings):
+            if any(f.state == "firing" for f in view.findings):
                 fired_at = i if fired_at is None else fired_at
                 assert lines[0].kind == "firing" and "likely" not in text
                 assert lines[1].kind == "action" and "--max-num-seqs" in text
@@ -801,7 +801,7 @@ async def test_a_fleet_row_is_likely_until_its_verdict_and_ok_only_where_nothing
             sick, healthy = app.endpoint_list.rows
             views = list(app.monitor.endpoints.values())
             assert healthy.verdict == "OK" and not views[1].findings
-            if any(f.firing for f in views[0].findings):
+            if any(f.state == "firing" for f in views[0].findings):
                 assert sick.verdict.startswith("WARN ") and not sick.likely
             elif views[0].findings:
                 assert sick.verdict.startswith("likely ") and sick.likely, sick.verdict

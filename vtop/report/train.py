@@ -69,10 +69,6 @@ class Question:
     """Knobs offered for the change: every knob a rule may recommend, in a fixed order."""
 
     @property
-    def has_change(self) -> bool:
-        return bool(self.finding.recommendations)
-
-    @property
     def points(self) -> int:
         return 4
 

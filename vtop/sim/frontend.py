@@ -254,9 +254,3 @@ class Frontend:
                 self.answer_at[ticket] = end
         if reqs or recs or tickets:
             self.deliveries.append(Delivery(end, reqs, recs, tickets))
-
-    def busy_fraction(self, since_total: float, dt: float) -> float:
-        """Share of `dt` the loop was busy, from a `busy_total` taken `dt` ago."""
-        if dt <= 0:
-            return 0.0
-        return min(1.0, (self.busy_total - since_total) / dt)

@@ -11,16 +11,8 @@ the frontend-bound twin reads running = 0 most of the time although the counters
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Protocol
 
 from vtop.sim.stats import Stats
-
-
-class _Twin(Protocol):
-    @property
-    def now(self) -> float: ...
-    def advance(self, dt_s: float) -> None: ...
-    def scrape_delay(self) -> float: ...
 
 
 @dataclass(frozen=True, slots=True)

@@ -303,10 +303,6 @@ class Player:
         self.monitor = monitor
         return True
 
-    @property
-    def backfilling(self) -> bool:
-        return self._pending is not None
-
     def step_back(self) -> Backfill | None:
         """Pause and go back one frame (history rebuilt as by `seek`)."""
         self.source.pause()

@@ -55,11 +55,6 @@ class Buckets:
         first = self.last - self.cells
         return [(first + k) * self.bucket_s for k in range(self.cells + 1)]
 
-    @property
-    def span_s(self) -> float:
-        """The time the chart covers."""
-        return self.cells * self.bucket_s
-
     def cell_of(self, t: float) -> int | None:
         """The cell holding time `t`, or None when it lies outside the drawn buckets."""
         k = math.floor(t / self.bucket_s) - (self.last - self.cells)
