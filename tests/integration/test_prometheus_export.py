@@ -50,8 +50,8 @@ from vtop.sim.server import SimServer, serve
 from vtop.sim.twin import Twin
 from vtop.sources import discovery
 from vtop.triage.engine import Engine
-from vtop.triage.export import alert_name
 from vtop.triage.measure import Snapshot, holds
+from vtop.triage.promql import alert_name
 
 if MISSING:
     if os.environ.get("VTOP_REQUIRE_PROMETHEUS"):

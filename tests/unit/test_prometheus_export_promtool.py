@@ -19,7 +19,7 @@ import yaml
 
 from tests.prom import MISSING, PROMTOOL
 from vtop.triage.engine import Engine
-from vtop.triage.export import Options, export, rule_file
+from vtop.triage.promql import Options, export, rule_file
 
 if MISSING:
     if os.environ.get("VTOP_REQUIRE_PROMETHEUS"):
