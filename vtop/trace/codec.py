@@ -22,7 +22,8 @@ never 0. What is not a number (errors, info labels, the GPU names, knobs and eve
 small JSON objects: `META` when it changed, `EXTRA` for what belongs to one poll only.
 
 The decoder trusts nothing: every count is checked against the limits in `wire` before it
-allocates, every string is cut and stripped of control characters before anything can print it.
+allocates; the JSON parts (metadata, extras, series paths) are checked by `metadata`, which cuts
+every string and strips it of control characters before anything can print it.
 """
 
 from __future__ import annotations
@@ -31,16 +32,15 @@ import json
 import math
 import sys
 from array import array
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from itertools import accumulate
 from operator import add
-from typing import Any, Final, cast, get_args
+from typing import Any, Final, cast
 
 from vtop.model import (
     EndpointInfo,
     Event,
-    EventKind,
     Frame,
     GpuReading,
     GpuStatus,
@@ -48,11 +48,26 @@ from vtop.model import (
     HostReading,
     Knob,
     KnobValue,
-    Provenance,
     Scrape,
     SeriesKey,
 )
 from vtop.trace import wire
+from vtop.trace.metadata import (
+    GPU_FLOAT,
+    GPU_INT,
+    HOST_FLOAT,
+    HOST_INT,
+    GpuMeta,
+    Meta,
+    Path,
+    ScrapeMeta,
+    parse_event,
+    parse_json,
+    parse_knobs,
+    parse_meta,
+    parse_path,
+    parse_servers,
+)
 from vtop.trace.wire import Cursor, Damaged, put_str, put_svarint, put_uvarint
 
 SCALAR: Final = 0
@@ -69,27 +84,6 @@ one C-level `sum` per slot when a full frame (or the limit) needs them. A report
 dozen values per poll of a day-long trace so skips adding the other few hundred each poll."""
 
 OP_END, OP_META, OP_EXTRA, OP_DEF, OP_MOVE, OP_TOGGLE = range(6)
-
-GPU_FLOAT: Final = ("util_pct", "power_w", "power_limit_w", "temp_c", "sm_clock_mhz")
-GPU_INT: Final = ("mem_used_bytes", "mem_total_bytes", "process_mem_bytes")
-HOST_FLOAT: Final = ("cpu_pct", "self_cpu_pct")
-HOST_INT: Final = ("mem_used_bytes", "mem_total_bytes", "self_rss_bytes")
-
-Path = tuple[str | int, ...]
-"""("s"|"h"|"hs", endpoint, signal, model, engine, label), ("l"|"b", endpoint),
-("g", gpu index, field), ("o", field): scalar, histogram bins, histogram sum, scrape latency,
-scrape size, GPU field, host field."""
-
-_PROVENANCES: Final = frozenset(get_args(Provenance))
-_EVENT_KINDS: Final = frozenset(get_args(EventKind))
-_CONTROL: Final = dict.fromkeys([*range(0x20), 0x7F, *range(0x80, 0xA0)])
-
-
-def clean(text: str, limit: int = 1000) -> str:
-    """A string from a trace made safe to print: no control characters, at most `limit` long."""
-    if not text.isprintable():
-        text = text.translate(_CONTROL)
-    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 def max_exp_for(path: Path) -> int:
@@ -391,37 +385,13 @@ class _DecSeries:
     start: int = 0
 
 
-@dataclass(frozen=True, slots=True)
-class _GpuMeta:
-    index: int
-    name: str
-    uuid: str | None
-    error: str | None
-
-
-@dataclass(frozen=True, slots=True)
-class _ScrapeMeta:
-    endpoint: str
-    error: str | None
-    vllm: bool
-    info: Mapping[str, str]
-
-
-@dataclass(slots=True)
-class Meta:
-    scrapes: tuple[_ScrapeMeta, ...] = ()
-    gpu_unavailable: str | None = "not recorded"
-    gpus: tuple[_GpuMeta, ...] = ()
-    host: bool = False
-
-
 Ref = tuple[int, int, float]
 """lane, index in the lane, divisor."""
 
 
 @dataclass(slots=True)
 class _ScrapePlan:
-    meta: _ScrapeMeta
+    meta: ScrapeMeta
     latency: Ref | None = None
     size: Ref | None = None
     scalars: list[tuple[SeriesKey, int, int, float]] = field(default_factory=list)
@@ -433,7 +403,7 @@ class _ScrapePlan:
 @dataclass(slots=True)
 class _Plan:
     scrapes: list[_ScrapePlan]
-    gpus: list[tuple[_GpuMeta, list[tuple[str, Ref, bool]]]]
+    gpus: list[tuple[GpuMeta, list[tuple[str, Ref, bool]]]]
     host: list[tuple[str, Ref, bool]] | None
 
 
@@ -481,9 +451,9 @@ class Decoder:
                 break
             changed = True
             if op == OP_META:
-                self.meta = _parse_meta(_json(cur.str()))
+                self.meta = parse_meta(parse_json(cur.str()))
             elif op == OP_EXTRA:
-                self._extra(_json(cur.str()))
+                self._extra(parse_json(cur.str()))
             elif op == OP_DEF:
                 self._relayout()
                 self._def(cur)
@@ -539,7 +509,7 @@ class Decoder:
         sid = cur.uvarint()
         if sid >= wire.MAX_SERIES:
             raise Damaged(f"series id {sid} over the limit")
-        path = _parse_path(_json(cur.str()))
+        path = parse_path(parse_json(cur.str()))
         kind = cur.u8()
         lane = cur.u8()
         exp = cur.svarint()
@@ -607,16 +577,16 @@ class Decoder:
             raise Damaged("extra is not an object")
         carry = doc.get("carry")
         if isinstance(carry, dict):
-            self.knobs.update(_parse_knobs(carry.get("knobs", {})))
-            self.server.update(_parse_servers(carry.get("server", {})))
-        self.frame_knobs = _parse_knobs(doc.get("knobs", {}))
-        self.frame_server = _parse_servers(doc.get("server", {}))
+            self.knobs.update(parse_knobs(carry.get("knobs", {})))
+            self.server.update(parse_servers(carry.get("server", {})))
+        self.frame_knobs = parse_knobs(doc.get("knobs", {}))
+        self.frame_server = parse_servers(doc.get("server", {}))
         self.knobs.update(self.frame_knobs)
         self.server.update(self.frame_server)
         events = doc.get("events", [])
         if not isinstance(events, list) or len(events) > 10_000:
             raise Damaged("bad events")
-        self.events = tuple(_parse_event(e) for e in events)
+        self.events = tuple(parse_event(e) for e in events)
 
     # -- materialisation -----------------------------------------------------------------------
 
@@ -755,119 +725,3 @@ _EXTRA_PARTS = {"gpu": "g", "host": "o", "scrape_latency": "l", "scrape_bytes": 
 
 def _key(p: Path) -> SeriesKey:
     return SeriesKey(cast(str, p[2]), cast(str, p[3]), cast(str, p[4]), cast(str, p[5]))
-
-
-# -- validation of what came from the file ----------------------------------------------------
-
-
-def _json(text: str) -> Any:
-    try:
-        return json.loads(text)
-    except (ValueError, RecursionError) as exc:
-        raise Damaged(f"bad JSON in a record: {exc}") from None
-
-
-def _str(v: Any, limit: int = 1000) -> str:
-    if not isinstance(v, str):
-        raise Damaged("expected a string")
-    return clean(v, limit)
-
-
-def _opt_str(v: Any, limit: int = 1000) -> str | None:
-    return None if v is None else _str(v, limit)
-
-
-def _parse_path(doc: Any) -> Path:
-    if not isinstance(doc, list) or not doc:
-        raise Damaged("bad series path")
-    kind = doc[0]
-    if kind in ("s", "h", "hs") and len(doc) == 6:
-        return (kind, *(_str(x, 1000) for x in doc[1:]))
-    if kind in ("l", "b") and len(doc) == 2:
-        return (kind, _str(doc[1]))
-    gpu_field = len(doc) == 3 and (doc[2] in GPU_FLOAT or doc[2] in GPU_INT)
-    if kind == "g" and gpu_field and isinstance(doc[1], int) and 0 <= doc[1] < wire.MAX_GPUS:
-        return ("g", doc[1], doc[2])
-    if kind == "o" and len(doc) == 2 and (doc[1] in HOST_FLOAT or doc[1] in HOST_INT):
-        return ("o", doc[1])
-    raise Damaged("bad series path")
-
-
-def _parse_meta(doc: Any) -> Meta:
-    try:
-        scrapes = doc["scrapes"]
-        unavailable, gpus = doc["gpu"]
-        host = doc["host"]
-        if len(scrapes) > wire.MAX_SCRAPES or len(gpus) > wire.MAX_GPUS:
-            raise Damaged("too many endpoints or GPUs")
-        metas = []
-        for ep, error, vllm, info in scrapes:
-            if not isinstance(info, dict) or len(info) > 200 or not isinstance(vllm, bool):
-                raise Damaged("bad scrape metadata")
-            labels = {_str(k, 200): _str(v, 200) for k, v in info.items()}
-            metas.append(_ScrapeMeta(_str(ep), _opt_str(error), vllm, labels))
-        gms = []
-        for index, name, uuid, error in gpus:
-            if not isinstance(index, int) or not 0 <= index < wire.MAX_GPUS:
-                raise Damaged("bad GPU index")
-            gms.append(_GpuMeta(index, _str(name, 200), _opt_str(uuid, 200), _opt_str(error)))
-        return Meta(tuple(metas), _opt_str(unavailable), tuple(gms), bool(host))
-    except (KeyError, TypeError, ValueError) as exc:
-        if isinstance(exc, Damaged):
-            raise
-        raise Damaged("bad metadata") from None
-
-
-def _knob_value(v: Any) -> KnobValue:
-    if v is None or isinstance(v, bool | int | float):
-        return cast(KnobValue, v)
-    return _str(v, 200)
-
-
-def _parse_knobs(doc: Any) -> dict[str, dict[str, Knob]]:
-    if not isinstance(doc, dict) or len(doc) > wire.MAX_SCRAPES:
-        raise Damaged("bad knobs")
-    out: dict[str, dict[str, Knob]] = {}
-    for ep, knobs in doc.items():
-        if not isinstance(knobs, dict) or len(knobs) > 500:
-            raise Damaged("bad knobs")
-        parsed = {}
-        for name, triple in knobs.items():
-            if not isinstance(triple, list) or len(triple) != 3:
-                raise Damaged("bad knob")
-            value, prov, detail = triple
-            if prov not in _PROVENANCES:
-                raise Damaged(f"bad knob provenance {clean(str(prov), 40)!r}")
-            n = _str(name, 100)
-            parsed[n] = Knob(n, _knob_value(value), prov, _str(detail, 500))
-        out[_str(ep)] = parsed
-    return out
-
-
-def _parse_servers(doc: Any) -> dict[str, EndpointInfo]:
-    if not isinstance(doc, dict) or len(doc) > wire.MAX_SCRAPES:
-        raise Damaged("bad server info")
-    out = {}
-    for ep, triple in doc.items():
-        if not isinstance(triple, list) or len(triple) != 3:
-            raise Damaged("bad server info")
-        version, models, max_len = triple
-        if not isinstance(models, list) or len(models) > 1000:
-            raise Damaged("bad server models")
-        if max_len is not None and (not isinstance(max_len, int) or isinstance(max_len, bool)):
-            raise Damaged("bad max_model_len")
-        out[_str(ep)] = EndpointInfo(
-            _opt_str(version, 40), tuple(_str(m, 200) for m in models), max_len
-        )
-    return out
-
-
-def _parse_event(doc: Any) -> Event:
-    if not isinstance(doc, list) or len(doc) != 4:
-        raise Damaged("bad event")
-    t, kind, ep, message = doc
-    if not isinstance(t, int | float) or isinstance(t, bool) or not math.isfinite(t):
-        raise Damaged("bad event time")
-    if kind not in _EVENT_KINDS:
-        raise Damaged("bad event kind")
-    return Event(float(t), kind, _str(ep), _str(message))

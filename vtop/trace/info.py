@@ -17,7 +17,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from vtop import durations
-from vtop.trace.codec import clean
+from vtop.trace.metadata import clean
 from vtop.trace.reader import TraceError, TraceReader
 from vtop.usage import OneLineParser
 
