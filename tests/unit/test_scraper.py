@@ -9,7 +9,8 @@ import pytest
 
 from tests.pageserver import Answer, PageServer, Script
 from vtop.model import SeriesKey
-from vtop.sources.vllm import ScrapeOptions, VllmScraper, parse_header, redact_url
+from vtop.sources.urls import redact_url
+from vtop.sources.vllm import ScrapeOptions, VllmScraper, parse_header
 
 PAGE = b"""# HELP vllm:num_requests_running Number of requests in model execution batches.
 # TYPE vllm:num_requests_running gauge

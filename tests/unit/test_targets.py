@@ -8,7 +8,7 @@ import pytest
 
 from vtop.model import Knob
 from vtop.sources.host import VllmProcess
-from vtop.targets import (
+from vtop.sources.targets import (
     Target,
     TargetsError,
     describe,

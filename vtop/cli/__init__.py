@@ -24,10 +24,11 @@ import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from vtop import __version__, about, durations, targets, usage
+from vtop import __version__, about, durations, usage
+from vtop.cli import prometheus_args, targets_args
 from vtop.monitor import Monitor
 from vtop.report import cli as headless
-from vtop.sources import discovery, prometheus
+from vtop.sources import discovery, prometheus, targets
 from vtop.sources.base import FrameSource
 from vtop.sources.live import LiveSource
 from vtop.sources.local import LocalHost
@@ -55,8 +56,8 @@ def build_parser(exit_code: int = usage.EXIT_USAGE) -> argparse.ArgumentParser:
         metavar="URL",
         help="vLLM server base URL (repeatable), e.g. http://localhost:8000",
     )
-    targets.add_arguments(src)
-    prometheus.add_arguments(src)
+    targets_args.add_arguments(src)
+    prometheus_args.add_arguments(src)
     src.add_argument(
         "--interval", type=float, default=1.0, metavar="SECONDS", help="poll interval (default 1 s)"
     )
@@ -172,7 +173,7 @@ def _prometheus_source(args: argparse.Namespace) -> FrameSource:
         )  # fmt: skip
         flags = discovery.flag_knobs(args.max_num_seqs, args.max_num_batched_tokens)
         per_instance = {t.instance: t.knobs() for t in fleet}
-        return prometheus.from_args(args, options, flags=flags, instance_flags=per_instance)
+        return prometheus_args.from_args(args, options, flags=flags, instance_flags=per_instance)
     except (HeaderError, ValueError) as exc:
         raise UsageError(str(exc)) from None
 
@@ -237,7 +238,7 @@ def make_source(args: argparse.Namespace) -> FrameSource:
     if args.demo:
         return _demo_source(args)
     try:
-        fleet = targets.from_args(args)
+        fleet = targets_args.from_args(args)
     except targets.TargetsError as exc:
         raise UsageError(str(exc)) from None
     if not fleet:

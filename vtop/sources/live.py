@@ -41,7 +41,8 @@ from vtop.model import (
     SeriesKey,
 )
 from vtop.sources import discovery
-from vtop.sources.vllm import ScrapeOptions, VllmScraper, base_url, redact_url
+from vtop.sources.urls import base_url, redact_url
+from vtop.sources.vllm import ScrapeOptions, VllmScraper
 
 BACKOFF_S = (1.0, 2.0, 4.0, 8.0, 16.0, 30.0)
 REFUSED_RETRY_S = 1.0

@@ -32,7 +32,6 @@ import ssl
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from urllib.parse import unquote, urlsplit, urlunsplit
 
 import httpx
 
@@ -41,6 +40,7 @@ from vtop.signals.extract import PageReader, clean_label
 from vtop.signals.parser import ParseError
 from vtop.sources import netconfig
 from vtop.sources.transport import OneOriginTransport
+from vtop.sources.urls import base_url, redact_url, split_credentials
 
 DEFAULT_MAX_BYTES = 16 * 1024 * 1024
 API_KEY_ENV = "VTOP_API_KEY"
@@ -57,41 +57,6 @@ def parse_header(text: str) -> tuple[str, str]:
     if not sep or not name or any(c in name for c in " \t\r\n"):
         raise HeaderError(f"--header must look like 'Name: value' (got a header named {name!r})")
     return name, value.strip()
-
-
-def redact_url(url: str) -> str:
-    """The URL without user:password and with query values hidden."""
-    parts = urlsplit(url)
-    netloc = parts.hostname or ""
-    if ":" in netloc:
-        netloc = f"[{netloc}]"
-    if parts.port is not None:
-        netloc += f":{parts.port}"
-    query = "&".join(f"{q.partition('=')[0]}=…" for q in parts.query.split("&") if q)
-    return urlunsplit((parts.scheme, netloc, parts.path, query, ""))
-
-
-def split_credentials(url: str) -> tuple[str, httpx.BasicAuth | None]:
-    """`url` without `user:password@`, and those as HTTP basic auth.
-
-    httpx would take them from the URL as well, but the URL it logs ("HTTP Request: GET
-    http://user:password@host/metrics") would then carry the password into any log.
-    """
-    parts = urlsplit(url)
-    if parts.username is None and parts.password is None:
-        return url, None
-    auth = httpx.BasicAuth(unquote(parts.username or ""), unquote(parts.password or ""))
-    return urlunsplit(parts._replace(netloc=parts.netloc.rpartition("@")[2])), auth
-
-
-def base_url(url: str) -> str:
-    """Normalise what the user typed to the server's base URL (no trailing /metrics)."""
-    if "://" not in url:
-        url = "http://" + url
-    url = url.rstrip("/")
-    if url.endswith("/metrics"):
-        url = url[: -len("/metrics")]
-    return url
 
 
 MIN_TIMEOUT_S = 5.0

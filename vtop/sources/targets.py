@@ -20,22 +20,24 @@ per-instance knob vectors).
 
 `discover()` turns the vLLM API servers running on this host (`local_vllm_servers()`, which
 tells a server from its forked children) into targets, so `vtop --discover` needs no URL.
+
+This module is what the endpoints are, not how they are asked for: the flags (`--targets`,
+`--discover`) and turning them, with `--url`, into one list are vtop/cli/targets_args.py's,
+so the sources never reach up into the command line (`vtop rules export` reads targets
+files too).
 """
 
 from __future__ import annotations
 
-import argparse
 import re
-import sys
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TextIO
 from urllib.parse import urlsplit
 
 from vtop.model import Knob
 from vtop.sources.host import VllmProcess, local_vllm_servers
-from vtop.sources.vllm import base_url, redact_url
+from vtop.sources.urls import base_url, check_url, redact_url
 
 KNOB_LABELS: Mapping[str, type] = {
     "max_num_seqs": int,
@@ -92,25 +94,6 @@ class Target:
                 value = kind(self.labels[name])
                 out[name] = Knob(name, value, "flag", f"{self.where} {name}={self.labels[name]}")
         return out
-
-
-def check_url(url: str) -> str | None:
-    """Why `url` cannot be a vLLM endpoint, or None when it can."""
-    if any(c.isspace() for c in url):
-        return f"URL {url!r} contains whitespace"
-    text = url if "://" in url else "http://" + url
-    parts = urlsplit(text)
-    if parts.scheme not in ("http", "https"):
-        return f"URL {url!r} is not http:// or https://"
-    try:
-        port = parts.port
-    except ValueError:
-        return f"URL {url!r} has a bad port"
-    if not parts.hostname:
-        return f"URL {url!r} names no host"
-    if port == 0:
-        return f"URL {url!r} has port 0"
-    return None
 
 
 def _tokens(line: str, where: str) -> list[str]:
@@ -252,47 +235,3 @@ def merge(*groups: Iterable[Target]) -> list[Target]:
                 seen.add(target.endpoint)
                 out.append(target)
     return out
-
-
-# -- the command line -------------------------------------------------------------------------
-
-
-def add_arguments(group: argparse._ArgumentGroup) -> None:
-    """`--targets FILE` and `--discover`, beside `--url` in the "what to watch" group."""
-    group.add_argument(
-        "--targets",
-        action="append",
-        default=[],
-        metavar="FILE",
-        help="file of endpoints: one URL per line, optional name=value labels (knob labels "
-        "such as max_num_seqs=128 set that server's knob), # comments (repeatable)",
-    )
-    group.add_argument(
-        "--discover",
-        action="store_true",
-        help="find the vLLM servers running on this host, print them, and watch them",
-    )
-
-
-def from_args(args: argparse.Namespace, out: TextIO = sys.stderr) -> list[Target]:
-    """Every endpoint the command line names: --url, then --targets files, then --discover.
-
-    Raises `TargetsError` (one line) for a bad file or a discovery that found nothing to add
-    to an otherwise empty list. Discovered servers are printed to `out`, one line each.
-    """
-    groups: list[list[Target]] = []
-    for url in args.url:
-        problem = check_url(url)
-        if problem is not None:
-            raise TargetsError(f"--url: {problem}")
-        groups.append([Target(url)])
-    for path in args.targets:
-        groups.append(load_targets(path))
-    if args.discover:
-        servers = local_vllm_servers()
-        for proc in servers:
-            print(f"vtop: found {describe(proc)}", file=out)
-        if not servers:
-            print("vtop: --discover found no vLLM server on this host", file=out)
-        groups.append(discover(servers))
-    return merge(*groups)
