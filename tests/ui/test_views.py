@@ -10,9 +10,10 @@ from hypothesis import strategies as st
 
 from tests.ui import pages
 from tests.ui.scripted import EP, FINDINGS, FIRING, PENDING, UNDERLOADED
+from vtop import fmt
 from vtop.model import ACCRUING, Finding, FindingState, Histogram, Knob, Severity
 from vtop.monitor import Monitor
-from vtop.ui import chart, detail, fmt, panels, trend, verdict
+from vtop.ui import chart, detail, panels, trend, verdict
 from vtop.ui.headline import headline, short_url
 from vtop.ui.thresholds import FALLBACK, from_rules, level, table_for
 

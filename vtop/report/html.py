@@ -13,7 +13,7 @@ import math
 from html import escape
 from typing import Any
 
-from vtop.report import fmt
+from vtop import fmt
 from vtop.report.text import (
     SIGNAL_ORDER,
     Doc,
@@ -123,12 +123,12 @@ def _headline(doc: Doc, name: str, known: list[float]) -> str:
     """The chart's figures: the window's own (every poll), not the bins'."""
     if name == "ttft_p90":
         p90 = (doc.get("latency") or {}).get("ttft", {}).get("p90")
-        return f"p90 over the window {fmt.num(p90, 'seconds')}"
+        return f"p90 over the window {fmt.report_num(p90, 'seconds')}"
     s = (doc.get("signals") or {}).get(name)
     if s is None:
-        return f"last {fmt.num(known[-1])}"
+        return f"last {fmt.report_num(known[-1])}"
     unit = s["unit"]
-    avg, top, last = (fmt.num(s[k], unit) for k in ("avg", "max", "last"))
+    avg, top, last = (fmt.report_num(s[k], unit) for k in ("avg", "max", "last"))
     return f"avg {avg} · max {top} · last {last}"
 
 
@@ -163,9 +163,8 @@ def chart(doc: Doc, name: str, title: str, unit: str) -> str | None:
             f'<line x1="{LEFT}" x2="{W - RIGHT}" y1="{yy:.1f}" y2="{yy:.1f}" '
             f'stroke="var(--grid)" stroke-width="1"/>'
         )
-        parts.append(
-            f'<text x="{LEFT - 6}" y="{yy + 4:.1f}" text-anchor="end">{_e(fmt.num(v, unit))}</text>'
-        )
+        label = _e(fmt.report_num(v, unit))
+        parts.append(f'<text x="{LEFT - 6}" y="{yy + 4:.1f}" text-anchor="end">{label}</text>')
     if unit == "ratio":
         for level, colour in ((0.9, COLOURS["WARNING"]), (0.98, COLOURS["CRITICAL"])):
             parts.append(
@@ -312,18 +311,18 @@ def render_html(doc: Doc) -> str:
                 continue
             u = s["unit"]
             out.append(
-                f"<tr><td>{_e(fmt.LABELS[name])}</td><td class=n>{_e(fmt.num(s['avg'], u))}"
-                f"</td><td class=n>{_e(fmt.num(s['max'], u))}</td><td class=n>"
-                f"{_e(fmt.num(s['last'], u))}</td></tr>"
+                f"<tr><td>{_e(fmt.LABELS[name])}</td><td class=n>{_e(fmt.report_num(s['avg'], u))}"
+                f"</td><td class=n>{_e(fmt.report_num(s['max'], u))}</td><td class=n>"
+                f"{_e(fmt.report_num(s['last'], u))}</td></tr>"
             )
         for name, v in ep["latency"].items():
             if not v["observations"]:
                 continue
             out.append(
                 f"<tr><td>{_e(fmt.LABELS[name])} p50 / p90 / p99</td><td class=n>"
-                f"{_e(fmt.num(v['p50'], 'seconds'))}</td><td class=n>"
-                f"{_e(fmt.num(v['p90'], 'seconds'))}</td><td class=n>"
-                f"{_e(fmt.num(v['p99'], 'seconds'))}</td></tr>"
+                f"{_e(fmt.report_num(v['p50'], 'seconds'))}</td><td class=n>"
+                f"{_e(fmt.report_num(v['p90'], 'seconds'))}</td><td class=n>"
+                f"{_e(fmt.report_num(v['p99'], 'seconds'))}</td></tr>"
             )
         out.append("</table>")
         if ep["knobs"]:

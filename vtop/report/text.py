@@ -11,8 +11,7 @@ from __future__ import annotations
 import textwrap
 from typing import Any
 
-from vtop import durations
-from vtop.report import fmt
+from vtop import durations, fmt
 from vtop.triage.explain import shown_formula
 
 SIGNAL_ORDER = (
@@ -34,7 +33,7 @@ def _window_line(doc: Doc) -> str:
     if w["from"] and w["to"] and w["from"][:10] == w["to"][:10]:
         to = fmt.clock(w["to"])
     step = w.get("step_s")
-    rules = f", rules every {fmt.num(step)} s" if step else ""
+    rules = f", rules every {fmt.report_num(step)} s" if step else ""
     return f"{frm} → {to}  ({durations.span(w['duration_s'])}, {w['polls']} polls{rules})"
 
 
@@ -67,11 +66,12 @@ def _gpu_line(g: Doc) -> str:
     util, mem, power, temp = g["util_pct"], g["mem_used_bytes"], g["power_w"], g["temp_c"]
     if util:
         parts.append(
-            f"util avg {fmt.num(util['avg'], 'percent')} max {fmt.num(util['max'], 'percent')}"
+            f"util avg {fmt.report_num(util['avg'], 'percent')} "
+            f"max {fmt.report_num(util['max'], 'percent')}"
         )
     if mem:
-        of = f" of {fmt.num(g['mem_total_bytes'], 'bytes')}" if g["mem_total_bytes"] else ""
-        parts.append(f"memory max {fmt.num(mem['max'], 'bytes')}{of}")
+        of = f" of {fmt.report_num(g['mem_total_bytes'], 'bytes')}" if g["mem_total_bytes"] else ""
+        parts.append(f"memory max {fmt.report_num(mem['max'], 'bytes')}{of}")
     if power:
         parts.append(f"power avg {power['avg']:.0f} W")
     if temp:
@@ -158,8 +158,9 @@ def render_text(doc: Doc) -> str:
             unit = s["unit"]
             trend = _trend(doc, name) if i == 0 else ""
             out.append(
-                f"  {fmt.LABELS[name]:<28}{fmt.num(s['avg'], unit):>10}"
-                f"{fmt.num(s['max'], unit):>11}{fmt.num(s['last'], unit):>11}  {trend}".rstrip()
+                f"  {fmt.LABELS[name]:<28}{fmt.report_num(s['avg'], unit):>10}"
+                f"{fmt.report_num(s['max'], unit):>11}"
+                f"{fmt.report_num(s['last'], unit):>11}  {trend}".rstrip()
             )
         lat = {k: v for k, v in ep["latency"].items() if v["observations"]}
         if lat:
@@ -170,10 +171,11 @@ def render_text(doc: Doc) -> str:
             )
             for name, v in lat.items():
                 out.append(
-                    f"  {fmt.LABELS[name]:<28}{fmt.num(v['p50'], 'seconds'):>10}"
-                    f"{fmt.num(v['p90'], 'seconds'):>11}{fmt.num(v['p99'], 'seconds'):>11}"
-                    f"{fmt.num(v['mean'], 'seconds'):>11}"
-                    f"{fmt.num(v['observations']):>11}"
+                    f"  {fmt.LABELS[name]:<28}{fmt.report_num(v['p50'], 'seconds'):>10}"
+                    f"{fmt.report_num(v['p90'], 'seconds'):>11}"
+                    f"{fmt.report_num(v['p99'], 'seconds'):>11}"
+                    f"{fmt.report_num(v['mean'], 'seconds'):>11}"
+                    f"{fmt.report_num(v['observations']):>11}"
                 )
     out.append("")
     if not doc["findings"]:
@@ -257,8 +259,9 @@ def render_markdown(doc: Doc) -> str:
                 continue
             u = s["unit"]
             row = (
-                f"| {fmt.LABELS[name]} | {fmt.num(s['avg'], u)} | {fmt.num(s['max'], u)} | "
-                f"{fmt.num(s['last'], u)} |"
+                f"| {fmt.LABELS[name]} | {fmt.report_num(s['avg'], u)} | "
+                f"{fmt.report_num(s['max'], u)} | "
+                f"{fmt.report_num(s['last'], u)} |"
             )
             if i == 0:
                 trend = _trend(doc, name)
@@ -271,9 +274,11 @@ def render_markdown(doc: Doc) -> str:
             out.append("|---|---:|---:|---:|---:|---:|")
             for name, v in lat.items():
                 out.append(
-                    f"| {fmt.LABELS[name]} | {fmt.num(v['p50'], 'seconds')} | "
-                    f"{fmt.num(v['p90'], 'seconds')} | {fmt.num(v['p99'], 'seconds')} | "
-                    f"{fmt.num(v['mean'], 'seconds')} | {fmt.num(v['observations'])} |"
+                    f"| {fmt.LABELS[name]} | {fmt.report_num(v['p50'], 'seconds')} | "
+                    f"{fmt.report_num(v['p90'], 'seconds')} | "
+                    f"{fmt.report_num(v['p99'], 'seconds')} | "
+                    f"{fmt.report_num(v['mean'], 'seconds')} | "
+                    f"{fmt.report_num(v['observations'])} |"
                 )
     out.append("")
     out.append("### Findings")

@@ -15,9 +15,9 @@ import sys
 from collections.abc import Callable
 from typing import Any, TextIO
 
+from vtop import fmt
 from vtop.model import Finding
 from vtop.monitor import Monitor
-from vtop.report import fmt
 from vtop.report.collect import FindingsFn, monitor_findings
 from vtop.report.text import SIGNAL_ORDER
 from vtop.report.train import (
@@ -68,14 +68,14 @@ def context(path: str, q: Question) -> list[str]:
         trend = doc["timeline"].get(name) or []
         spark = fmt.spark(trend, 20, lo=0.0, hi=1.0) if name == "kv_usage" else fmt.spark(trend, 20)
         out.append(
-            f"    {fmt.LABELS[name]:<22}avg {fmt.num(s['avg'], u):>8}  max "
-            f"{fmt.num(s['max'], u):>8}  {spark}"
+            f"    {fmt.LABELS[name]:<22}avg {fmt.report_num(s['avg'], u):>8}  max "
+            f"{fmt.report_num(s['max'], u):>8}  {spark}"
         )
     ttft = ep["latency"].get("ttft", {})
     if ttft.get("p90") is not None:
         out.append(
-            f"    {'TTFT p50 / p90':<22}{fmt.num(ttft['p50'], 'seconds'):>12}  "
-            f"{fmt.num(ttft['p90'], 'seconds'):>12}"
+            f"    {'TTFT p50 / p90':<22}{fmt.report_num(ttft['p50'], 'seconds'):>12}  "
+            f"{fmt.report_num(ttft['p90'], 'seconds'):>12}"
         )
     knobs: dict[str, Any] = ep["knobs"]
     shown = [

@@ -1,6 +1,6 @@
 """The terminal UI: the only package that imports Textual.
 
 `vtop.ui.app.VtopApp` takes any `FrameSource` and a `Monitor`; the modules without widgets
-(`panels`, `trend`, `chart`, `verdict`, `headline`, `fleet`, `detail`, `fmt`, `thresholds`)
+(`panels`, `trend`, `chart`, `verdict`, `headline`, `fleet`, `detail`, `thresholds`)
 turn the monitor's state into plain values and are tested without a terminal.
 """

@@ -43,14 +43,14 @@ from textual.geometry import Size
 from textual.screen import Screen
 from textual.widgets import Footer, Input
 
-from vtop import durations
+from vtop import durations, fmt
 from vtop.model import Frame
 from vtop.monitor import EndpointView, Monitor
 from vtop.sources.base import FrameSource, pace, retime, sample_host, warms_up
 from vtop.sources.pacing import WARM_UP_S, Pacer
 from vtop.trace.recorder import Recorder
 from vtop.trace.writer import TraceWriteError
-from vtop.ui import fleet, fmt, osc52, panels, verdict
+from vtop.ui import fleet, osc52, panels, verdict
 from vtop.ui.findings import FindingsProvider, monitor_findings
 from vtop.ui.headline import headline
 from vtop.ui.panels import View

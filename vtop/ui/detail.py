@@ -16,11 +16,10 @@ import textwrap
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from vtop import durations
+from vtop import durations, fmt
 from vtop.model import ACCRUING, Finding, Knob, Recommendation, format_value
 from vtop.triage.engine import NOT_ENOUGH_DATA
 from vtop.triage.explain import is_literal
-from vtop.ui import fmt
 from vtop.ui.verdict import LABELS, held_of
 
 PROVENANCE = {

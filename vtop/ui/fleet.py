@@ -19,10 +19,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from vtop import fmt
 from vtop.model import ALL, Finding, SeriesKey, Severity
 from vtop.monitor import EndpointView
 from vtop.signals.store import Store
-from vtop.ui import fmt, panels
+from vtop.ui import panels
 from vtop.ui.headline import HEALTHY, short_url
 from vtop.ui.verdict import LABELS, likely, order
 

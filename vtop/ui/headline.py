@@ -10,10 +10,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from urllib.parse import urlsplit
 
-from vtop import durations
+from vtop import durations, fmt
 from vtop.model import Severity
 from vtop.monitor import EndpointView
-from vtop.ui import fmt
 from vtop.ui.thresholds import FALLBACK, Table, level
 
 HEALTHY = ("connected", "simulated")

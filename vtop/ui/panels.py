@@ -20,12 +20,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Literal
 
-from vtop import durations
+from vtop import durations, fmt
 from vtop.model import ALL, Knob, SeriesKey, Severity
 from vtop.signals import histogram as hist
 from vtop.signals.store import Store
 from vtop.ui import chart as draw
-from vtop.ui import fmt, trend
+from vtop.ui import trend
 from vtop.ui.thresholds import FALLBACK, Table, level
 
 PanelKind = Literal["gauge", "rate", "latency"]

@@ -16,9 +16,9 @@ from __future__ import annotations
 from textual.content import Content
 from textual.geometry import Size
 
+from vtop import fmt
 from vtop.model import GpuReading, GpuStatus, Severity
 from vtop.signals.gpus import PAGE
-from vtop.ui import fmt
 from vtop.ui.thresholds import FALLBACK, Table, level
 from vtop.ui.widgets.fields import Field, FieldsWidget
 
