@@ -24,7 +24,8 @@ from vtop.model import (
     SeriesKey,
 )
 from vtop.trace import TraceReader, TraceWriter
-from vtop.trace.codec import Decoder, Encoder, fit_exp, quantize
+from vtop.trace.codec import Encoder, fit_exp, quantize
+from vtop.trace.decoder import Decoder
 
 EP = "http://127.0.0.1:8000"
 K = SeriesKey("running", "m", "0", "")

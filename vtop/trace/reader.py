@@ -29,7 +29,7 @@ from typing import Any
 
 from vtop.model import Frame
 from vtop.trace import wire
-from vtop.trace.codec import Decoder
+from vtop.trace.decoder import Decoder
 from vtop.trace.metadata import clean
 from vtop.trace.wire import Damaged
 
