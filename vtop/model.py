@@ -178,17 +178,12 @@ class Frame:
 
 
 class Severity(IntEnum):
-    """A finding's level, ordered; `exit_code` is the monitoring-plugin convention."""
+    """A finding's level, ordered."""
 
     OK = 0
     INFO = 1
     WARNING = 2
     CRITICAL = 3
-
-    @property
-    def exit_code(self) -> int:
-        """0 OK (info included), 1 WARNING, 2 CRITICAL; 3 UNKNOWN is the report's own."""
-        return {Severity.WARNING: 1, Severity.CRITICAL: 2}.get(self, 0)
 
 
 @dataclass(frozen=True, slots=True)

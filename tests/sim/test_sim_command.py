@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from vtop.sim import command
+from vtop.cli import sim as command
 from vtop.sim.scenarios import SCENARIOS
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -4,7 +4,7 @@ Over a trace with two distinct incidents on one endpoint (`replaying.two_inciden
 once per test run): budget-too-small starts firing 0:14 in (it recommends --max-num-seqs 64);
 the server then restarts at 4:01 in scenario memory-ceiling, which starts firing 4:23 in (it
 recommends an fp8 KV cache and a lower --max-num-seqs). The tests read the times from the pass
-over the trace, not from here. The screen and the text quiz (`vtop.report.train_cli`) must
+over the trace, not from here. The screen and the text quiz (`vtop.cli.train`) must
 grade the same answers the same.
 """
 
@@ -16,9 +16,9 @@ from textual.pilot import Pilot
 from textual.widgets import OptionList
 
 from tests.ui.replaying import build, catalog, pass_over, two_incidents
+from vtop.cli import train as train_cli
 from vtop.durations import clock
 from vtop.monitor import Monitor
-from vtop.report import train_cli
 from vtop.trace.reader import TraceReader
 from vtop.ui.replay_app import ReplayApp
 from vtop.ui.screens.question import QuestionScreen

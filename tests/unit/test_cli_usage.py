@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from vtop.usage import report_requested, usage_exit_code
+from vtop.cli.exits import Exits, report_requested
 
 ROOT = Path(__file__).resolve().parents[2]
 WARNING_TRACE = "traces/budget-too-small.vtrace"
@@ -98,7 +98,7 @@ def test_report_is_recognised_as_argparse_would_read_it() -> None:
     assert not report_requested(["--rep"])  # ambiguous: --replay or --report
     assert not report_requested(["--replay", "x.vtrace"])
     assert not report_requested(["--", "--report"])
-    assert (usage_exit_code(["--report"]), usage_exit_code([])) == (3, 2)
+    assert (Exits.for_argv(["--report"]).usage, Exits.for_argv([]).usage) == (3, 2)
 
 
 @pytest.mark.parametrize(

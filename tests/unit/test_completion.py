@@ -18,7 +18,7 @@ import pytest
 
 from tests.host_tools import require
 from vtop.cli import build_parser
-from vtop.completion import SHELLS, _parsers, command_tree
+from vtop.cli.completion import SHELLS, _parsers, command_tree
 from vtop.sim.scenarios import SCENARIOS
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from vtop import __version__
 from vtop.about import declared_range, version_text
-from vtop.cli import shipped_rule_tests, with_default_rule_tests
+from vtop.cli.rules import shipped_rule_tests, with_default_rule_tests
 
 ROOT = Path(__file__).resolve().parents[2]
 PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())

@@ -211,7 +211,7 @@ def test_an_unreadable_trace_is_unknown(tmp_path: Path) -> None:
     ],
 )
 def test_usage_errors_are_one_line(args: list[str], message: str, code: int) -> None:
-    """One line; under --report UNKNOWN (3), never CRITICAL's 2 (vtop/usage.py)."""
+    """One line; under --report UNKNOWN (3), never CRITICAL's 2 (vtop/cli/exits.py)."""
     result = vtop(*args)
     assert result.returncode == code and message in result.stderr
     assert result.stderr.count("\n") == 1

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from tests.fakerules import kv_full
+from vtop.cli import train as train_cli
 from vtop.model import Finding, Knob, Recommendation, Severity
-from vtop.report import train_cli
 from vtop.report.train import (
     COMMON_KNOBS,
     Answer,

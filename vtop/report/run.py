@@ -19,19 +19,16 @@ import asyncio
 import contextlib
 import math
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from vtop.model import Frame
 from vtop.monitor import Monitor
 from vtop.report.collect import Collector, FindingsFn, monitor_findings
 from vtop.report.window import LIGHT
-from vtop.sources.base import FrameSource, pace, warms_up
+from vtop.sources.base import FrameSource, Simulated, pace, warms_up
 from vtop.sources.pacing import WARM_UP_S, Pacer
 from vtop.trace.reader import TraceReader, Warn
 from vtop.triage.engine import Engine
-
-if TYPE_CHECKING:
-    from vtop.sources.sim import SimSource
 
 MAX_EVALUATIONS = 2000
 LATE_S = 15.0
@@ -122,7 +119,7 @@ async def live_document(
 
 
 def simulated_document(
-    source: SimSource,
+    source: Simulated,
     *,
     name: str,
     duration_s: float,

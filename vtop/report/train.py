@@ -7,7 +7,7 @@ change, with its new value; then the finding is revealed with its evidence, as t
 at that moment, and graded. The score comes at the end.
 
 This module is the headless core, shared by the replay screen and the line-by-line runner in
-`vtop.report.train_cli`: it finds the questions with the report's own pass over the trace
+`vtop.cli.train`: it finds the questions with the report's own pass over the trace
 (`replay_collector`), so training asks exactly about what a report would flag, and it grades
 answers without any notion of how they were typed.
 

@@ -14,7 +14,7 @@ vtop carries a model of the server it watches. The package is layered so each pa
     gpu.py        NVML-like readings; serve_args.py knobs and the `vllm serve` argv
     twin.py       the API: Twin(scenario).advance(dt), metrics_text(), gpu_status(), ...
     scenarios.py  named incidents with their cause and the rule they must trigger
-    clock.py, server.py, command.py   wall-time driver, loopback HTTP server, `vtop sim`
+    clock.py, server.py   wall-time driver, loopback HTTP server (`vtop sim`: vtop/cli/sim.py)
     probe.py, experiments.py          headline numbers; the seeds' tuning experiments
 
 `Twin` and `serve` are re-exported here.

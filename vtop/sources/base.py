@@ -22,6 +22,14 @@ A source that reads the host vtop runs on (its CPU and memory, vtop's own cost) 
 may offer `sample_host(on)`: those readings go only into recordings, so a consumer that records
 some of the time (the TUI's `r`) turns them on while it records, through `sample_host(source,
 on)`, and saves their cost (a few /proc reads a poll) the rest of the time.
+
+What a source is, a consumer learns from the source too, never from its class. `watching(source)`
+names what it watches, as a report and a recording's header name it (endpoint URLs without
+secrets, a Prometheus query, a scenario). `real_time(source)` says whether its polls read the
+servers as they are now, so that two polls tell what happened between them only when an
+interval passed in between (live endpoints); a simulation's clock moves with each poll, and
+Prometheus's history or a trace already hold the past. `simulated(source)` hands back a
+simulation, whose virtual time a consumer may run flat out (`poll_now()`), or None.
 """
 
 from __future__ import annotations
@@ -87,3 +95,44 @@ def sample_host(source: object, on: bool) -> None:
     """Ask `source` to read the host with each frame (or to stop), if it reads the host."""
     if isinstance(source, HostSampling):
         source.sample_host(on)
+
+
+@runtime_checkable
+class Watching(Protocol):
+    """A source that names what it watches."""
+
+    def watching(self) -> list[str]: ...
+
+
+def watching(source: object) -> list[str]:
+    """What `source` watches, for reports and recordings ([] when it does not say)."""
+    return source.watching() if isinstance(source, Watching) else []
+
+
+@runtime_checkable
+class RealTime(Protocol):
+    """A source that says whether its polls read the servers as they are at that moment."""
+
+    real_time: bool
+
+
+def real_time(source: object) -> bool:
+    """Whether polls of `source` must be an interval apart to say what happened in between."""
+    return isinstance(source, RealTime) and source.real_time
+
+
+@runtime_checkable
+class Simulated(Protocol):
+    """A source in virtual time: `poll_now()` computes the next poll at once."""
+
+    interval_s: float
+    speed: float
+
+    def poll_now(self) -> Frame: ...
+
+    def pace(self, seconds: float) -> None: ...
+
+
+def simulated(source: object) -> Simulated | None:
+    """`source` as a simulation whose virtual time may run flat out, or None."""
+    return source if isinstance(source, Simulated) else None

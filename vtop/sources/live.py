@@ -108,6 +108,9 @@ class EndpointState:
 class LiveSource:
     """Polls endpoints; `await poll()` once per interval returns the next `Frame`."""
 
+    real_time = True
+    """Each poll reads the servers as they are now (`vtop.sources.base.real_time`)."""
+
     def __init__(
         self,
         urls: Sequence[str],
@@ -138,6 +141,10 @@ class LiveSource:
         self._probe = process_probe
         self._clock = clock
         self._last_gpu = GpuStatus(unavailable="no GPU reader")
+
+    def watching(self) -> list[str]:
+        """The endpoints' URLs, without secrets (`vtop.sources.base.watching`)."""
+        return list(self.endpoints)
 
     def set_interval(self, interval_s: float) -> None:
         """The poll interval changed (the TUI's +/-): requests get its timeout (`timeout_for`)."""

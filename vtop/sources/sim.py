@@ -90,6 +90,10 @@ class SimSource:
     def endpoints(self) -> list[str]:
         return list(self._urls)
 
+    def watching(self) -> list[str]:
+        """The scenario of each twin (`vtop.sources.base.watching`)."""
+        return [twin.scenario.name for twin in self.twins]
+
     def status(self, endpoint: str) -> str:
         return "simulated"
 

@@ -1,25 +1,21 @@
-"""`vtop trace info FILE`: what a trace holds, without replaying it.
+"""What a trace holds, without replaying it: the lines `vtop trace info FILE` prints.
 
 Reads the header, the index (or rebuilds it), and the totals (from the footer, or by decoding
-every poll when the recording did not close cleanly), then prints one aligned block: who wrote
-it from what, when, how long, the servers and GPUs, the configuration as recorded, and what
-the format cost: bytes per poll and per sample. Everything printed from the file was cleaned
-of control characters by the reader.
+every poll when the recording did not close cleanly), then describes them in one aligned block:
+who wrote it from what, when, how long, the servers and GPUs, the configuration as recorded,
+and what the format cost: bytes per poll and per sample. Everything taken from the file was
+cleaned of control characters by the reader. The command line around it (parsing, printing,
+the exit code) is `vtop.cli.trace`.
 """
 
 from __future__ import annotations
 
-import errno
-import os
-import sys
-from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
 
 from vtop import durations
 from vtop.trace.metadata import clean
-from vtop.trace.reader import TraceError, TraceReader
-from vtop.usage import OneLineParser
+from vtop.trace.reader import TraceReader
 
 
 def _when(t: float | None) -> str:
@@ -96,41 +92,3 @@ def describe(reader: TraceReader) -> list[str]:
     )
     out.append(f"index       {len(reader.keyframes)} keyframes, {index}")
     return out
-
-
-def build_parser() -> OneLineParser:
-    """`vtop trace info FILE` (also what `vtop completion` completes)."""
-    parser = OneLineParser(prog="vtop trace", description="Inspect recorded traces.")
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    info = sub.add_parser("info", help="header, duration, polls, samples and size of a trace")
-    info.add_argument("file", metavar="FILE", help="a trace written by vtop --record")
-    return parser
-
-
-def main(argv: Sequence[str]) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
-    if args.command is None:  # the help names the commands (argparse would say "command")
-        parser.print_help(sys.stderr)
-        return 2
-    try:
-        with TraceReader(args.file) as reader:
-            reader.check()  # damage behind a sound footer is said, not hidden by the totals
-            lines = describe(reader)
-    except TraceError as exc:
-        print(f"vtop: {exc}", file=sys.stderr)
-        return 3
-    write_stdout("\n".join(lines) + "\n")
-    return 0
-
-
-def write_stdout(text: str) -> None:
-    """Print, and end quietly when the reader went away (`vtop trace info F | head`, or the
-    terminal hung up: EIO)."""
-    try:
-        sys.stdout.write(text)
-        sys.stdout.flush()
-    except OSError as exc:
-        if not isinstance(exc, BrokenPipeError) and exc.errno != errno.EIO:
-            raise
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())

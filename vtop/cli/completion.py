@@ -3,8 +3,8 @@
 A hand-written completion script drifts from the command line the day a flag is added; this
 one is written by shtab from the very argparse parsers vtop runs with, so every flag, choice
 and sub-command is there by construction. The command line is dispatched on its first word
-(`sim`, `rules`, `trace`, `completion`, else the monitor's flags), so the tree shtab walks is
-assembled here: the monitor's parser with each sub-command's own parser hung under it.
+(`vtop.cli.dispatch.COMMANDS`, else the monitor's flags), so the tree shtab walks is assembled
+here from that table: the monitor's parser with each command's own parser hung under it.
 
 Arguments that take a path complete file names (directories for `DIR`), and a few take their
 choices from the code: `--demo` and `vtop sim --scenario` the simulator's scenarios,
@@ -21,7 +21,8 @@ from typing import Any
 
 import shtab
 
-from vtop.usage import OneLineParser
+from vtop.cli.exits import EXIT_OK
+from vtop.cli.usage import OneLineParser
 
 SHELLS = ("bash", "zsh", "fish")
 INSTALL = {
@@ -67,19 +68,15 @@ def _parsers(parser: argparse.ArgumentParser) -> Iterator[argparse.ArgumentParse
 
 def command_tree() -> argparse.ArgumentParser:
     """Every command line vtop accepts, as one argparse tree."""
-    from vtop.cli import build_parser as monitor_parser
-    from vtop.sim import command as sim_command
+    from vtop.cli.dispatch import COMMANDS
+    from vtop.cli.monitor import build_parser as monitor_parser
     from vtop.sim.dialects import DIALECTS
     from vtop.sim.scenarios import SCENARIOS
-    from vtop.trace import info as trace_info
-    from vtop.triage import cli as rules_cli
 
     root = monitor_parser()
     sub = _subparsers(root)
-    sim_command.register(sub)
-    _hang(sub, "rules", rules_cli._parser(), "list, check, test and export the rules")
-    _hang(sub, "trace", trace_info.build_parser(), "inspect recorded traces")
-    _hang(sub, "completion", build_parser(), "print a shell completion script")
+    for name, command in COMMANDS.items():
+        _hang(sub, name, command.parser(), command.help)
     for parser in _parsers(root):
         for action in parser._actions:
             flags = set(action.option_strings)
@@ -102,4 +99,4 @@ def script(shell: str) -> str:
 def main(argv: Sequence[str]) -> int:
     args = build_parser().parse_args(list(argv))
     sys.stdout.write(script(args.shell))
-    return 0
+    return EXIT_OK

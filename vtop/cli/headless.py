@@ -1,13 +1,16 @@
 """The headless modes of the command line: `--report`, `--record` and `--replay … --report`.
 
-`vtop.cli` owns argument parsing as a whole; this module adds its own arguments and runs the
-modes they select, so the two stay apart. Nothing here imports Textual: a report or a
-recording in a script, a cron job or CI never loads the TUI.
+The monitor's parser (`vtop.cli.monitor`) takes this module's argument group, and runs the
+modes it selects through `run()`. The work itself is below the command line: `vtop.report.run`
+watches a source, replays a trace or runs the simulator into a document, `vtop.report` renders
+it, `vtop.trace.recorder` writes the recording; this module turns arguments into those calls,
+says what happened on stderr, and picks the exit code (`vtop.cli.exits`). Nothing here imports
+Textual: a report or a recording in a script, a cron job or CI never loads the TUI.
 
 Signals: SIGINT, SIGTERM and SIGHUP (an SSH session dropping) end a live report early (it covers
 what was watched) and close a recording cleanly, footer included. Errors a user can fix are one
 line on stderr: exit 3 (UNKNOWN) when nothing could be read; a usage error, or a report that
-cannot be written, exits 2, or 3 under --report (vtop/usage.py says why).
+cannot be written, exits 2, or 3 under --report (vtop/cli/exits.py says why).
 """
 
 from __future__ import annotations
@@ -15,21 +18,21 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import os
 import signal
 import sys
 from typing import Any
 
-from vtop import durations, usage
+from vtop import durations
+from vtop.cli.exits import EXIT_FAILED, EXIT_OK, EXIT_UNKNOWN, Exits
+from vtop.cli.output import fail, say, write_stdout
+from vtop.cli.sources import recorded_sources
 from vtop.model import Frame
 from vtop.report import FORMATS, render, schema_text
-from vtop.report.collect import exit_code
-from vtop.sources.base import FrameSource
+from vtop.sources.base import FrameSource, simulated
 from vtop.trace import TraceError, TraceReader, TraceWriteError
 from vtop.trace.recorder import Recorder
 from vtop.triage.engine import Engine
 
-EXIT_UNKNOWN = 3
 DEFAULT_REPORT_S = 30.0
 DEFAULT_DEMO_S = 300.0
 """A simulated window costs no waiting, and most rules want minutes of evidence."""
@@ -104,7 +107,7 @@ class SchemaAction(argparse.Action):
         except OSError as exc:  # a broken install: say so in one line
             parser.exit(EXIT_UNKNOWN, f"vtop: cannot read the report schema: {exc}\n")
         sys.stdout.write(text)
-        parser.exit(0)
+        parser.exit(EXIT_OK)
 
 
 def wanted(args: argparse.Namespace) -> bool:
@@ -112,33 +115,8 @@ def wanted(args: argparse.Namespace) -> bool:
     return bool(args.report or args.record or args.replay or args.train)
 
 
-def _say(message: str) -> None:
-    """One line on stderr. When the terminal has hung up (the window or the SSH session
-    closed: SIGHUP is what ended the run) writing fails with EIO and nobody is left to read:
-    the line is dropped and stderr sent to /dev/null, so that the run still ends as cleanly
-    as its recording did, not with a traceback and a failure status."""
-    try:
-        print(f"vtop: {message}", file=sys.stderr, flush=True)
-    except OSError:
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stderr.fileno())
-
-
-def _notify(message: str) -> None:
-    _say(message)
-
-
 def _notify_monitoring(message: str) -> None:
-    _say(f"{message}; monitoring continues")
-
-
-def _fail(message: str, code: int = usage.EXIT_USAGE) -> int:
-    _say(message)
-    return code
-
-
-def _usage_code(args: argparse.Namespace) -> int:
-    """The exit code of an error that is no verdict: never CRITICAL's 2 under --report."""
-    return usage.EXIT_UNKNOWN if args.report else usage.EXIT_USAGE
+    say(f"{message}; monitoring continues")
 
 
 def _signals(stop: asyncio.Event) -> None:
@@ -148,24 +126,22 @@ def _signals(stop: asyncio.Event) -> None:
             loop.add_signal_handler(sig, stop.set)
 
 
-def _emit(doc: dict[str, Any], args: argparse.Namespace) -> int:
+def _emit(doc: dict[str, Any], args: argparse.Namespace, exits: Exits) -> int:
     text = render(doc, args.report_format)
     if args.output:
         try:
             with open(args.output, "w", encoding="utf-8") as fh:
                 fh.write(text)
         except OSError as exc:
-            return _fail(f"cannot write {args.output}: {exc.strerror}", _usage_code(args))
+            return fail(f"cannot write {args.output}: {exc.strerror}", exits.usage)
     else:
-        from vtop.trace.info import write_stdout
-
         write_stdout(text)
     # Nothing could be read: one line on stderr too. A warning still being judged is no error:
     # the report says what it waits for (`no verdict yet: …`).
     undecided = any(f["state"] in ("pending", "insufficient") for f in doc["findings"])
     if doc["status"] == "UNKNOWN" and not undecided:
-        _say(f"UNKNOWN: {doc['reason']}")
-    return exit_code(doc["status"], args.fail_on)
+        say(f"UNKNOWN: {doc['reason']}")
+    return exits.verdict(doc["status"], args.fail_on)
 
 
 def _usage_problem(args: argparse.Namespace) -> str | None:
@@ -184,44 +160,45 @@ def _usage_problem(args: argparse.Namespace) -> str | None:
 
 
 def run(args: argparse.Namespace, source: FrameSource | None, names: list[str],
-        engine: Engine | None = None) -> int:  # fmt: skip
+        engine: Engine | None = None, exits: Exits | None = None) -> int:  # fmt: skip
     """Run the mode the arguments select. `source` is the live or simulated one (None with
     --replay); `names` name its endpoints (URLs without secrets) or its scenario; `engine`
-    the rules a report runs (the shipped catalog when None)."""
+    the rules a report runs (the shipped catalog when None); `exits` the command line's exit
+    codes (from `args` when None)."""
+    exits = exits if exits is not None else Exits(report=bool(args.report))
     try:
         duration = durations.parse(args.duration) if args.duration else None
     except ValueError as exc:
-        return _closing(source, _fail(f"--duration: {exc}", _usage_code(args)))
+        return _closing(source, fail(f"--duration: {exc}", exits.usage))
     if duration is not None and duration <= 0:
-        return _closing(source, _fail("--duration must be positive", _usage_code(args)))
+        return _closing(source, fail("--duration must be positive", exits.usage))
     problem = _usage_problem(args)
     if problem is not None:
-        return _closing(source, _fail(problem, _usage_code(args)))
+        return _closing(source, fail(problem, exits.usage))
     if args.train:
-        from vtop.report import train_cli
+        from vtop.cli import train
 
-        return train_cli.run(args.replay)
+        return train.run(args.replay)
     if args.replay:
-        return _report_replay(args, engine)
+        return _report_replay(args, exits, engine)
     assert source is not None
-    kind = "demo" if args.demo else "live"
     recorder = None
     if args.record:
-        seed = f" (seed {args.seed})" if args.demo else ""
         try:
             recorder = Recorder(
                 args.record,
-                sources=[f"{kind} {n}{seed}" for n in names],
+                sources=recorded_sources(args, names),
                 interval_s=args.interval,
-                notify=_notify_monitoring if args.report else _notify,
+                notify=_notify_monitoring if args.report else say,
             )
         except TraceWriteError as exc:
-            return _closing(source, _fail(str(exc), _usage_code(args)))
+            return _closing(source, fail(str(exc), exits.usage))
     try:
         if args.demo and (args.report or duration is not None):
-            return _demo(args, source, recorder, duration, names, engine)
+            return _demo(args, source, recorder, duration, names, exits, engine)
         if args.report:
-            return asyncio.run(_report_live(args, source, recorder, duration, names, engine))
+            report = _report_live(args, source, recorder, duration, names, exits, engine)
+            return asyncio.run(report)
         assert recorder is not None
         return asyncio.run(_record(args, source, recorder, duration))
     finally:
@@ -241,16 +218,17 @@ def _demo(
     recorder: Recorder | None,
     duration: float | None,
     names: list[str],
+    exits: Exits,
     engine: Engine | None = None,
 ) -> int:
     """The simulator in virtual time, flat out: a report, a recording of a set length, or both."""
     from vtop.report.run import simulated_document
-    from vtop.sources.sim import SimSource
 
-    assert isinstance(source, SimSource)
+    sim = simulated(source)
+    assert sim is not None, "--demo makes a simulated source"
     window = duration or DEFAULT_DEMO_S
     doc = simulated_document(
-        source,
+        sim,
         name=" ".join(names),
         duration_s=window,
         on_frame=recorder.feed if recorder else None,
@@ -259,13 +237,13 @@ def _demo(
     if recorder is not None and not args.report:
         recorder.close()
         if recorder.error:
-            return 1
-        _say(
+            return EXIT_FAILED
+        say(
             f"recorded {recorder.polls} polls ({durations.span(window)} of simulated time, "
             f"{recorder.bytes / 1024:.1f} KiB) to {recorder.path}"
         )
-        return 0
-    return _emit(doc, args)
+        return EXIT_OK
+    return _emit(doc, args, exits)
 
 
 async def _report_live(
@@ -274,6 +252,7 @@ async def _report_live(
     recorder: Recorder | None,
     duration: float | None,
     urls: list[str],
+    exits: Exits,
     engine: Engine | None = None,
 ) -> int:
     from vtop.report.run import live_document
@@ -293,7 +272,7 @@ async def _report_live(
         )
     finally:
         await source.aclose()
-    return _emit(doc, args)
+    return _emit(doc, args, exits)
 
 
 async def _record(
@@ -313,19 +292,19 @@ async def _record(
             stop.set()
 
     until = f"for {durations.span(duration)}" if duration else "until Ctrl-C"
-    _say(f"recording to {recorder.path} every {args.interval:g} s {until}")
+    say(f"recording to {recorder.path} every {args.interval:g} s {until}")
     try:
         await watch(source, args.interval, take, duration_s=duration, stop=stop)
     finally:
         await source.aclose()
         recorder.close()
     if recorder.error:
-        return 1
-    _say(f"recorded {recorder.polls} polls ({recorder.bytes / 1024:.1f} KiB) to {recorder.path}")
-    return 0
+        return EXIT_FAILED
+    say(f"recorded {recorder.polls} polls ({recorder.bytes / 1024:.1f} KiB) to {recorder.path}")
+    return EXIT_OK
 
 
-def _report_replay(args: argparse.Namespace, engine: Engine | None = None) -> int:
+def _report_replay(args: argparse.Namespace, exits: Exits, engine: Engine | None = None) -> int:
     from vtop.report.run import replay_document
 
     def resolve(reader: TraceReader) -> tuple[float | None, float | None]:
@@ -338,7 +317,7 @@ def _report_replay(args: argparse.Namespace, engine: Engine | None = None) -> in
     try:
         doc = replay_document(args.replay, resolve=resolve, engine=engine)
     except TraceError as exc:
-        return _fail(str(exc), EXIT_UNKNOWN)
+        return fail(str(exc), EXIT_UNKNOWN)
     except ValueError as exc:
-        return _fail(str(exc), _usage_code(args))
-    return _emit(doc, args)
+        return fail(str(exc), exits.usage)
+    return _emit(doc, args, exits)

@@ -3,9 +3,13 @@
 `list` shows what would run (shipped rules, then the user's directory, then `--rules`),
 `check` validates rule files and exits 1 with one `file:line: rule-id: message` line per error
 (for CI and editors), and `test` runs rule tests (`*.test.yaml`, promtool style) and ends with
-the plain `N passed, N failed` line test runners print. `export` (vtop/triage/export.py) is
+the plain `N passed, N failed` line test runners print. `export` (vtop/cli/rules_export.py) is
 listed here with its own parser and run by its own `main`, so its messages name
 `vtop rules export`. Without a sub-command the help is printed (exit 2): it names them all.
+
+The work is the triage package's (loading, checking, running rule tests); this module parses,
+prints and picks the exit code. `vtop rules test` without a path finds the shipped rules' tests
+itself (`with_default_rule_tests`), so it proves the catalog in a checkout and installed alike.
 """
 
 from __future__ import annotations
@@ -15,14 +19,16 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from vtop.triage import export
+from vtop.cli import rules_export
+from vtop.cli.exits import EXIT_FAILED, EXIT_OK, EXIT_USAGE
+from vtop.cli.usage import OneLineParser
 from vtop.triage.loader import check, load_catalog, load_paths
 from vtop.triage.ruletest import TestFileError, run_file, test_files
 from vtop.triage.schema import Rule
-from vtop.usage import OneLineParser
 
 
-def _parser() -> argparse.ArgumentParser:
+def build_parser() -> argparse.ArgumentParser:
+    """`vtop rules` and its commands (`export` with its own parser: help, completion)."""
     p = OneLineParser(prog="vtop rules", description="List, check, test and export rules.")
     sub = p.add_subparsers(dest="cmd", metavar="COMMAND")
     ls = sub.add_parser("list", help="the rules that would run: id, severity, title")
@@ -39,7 +45,7 @@ def _parser() -> argparse.ArgumentParser:
     ts.add_argument("-q", "--quiet", action="store_true", help="print failures only")
     sub.add_parser("export", help="write the rules as Prometheus alerting rules "
                    "(or Alertmanager inhibit rules)")  # fmt: skip
-    sub.choices["export"] = export.build_parser()  # its own parser: help, completion
+    sub.choices["export"] = rules_export.build_parser()  # its own parser: help, completion
     return p
 
 
@@ -61,7 +67,7 @@ def cmd_list(rules: Sequence[Path], user: bool) -> int:
         print(f"{rule.id:<28} {severities(rule):<16} {rule.title}")
     for rid in sorted(loaded.disabled):
         print(f"{rid:<28} {'off':<16} (disabled by a user rule)")
-    return 1 if loaded.errors else 0
+    return EXIT_FAILED if loaded.errors else EXIT_OK
 
 
 def cmd_check(paths: Sequence[Path]) -> int:
@@ -76,7 +82,7 @@ def cmd_check(paths: Sequence[Path]) -> int:
         errors = loaded.errors[shipped_errors:] + [e for e in check(loaded) if e.rule in own.rules]
         count = len(own.rules)
         if missing:
-            return 1
+            return EXIT_FAILED
     else:
         loaded = load_catalog(user=True)
         errors = loaded.errors
@@ -85,9 +91,9 @@ def cmd_check(paths: Sequence[Path]) -> int:
         print(err, file=sys.stderr)
     if errors:
         print(f"{len(errors)} error(s)", file=sys.stderr)
-        return 1
+        return EXIT_FAILED
     print(f"ok: {count} rule(s)")
-    return 0
+    return EXIT_OK
 
 
 def cmd_test(paths: Sequence[Path], quiet: bool) -> int:
@@ -95,7 +101,7 @@ def cmd_test(paths: Sequence[Path], quiet: bool) -> int:
         default = Path("tests/rules")
         if not default.is_dir():
             print("vtop rules test: give rule test files or directories", file=sys.stderr)
-            return 2
+            return EXIT_USAGE
         paths = [default]
     passed = failed = 0
     for f in test_files(paths):
@@ -116,18 +122,37 @@ def cmd_test(paths: Sequence[Path], quiet: bool) -> int:
                 for line in o.failures:
                     print(f"  {line}")
     print(f"{passed} passed, {failed} failed")
-    return 1 if failed else 0
+    return EXIT_FAILED if failed else EXIT_OK
+
+
+def shipped_rule_tests() -> Path:
+    """The shipped rules' own tests: `vtop/_rule_tests` in a wheel, `tests/rules` in a checkout
+    (beside the shipped rules, as `vtop.triage.loader.shipped_dir` finds them)."""
+    package = Path(__file__).resolve().parents[1]
+    packaged = package / "_rule_tests"
+    return packaged if packaged.is_dir() else package.parent / "tests" / "rules"
+
+
+def with_default_rule_tests(argv: list[str]) -> list[str]:
+    """`rules test` without a path: `tests/rules` here, as before, else the shipped rules' tests
+    (an installed vtop has no tests/rules), so `vtop rules test` proves the catalog anywhere."""
+    if argv[:1] != ["test"] or any(not a.startswith("-") for a in argv[1:]) or "--" in argv:
+        return argv
+    if Path("tests/rules").is_dir():
+        return argv
+    return [*argv, str(shipped_rule_tests())]
 
 
 def main(argv: Sequence[str]) -> int:
-    argv = list(argv)
+    """`vtop rules …` (the words after `rules`); returns the exit code."""
+    argv = with_default_rule_tests(list(argv))
     if argv[:1] == ["export"]:  # its own parser, so its errors name `vtop rules export`
-        return export.main(argv[1:])
-    parser = _parser()
+        return rules_export.main(argv[1:])
+    parser = build_parser()
     args = parser.parse_args(argv)
     if args.cmd is None:
         parser.print_help(sys.stderr)
-        return 2
+        return EXIT_USAGE
     if args.cmd == "list":
         return cmd_list(args.rules, not args.no_user)
     if args.cmd == "check":

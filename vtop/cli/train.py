@@ -7,6 +7,9 @@ key signals, with their trend, and the configuration), never the findings; asks 
 diagnosis by number from the whole catalog, then the knob (or none) and which way to move it
 (or its new value); reveals the finding with its evidence; and prints the score at the end.
 End of input ends the session early, with the score so far.
+
+The quiz itself (the questions, the grading, the score) is `vtop.report.train`, which the
+screen shares; this module is only its conversation on a plain terminal.
 """
 
 from __future__ import annotations
@@ -16,6 +19,8 @@ from collections.abc import Callable
 from typing import Any, TextIO
 
 from vtop import fmt
+from vtop.cli.exits import EXIT_OK, EXIT_UNKNOWN
+from vtop.cli.output import say
 from vtop.model import Finding
 from vtop.monitor import Monitor
 from vtop.report.collect import FindingsFn, monitor_findings
@@ -121,8 +126,8 @@ def run(
             path, catalog if catalog is not None else catalog_of(Monitor()), findings=findings
         )
     except TraceError as exc:
-        print(f"vtop: {exc}", file=sys.stderr)
-        return 3
+        say(str(exc))
+        return EXIT_UNKNOWN
     verdicts = []
     out.write(f"training on {path}: {len(qs)} incident(s); findings are hidden until you answer\n")
     try:
@@ -150,7 +155,7 @@ def run(
     except EOFError:
         out.write("\n(end of input)\n")
     out.write(Score(verdicts).summary() + "\n")
-    return 0
+    return EXIT_OK
 
 
 def _direction(text: str) -> Direction | None:

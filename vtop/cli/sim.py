@@ -7,8 +7,10 @@ Each instance is a `Twin` behind a `SimServer` on consecutive ports (port 0: any
 different seed per instance so several endpoints do not move in lockstep. By default the twin
 first runs the scenario's warm-up in virtual time, so the symptom is on the page at the first
 scrape. Every flag has a default (its help says which): bare `vtop sim` serves `healthy` on
-:8000, and each server says so in one line as it starts. `vtop/cli.py` wires `register()` in;
-`run()` returns the exit code.
+:8000, and each server says so in one line as it starts. The dispatcher (`vtop.cli.dispatch`)
+wires `register()` in; `run()` returns the exit code. The simulation is `vtop.sim`'s (the twin,
+its scenarios and dialects, the server); this module only turns arguments into servers and
+says what it started.
 """
 
 from __future__ import annotations
@@ -17,8 +19,11 @@ import argparse
 import sys
 import textwrap
 import time
+from collections.abc import Sequence
 from typing import Any, TextIO
 
+from vtop.cli.exits import EXIT_OK, EXIT_USAGE
+from vtop.cli.usage import OneLineParser
 from vtop.sim.dialects import DEFAULT_DIALECT, normalise
 from vtop.sim.scenarios import SCENARIOS
 from vtop.sim.server import SimServer, serve
@@ -78,6 +83,16 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
     return p
 
 
+def build_parser() -> argparse.ArgumentParser:
+    """`vtop sim`'s own parser (its errors and `--help` name `vtop sim`)."""
+    return register(OneLineParser(prog="vtop").add_subparsers())
+
+
+def main(argv: Sequence[str]) -> int:
+    """`vtop sim …` (the words after `sim`); returns the exit code."""
+    return run(build_parser().parse_args(list(argv)))
+
+
 def started(scenario: str, url: str, version: str | None, speed: float,
             duration: float | None) -> str:  # fmt: skip
     """The one line said when a server starts: what is served, where, and how it stops."""
@@ -98,14 +113,14 @@ def describe(out: TextIO) -> None:
 
 def _error(msg: str) -> int:
     print(f"vtop sim: {msg}", file=sys.stderr)
-    return 2
+    return EXIT_USAGE
 
 
 def run(args: argparse.Namespace) -> int:
     """Run `vtop sim` with parsed `args`; returns the process exit code."""
     if args.list:
         describe(sys.stdout)
-        return 0
+        return EXIT_OK
     if args.scenario not in SCENARIOS:
         return _error(f"unknown scenario {args.scenario!r}; known: {', '.join(SCENARIOS)}")
     try:
@@ -138,4 +153,4 @@ def run(args: argparse.Namespace) -> int:
     finally:
         for s in servers:
             s.close()
-    return 0
+    return EXIT_OK
