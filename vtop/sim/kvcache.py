@@ -38,7 +38,7 @@ class Entry:
 class KVPool:
     """Block counts and prefix-cache entries. Callers check `free` before allocating."""
 
-    __slots__ = ("_lru", "entries", "evictable", "evicted_blocks", "total", "used")
+    __slots__ = ("_lru", "entries", "evictable", "total", "used")
 
     def __init__(self, total_blocks: int) -> None:
         if total_blocks <= 0:
@@ -46,7 +46,6 @@ class KVPool:
         self.total = total_blocks
         self.used = 0
         self.evictable = 0
-        self.evicted_blocks = 0
         self.entries: dict[int, Entry] = {}
         self._lru: OrderedDict[int, None] = OrderedDict()
 
@@ -159,7 +158,6 @@ class KVPool:
             cut = entry.blocks if entry.blocks < n else n
             entry.blocks -= cut
             self.evictable -= cut
-            self.evicted_blocks += cut
             n -= cut
             if entry.blocks == 0:
                 del lru[key]

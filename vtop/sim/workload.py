@@ -127,7 +127,6 @@ class Clients:
         self._seq = 0
         self._outstanding = 0
         self.sent = 0
-        self.completed = 0
         wl = workload
         if isinstance(wl, ClosedLoop):
             for c in range(wl.clients):
@@ -203,7 +202,6 @@ class Clients:
 
     def on_done(self, req: Request, t: float) -> None:
         """The client received its whole answer at `t`."""
-        self.completed += 1
         wl = self.workload
         if isinstance(wl, ClosedLoop):
             think = self.rng.expovariate(1 / wl.think_s) if wl.think_s > 0 else 0.0

@@ -206,7 +206,6 @@ class TraceReader:
         self.keyframes = [Keyframe(t / 1e6, off, poll) for t, off, poll in entries]
         self.data_end = index_at
         self.totals = TraceStats(polls, samples, t_first, t_last, self.size)
-        self.poll_count = polls
         # The footer holds the recorded float; frames decode from whole microseconds, so the
         # end is that microsecond, or `frames(t, reader.end)` would miss the last poll.
         self.end = round(t_last * 1e6) / 1e6 if t_last is not None else None
@@ -234,7 +233,6 @@ class TraceReader:
                 polls += 1
             payload.release()
             pos = end
-        self.poll_count = polls
         self._warn_damage()
 
     def _warn_damage(self) -> None:

@@ -4,7 +4,7 @@ answers given, the score (no Textual here).
 The questions, the grading and the score are `vtop.report.train`'s, the same the text quiz
 uses, so the screen and `--train` on a pipe agree on every point. What this adds is what a
 player needs: questions are asked in time order, one at a time; the replay may not run past
-an unanswered one (`stop_at`, `clamp`), and going back to look again does not ask twice.
+an unanswered one (`stop_at`), and going back to look again does not ask twice.
 """
 
 from __future__ import annotations
@@ -58,11 +58,6 @@ class Session:
         """The replay may show frames up to this time, and no further, until it is answered."""
         q = self.open
         return q.t if q is not None else None
-
-    def clamp(self, t: float) -> float:
-        """Where a jump to `t` lands: never past an unanswered question."""
-        stop = self.stop_at()
-        return t if stop is None else min(t, stop)
 
     def due(self, position: float) -> Question | None:
         """The open question, if the replay has reached its time."""
