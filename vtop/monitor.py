@@ -67,6 +67,17 @@ class Monitor:
             self.endpoints[endpoint] = view
         return view
 
+    def configure(self, scrape: Scrape) -> EndpointView:
+        """Take what a poll says of its endpoint's configuration (knobs, server info) without
+        ingesting the poll: a consumer that skips polls (a report over a long trace) keeps the
+        configuration current, and the next evaluation reads it as if the poll had been fed."""
+        view = self.view(scrape.endpoint)
+        if scrape.knobs is not None:
+            view.knobs = dict(scrape.knobs)
+        if scrape.server is not None:
+            view.server = scrape.server
+        return view
+
     def feed(self, frame: Frame) -> list[Event]:
         """Ingest one frame; returns the events it carried or revealed."""
         self.frames += 1
@@ -85,11 +96,7 @@ class Monitor:
             if scrape.endpoint in fed:
                 self._judge(fed)
                 fed = {}
-            view = self.view(scrape.endpoint)
-            if scrape.knobs is not None:
-                view.knobs = dict(scrape.knobs)
-            if scrape.server is not None:
-                view.server = scrape.server
+            view = self.configure(scrape)
             view.last = scrape
             events.extend(view.store.ingest(scrape, frame.gpu if view.local else None))
             fed[scrape.endpoint] = view

@@ -1,5 +1,8 @@
 """What the history says now, as plain data: the shared body of `--once`, JSON reports and tests.
 
+Every number is a figure of `vtop.figures`, the layer the dashboard's panels and fleet rows
+read too; this module only chooses which and writes them as JSON.
+
 Gauges report their last value and window statistics; counters their total and per-second
 increase; histograms the rate of observations and percentiles of the observations that arrived
 within the window (bucket deltas). Unknown is `None` (JSON `null`), never 0. GPU series are
@@ -11,6 +14,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from vtop import figures
 from vtop.model import ALL, Finding, GpuStatus, Knob, Recommendation, SeriesKey
 from vtop.monitor import EndpointView
 from vtop.signals.catalog import SIGNALS, Kind, Signal
@@ -24,30 +28,31 @@ def _round(v: float | None, digits: int = 6) -> float | None:
 
 
 def signal_summary(store: Store, sig: Signal, k: SeriesKey, window_s: float | None) -> Json | None:
-    """One series' numbers over the window, or None when the store never saw it."""
+    """One series' numbers over the window (`vtop.figures`), or None when the store never
+    saw it."""
     if sig.kind is Kind.HISTOGRAM:
         if store.hist_last(k) is None:
             return None
-        delta = store.hist_delta(k, window_s)
-        span = store.times(window_s)
-        seconds = span[-1] - span[0] if len(span) >= 2 else None
+        lat = figures.latency_window(store, k, window_s)
         return {
-            "observations": _round(delta.count if delta else None),
-            "per_s": _round(delta.count / seconds if delta and seconds else None),
-            "mean": _round(store.hist_mean(k, window_s)),
-            "p50": _round(store.hist_quantile(0.5, k, window_s)),
-            "p90": _round(store.hist_quantile(0.9, k, window_s)),
-            "p99": _round(store.hist_quantile(0.99, k, window_s)),
+            "observations": _round(lat.observations),
+            "per_s": _round(lat.per_s),
+            "mean": _round(lat.mean),
+            "p50": _round(lat.p50),
+            "p90": _round(lat.p90),
+            "p99": _round(lat.p99),
         }
     if store.count(k, None) == 0:
         return None
     if sig.kind is Kind.COUNTER:
-        return {"total": _round(store.last(k)), "per_s": _round(store.per_second(k, window_s))}
+        c = figures.counter_window(store, k, window_s)
+        return {"total": _round(c.total), "per_s": _round(c.per_s)}
+    g = figures.gauge_window(store, k, window_s)
     return {
-        "last": _round(store.last(k)),
-        "avg": _round(store.avg(k, window_s)),
-        "min": _round(store.min(k, window_s)),
-        "max": _round(store.max(k, window_s)),
+        "last": _round(g.last),
+        "avg": _round(g.avg),
+        "min": _round(g.min),
+        "max": _round(g.max),
     }
 
 

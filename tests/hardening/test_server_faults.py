@@ -166,13 +166,13 @@ async def test_fault_is_one_line_keeps_history_and_recovers(
             asked = len(srv.script.requests)
             assert await feed(monitor, source) == []
             assert len(srv.script.requests) == asked and view.last.error == error
-            assert source.status(srv.url) == "reconnecting (attempt 1, next in 1 s)"
+            assert source.status(srv.url).text == "reconnecting (attempt 1, next in 1 s)"
 
             script.routes["/metrics"] = good
             clock.advance(1.0)
             assert await feed(monitor, source) == ["reconnect"]
             assert await feed(monitor, source) == []
-            assert source.status(srv.url) == "connected"
+            assert source.status(srv.url).text == "connected"
 
     store = view.store
     assert view.last.ok
@@ -235,7 +235,7 @@ async def test_refused_at_start_then_the_server_comes_up(
         view = monitor.endpoints[url]
         assert view.last is not None
         assert one_line(view.last.error) == (f"cannot connect to {url}/metrics: connection refused")
-        assert source.status(url) == "reconnecting (attempt 1, next in 1 s)"
+        assert source.status(url).text == "reconnecting (attempt 1, next in 1 s)"
         with PageServer(real_vllm(), port=port):
             clock.advance(1.0)
             assert await feed(monitor, source) == ["reconnect"]

@@ -92,9 +92,9 @@ async def test_vtop_rides_out_a_real_restart(budget_server: VllmServer) -> None:
                 await poll()
             await restart
             deadline = time.monotonic() + 45.0  # the back-off's longest wait is 30 s
-            while source.status(url) != "connected" and time.monotonic() < deadline:
+            while source.status(url).text != "connected" and time.monotonic() < deadline:
                 await poll()
-            assert source.status(url) == "connected", errors[-1:]
+            assert source.status(url).text == "connected", errors[-1:]
             after_tokens = await loaded(5.0)
     finally:
         local.close()

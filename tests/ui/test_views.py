@@ -13,6 +13,7 @@ from tests.ui.scripted import EP, FINDINGS, FIRING, PENDING, UNDERLOADED
 from vtop import fmt
 from vtop.model import ACCRUING, Finding, FindingState, Histogram, Knob, Severity
 from vtop.monitor import Monitor
+from vtop.sources.status import CONNECTED, ConnectionStatus
 from vtop.ui import chart, detail, panels, trend, verdict
 from vtop.ui.headline import headline, short_url
 from vtop.ui.thresholds import FALLBACK, from_rules, level, table_for
@@ -224,13 +225,18 @@ def test_per_engine_views_split_the_aggregate() -> None:
 
 def test_headline_fields() -> None:
     monitor = fed_monitor()
-    head = headline(monitor.endpoints[EP], "connected")
+    head = headline(monitor.endpoints[EP], CONNECTED)
     assert head.endpoint == "localhost:8000" and head.model == "Qwen2.5-7B-Instruct"
     assert head.version == "vLLM 0.32.0" and head.status == "● connected"
     assert head.uptime.startswith("up 3h")
     assert short_url("https://gpu-box:8443/") == "https://gpu-box:8443"
-    down = headline(monitor.endpoints[EP], "reconnecting (attempt 2, next in 2 s)")
+    down = headline(monitor.endpoints[EP], ConnectionStatus("reconnecting", 2, 2.0))
     assert down.status_level is Severity.CRITICAL
+    assert down.status == "↻ reconnecting (attempt 2, next in 2 s)"
+    replaying = headline(monitor.endpoints[EP], ConnectionStatus("replay", detail="replay x"))
+    assert (replaying.status, replaying.status_level) == ("● replay x", Severity.OK)
+    refused = headline(monitor.endpoints[EP], ConnectionStatus("down", detail="up == 0"))
+    assert (refused.status, refused.status_level) == ("○ up == 0", Severity.WARNING)
 
 
 # -- verdict and detail --------------------------------------------------------------------------
@@ -404,17 +410,34 @@ def test_fleet_row_says_likely_not_ok_while_a_warning_rule_accrues() -> None:
     for frame in pages.frames([pages.Endpoint(EP)], 5):
         monitor.feed(frame)
     view = monitor.endpoints[EP]
-    row = fleet.row(view, [PENDING, UNDERLOADED], "connected")
+    row = fleet.row(view, [PENDING, UNDERLOADED], CONNECTED)
     assert (row.verdict, row.severity, row.likely) == (
         "likely Scheduler budget too small", Severity.WARNING, True)  # fmt: skip
-    insufficient = fleet.row(view, [replace(INSUFFICIENT, title="")], "connected")
+    insufficient = fleet.row(view, [replace(INSUFFICIENT, title="")], CONNECTED)
     assert insufficient.verdict == "likely long-prompt-starvation" and insufficient.likely
-    assert fleet.row(view, [UNDERLOADED], "connected").verdict == "OK"
-    assert fleet.row(view, [], "connected").verdict == "OK"
-    firing = fleet.row(view, [PENDING, FIRING], "connected")
+    assert fleet.row(view, [UNDERLOADED], CONNECTED).verdict == "OK"
+    assert fleet.row(view, [], CONNECTED).verdict == "OK"
+    firing = fleet.row(view, [PENDING, FIRING], CONNECTED)
     assert firing.verdict == "CRIT Memory ceiling" and not firing.likely
-    down = fleet.row(view, [PENDING], "reconnecting (attempt 2)")
-    assert down.verdict == "reconnecting (attempt 2)" and not down.likely
+    down = fleet.row(view, [PENDING], ConnectionStatus("reconnecting", 2, 0.4))
+    assert down.verdict == "reconnecting (attempt 2, next in 0 s)" and not down.likely
+
+
+def test_fleet_row_and_panel_read_one_cap() -> None:
+    """A cap given as a float (a targets file's label, a formula's result) is the same cap on
+    the panel and on the fleet row; the row used to read only an int and dropped it."""
+    from vtop.ui import fleet
+
+    v = view_of(fed_monitor())
+    view = fed_monitor().endpoints[EP]
+    for value, run in ((1024, "/1024"), (96.0, "/96"), (12.5, "/12.5")):
+        view.knobs["max_num_seqs"] = Knob("max_num_seqs", value, "flag", "--max-num-seqs")
+        row = fleet.row(view, [], CONNECTED)
+        assert row.cells["run"].endswith(run)
+        panel = panels.read(panels.BY_ID["running"], panels.View(v.store, view.knobs, 300.0, 1.0))
+        assert panel.value.endswith(f" / {fmt.num(float(value))}")
+    view.knobs["max_num_seqs"] = Knob("max_num_seqs", True, "flag", "not a number")
+    assert "/" not in fleet.row(view, [], CONNECTED).cells["run"]
 
 
 def test_detail_says_since_when_the_rule_has_no_duration() -> None:

@@ -48,14 +48,17 @@ async def test_a_restarted_server_is_read_a_second_after_a_long_outage() -> None
             for attempt in range(1, 9):  # past the back-off's 30 s step
                 scrape = (await source.poll()).scrapes[0]
                 assert scrape.error is not None and scrape.error.endswith("connection refused")
-                assert source.status(url) == f"reconnecting (attempt {attempt}, next in 1 s)"
+                status = source.status(url)
+                assert (status.state, status.attempt, status.retry_in_s) == (
+                    "reconnecting", attempt, 1.0)  # fmt: skip
+                assert status.text == f"reconnecting (attempt {attempt}, next in 1 s)"
                 clock.now += 1.0
             back = Script({"/metrics": Answer(PAGE)})
             server = PageServer(back, port=port).__enter__()
             frame = await source.poll()
             assert frame.scrapes[0].ok, frame.scrapes[0].error
             assert [e.kind for e in frame.events] == ["reconnect"]
-            assert metrics_requests(back) == 1 and source.status(url) == "connected"
+            assert metrics_requests(back) == 1 and source.status(url).text == "connected"
     finally:
         server.stop()
 
@@ -72,7 +75,8 @@ async def test_a_server_that_answers_badly_still_backs_off() -> None:
                 assert scrape.error == f"HTTP 500 Internal Server Error from {srv.url}/metrics"
                 assert metrics_requests(script) == asked + 1
                 assert (
-                    source.status(srv.url) == f"reconnecting (attempt {attempt}, next in {wait} s)"
+                    source.status(srv.url).text
+                    == f"reconnecting (attempt {attempt}, next in {wait} s)"
                 )
                 clock.now += wait - 0.5
                 await source.poll()  # still backing off: nothing asked

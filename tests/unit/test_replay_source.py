@@ -43,7 +43,7 @@ async def test_unpaced_poll_yields_every_frame_then_end_of_trace(trace: Path) ->
     assert ts(got) == ts(FRAMES)
     with pytest.raises(EndOfTrace):
         await src.poll()
-    assert src.status("x") == "replay: end of trace"
+    assert src.status("x").text == "replay: end of trace"
     await src.aclose()
 
 

@@ -18,7 +18,7 @@ from tests.pageserver import Answer, PageServer, Script
 from tests.tracegen import BusyEngine, busy_frames
 from vtop.model import Event, Frame
 from vtop.report import render
-from vtop.report.collect import Collector, exit_code
+from vtop.report.collect import Collector, exit_code, knobs_json
 from vtop.report.run import replay_document
 from vtop.trace import TraceReader
 from vtop.trace.recorder import Recorder
@@ -123,7 +123,10 @@ def test_long_traces_evaluate_at_a_coarser_cadence_but_count_every_poll(tmp_path
     assert coarse["knobs"] == full["knobs"] and coarse["knobs"]["max_num_seqs"]["value"] == 256
 
 
-def test_skipped_polls_hand_their_events_and_knobs_to_the_next_evaluation() -> None:
+def test_skipped_polls_hand_their_knobs_to_the_monitor_and_events_to_the_next_evaluation() -> None:
+    """What a skipped poll says of the configuration reaches the monitor at once, and the
+    document reads it from there (no copy of its own); its events go with the next
+    evaluation."""
     frames = list(busy_frames(6))
     seen: list[Frame] = []
 
@@ -132,16 +135,22 @@ def test_skipped_polls_hand_their_events_and_knobs_to_the_next_evaluation() -> N
 
     c = Collector(source_kind="replay", source_name="x", findings=spy)
     c.monitor.feed = lambda frame: seen.append(frame) or []  # type: ignore[method-assign]
-    note = Event(frames[2].t, "note", frames[2].scrapes[0].endpoint, "hello")
+    first = frames[0].scrapes[0]
+    note = Event(frames[2].t, "note", first.endpoint, "hello")
     frames[2] = Frame(frames[2].t, frames[2].scrapes, frames[2].gpu, frames[2].host, (note,))
     c.observe(frames[0])  # carries knobs, not evaluated
+    assert first.knobs is not None and first.server is not None
+    view = c.monitor.endpoints[first.endpoint]
+    assert (view.knobs, view.server) == (dict(first.knobs), first.server)
     c.observe(frames[1])
     c.observe(frames[2])
     c.add(frames[3])
-    assert len(seen) == 1
-    assert seen[0].scrapes[0].knobs is not None and seen[0].events == (note,)
+    assert len(seen) == 1 and seen[0].events == (note,)
     c.add(frames[4])
-    assert seen[1].scrapes[0].knobs is None and seen[1].events == ()
+    assert seen[1].events == ()
+    endpoint = c.document()["endpoints"][0]
+    assert endpoint["knobs"] == knobs_json(first.knobs)
+    assert endpoint["server"]["version"] == first.server.version
 
 
 def test_live_report_is_ok_valid_and_never_fewer_than_two_polls(

@@ -3,9 +3,10 @@
 One path for every source: frames (live, simulated, replayed) go into a `Monitor`, exactly as
 the TUI feeds them, and the rules' findings are read back from it after each evaluation;
 the same frames also go into `WindowStats` for the window's figures. A long trace cannot be
-evaluated at every poll in the time a script allows, so `add(frame, evaluate=False)` takes a
-light frame for the figures only; what such polls announce (knobs, server info, events) is
-held and handed to the monitor with the next evaluated frame, so nothing is lost by skipping.
+evaluated at every poll in the time a script allows, so `observe(frame, light=True)` takes a
+light frame for the figures only; what such polls announce is not lost by skipping: their
+knobs and server info go to the monitor at once (`Monitor.configure`; the document reads them
+from there, as the screens do), their events with the next evaluated frame.
 
 A finding is reported if it fired, or was explained away (suppressed) by a root cause, at any
 evaluation of the window, with the first and last time it did. What it says is what the live
@@ -35,9 +36,10 @@ from datetime import UTC, datetime
 from typing import Any, Literal
 
 from vtop import __version__, durations, summary
-from vtop.model import ACCRUING, EndpointInfo, Event, Finding, Frame, Knob, Severity
+from vtop.figures import RATES
+from vtop.model import ACCRUING, EndpointInfo, Event, Finding, Frame, Severity
 from vtop.monitor import Monitor
-from vtop.report.window import RATES, EndpointStats, WindowStats
+from vtop.report.window import EndpointStats, WindowStats
 
 REPORT_VERSION = 1
 Status = Literal["OK", "WARNING", "CRITICAL", "UNKNOWN"]
@@ -151,11 +153,8 @@ class Collector:
         self._tracks: dict[tuple[str, str], _Track] = {}
         self._accruing: dict[tuple[str, str], Finding] = {}
         """Findings whose condition held at the last evaluation while their evidence accrued."""
-        self._knobs: dict[str, dict[str, Knob]] = {}
-        self._server: dict[str, EndpointInfo] = {}
-        self._pending_knobs: dict[str, dict[str, Knob]] = {}
-        self._pending_server: dict[str, EndpointInfo] = {}
         self._pending_events: list[Event] = []
+        """Events of polls observed since the last evaluated one, for the monitor's history."""
         self.events: list[Event] = []
         self.evaluations = 0
         self.last_evaluated: float | None = None
@@ -171,12 +170,8 @@ class Collector:
         """Count a poll in the window's figures; a `light` frame carries no GPU readings."""
         self.stats.add(frame, gpu=not light)
         for s in frame.scrapes:
-            if s.knobs is not None:
-                self._knobs[s.endpoint] = dict(s.knobs)
-                self._pending_knobs[s.endpoint] = dict(s.knobs)
-            if s.server is not None:
-                self._server[s.endpoint] = s.server
-                self._pending_server[s.endpoint] = s.server
+            if s.knobs is not None or s.server is not None:
+                self.monitor.configure(s)
         for ev in frame.events:
             if len(self.events) < MAX_EVENTS:
                 self.events.append(ev)
@@ -192,7 +187,7 @@ class Collector:
 
     def judge(self, frame: Frame) -> None:
         """Feed a complete frame (already observed) to the monitor and evaluate the rules."""
-        fed = self._with_pending(frame)
+        fed = self._with_pending_events(frame)
         # The monitor returns the frame's events and those its store revealed (a restart seen
         # in the counters, which no source announces); only the latter are new here.
         revealed = self.monitor.feed(fed)[len(fed.events) :]
@@ -201,20 +196,14 @@ class Collector:
         self.last_evaluated = frame.t
         self._evaluate(frame.t)
 
-    def _with_pending(self, frame: Frame) -> Frame:
-        """The frame with what skipped polls announced (their own events are already in it)."""
-        if not (self._pending_knobs or self._pending_server or self._pending_events):
+    def _with_pending_events(self, frame: Frame) -> Frame:
+        """The frame with the events of the polls observed since the last evaluated one (its
+        own among them)."""
+        if not self._pending_events:
             return frame
-        scrapes = []
-        for s in frame.scrapes:
-            knobs = s.knobs if s.knobs is not None else self._pending_knobs.get(s.endpoint)
-            server = s.server if s.server is not None else self._pending_server.get(s.endpoint)
-            scrapes.append(replace(s, knobs=knobs, server=server))
         events = tuple(self._pending_events)
-        self._pending_knobs.clear()
-        self._pending_server.clear()
         self._pending_events.clear()
-        return replace(frame, scrapes=tuple(scrapes), events=events)
+        return replace(frame, events=events)
 
     def _evaluate(self, t: float) -> None:
         seen = set()
@@ -259,7 +248,9 @@ class Collector:
 
     # -- the document --------------------------------------------------------------------------
 
-    def status(self) -> tuple[Status, str]:
+    def status(self, ranked: list[_Track] | None = None) -> tuple[Status, str]:
+        """The verdict and its reason (`ranked`: the findings in the report's order, when the
+        caller has them already)."""
         eps = self.stats.endpoints
         if not eps or self.stats.polls == 0:
             return "UNKNOWN", "no polls in the window"
@@ -269,7 +260,7 @@ class Collector:
             return "UNKNOWN", first.last_error or f"{first.url} could not be read"
         if not any(e.vllm for e in reachable):
             return "UNKNOWN", f"{reachable[0].url} exposes no vLLM metrics"
-        ranked = self._ranked()
+        ranked = self._ranked() if ranked is None else ranked
         counted = [t for t in ranked if t.counts is not None]
         worst = max((t.counts for t in counted if t.counts is not None), default=Severity.OK)
         down = [e.url for e in eps.values() if e.polls == e.failed]
@@ -277,7 +268,7 @@ class Collector:
             top = counted[0]
             serious = [t for t in counted if (t.counts or 0) >= Severity.WARNING]
             notes = [f"+{len(serious) - 1} more"] if len(serious) > 1 else []
-            explains = self._explained_by(top)
+            explains = self._explained_by(top, ranked)
             if explains:
                 notes.append("explains " + ", ".join(explains))
             more = f" ({'; '.join(notes)})" if notes else ""
@@ -330,11 +321,12 @@ class Collector:
 
         return sorted(self._tracks.values(), key=key)
 
-    def _explained_by(self, cause: _Track) -> list[str]:
-        """The rules `cause` explains (suppresses) at the end of the window."""
+    def _explained_by(self, cause: _Track, ranked: list[_Track]) -> list[str]:
+        """The rules `cause` explains (suppresses) at the end of the window, in `ranked`'s
+        order."""
         return [
             t.finding.rule
-            for t in self._ranked()
+            for t in ranked
             if t.active
             and t.finding.state == "suppressed"
             and t.finding.suppressed_by == cause.finding.rule
@@ -342,11 +334,11 @@ class Collector:
         ]
 
     def document(self) -> dict[str, Any]:
-        status, reason = self.status()
+        findings = self._ranked()  # once: the status and the findings list read the same order
+        status, reason = self.status(findings)
         st = self.stats
         endpoints = [self._endpoint(e) for e in st.endpoints.values()]
         primary = endpoints[0] if endpoints else None
-        findings = self._ranked()
         duration = (st.t_last - st.t_first) if st.t_first is not None and st.t_last else 0.0
         first_ep = next(iter(st.endpoints.values()), None)
         return {
@@ -389,7 +381,8 @@ class Collector:
         }
 
     def _endpoint(self, e: EndpointStats) -> dict[str, Any]:
-        server = self._server.get(e.url) or EndpointInfo()
+        view = self.monitor.endpoints.get(e.url)
+        server = view.server if view is not None else EndpointInfo()
         signals: dict[str, Any] = {}
         for name, stat in e.gauges.items():
             signals[name] = {**_pick(stat.summary()), "unit": UNITS[name]}
@@ -414,7 +407,7 @@ class Collector:
             "polls": e.polls,
             "failed_polls": e.failed,
             "restarts": e.restarts,
-            "knobs": knobs_json(self._knobs.get(e.url, {})),
+            "knobs": knobs_json(view.knobs if view is not None else {}),
             "signals": signals,
             "latency": {name: lat.summary() for name, lat in e.latency.items()},
         }

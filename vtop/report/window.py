@@ -4,18 +4,21 @@ The `Store` answers windowed questions over its bounded history; a report window
 longer than any history worth keeping, and its numbers must use every poll even when rules are
 evaluated at a coarser cadence. So the report keeps its own running figures, per endpoint:
 
-- gauges (running, waiting, KV usage): count, sum, min, max and last over every poll that saw
-  them, models and engines combined by the catalog's rule (sum, or max for KV usage);
+- gauges (running, waiting, KV usage: `vtop.figures.GAUGES`, as every view names them): count,
+  sum, min, max and last over every poll that saw them, models and engines combined by the
+  catalog's rule (sum, or max for KV usage);
 - counters as per-second rates: `avg` is the window's total (reset-adjusted) increase over its
   duration; `max` and `last` are over consecutive `RATE_BUCKET_S` buckets (the last one
   taking in the window's tail), so a one-poll blip is not a peak, the figures do not depend
   on the window's length, and `avg` never exceeds `max`;
 - latency histograms: the reset-adjusted cumulative buckets at the window's start and end, whose
-  difference gives the window's percentiles exactly as `histogram_quantile` would;
+  difference gives the window's percentiles exactly as `histogram_quantile` would (read as
+  `vtop.figures.Latency`, as the panels and `--once` read theirs);
 - a `Timeline` of the primary signals in at most 2 × `BINS` time bins, merged pairwise as the
   window grows, for sparklines and charts.
 
-Missing stays missing: a signal no poll saw is `None`, never 0.
+Resets are `vtop.signals.resets`' rule; the restarts counted are those of the rate counters
+(see there why not the store's). Missing stays missing: a signal no poll saw is `None`, never 0.
 """
 
 from __future__ import annotations
@@ -24,19 +27,14 @@ import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
+from vtop import figures
+from vtop.figures import GAUGES, RATES
 from vtop.model import Frame, GpuStatus, Histogram, Scrape, SeriesKey
-from vtop.signals import gpus
+from vtop.signals import gpus, resets
 from vtop.signals import histogram as hist
 from vtop.signals.catalog import BY_NAME
 from vtop.sources.live import is_local
 
-GAUGES = ("running", "waiting", "kv_usage")
-RATES = {
-    "preemptions_per_s": "preemptions",
-    "generation_tokens_per_s": "generation_tokens",
-    "prompt_tokens_per_s": "prompt_tokens",
-    "requests_per_s": "requests_finished",
-}
 LATENCIES = ("ttft", "itl", "e2e", "queue_time")
 LIGHT = frozenset((*GAUGES, *RATES.values()))
 """What a light frame must keep for the per-poll figures. Latency comes from the cumulative
@@ -105,7 +103,7 @@ class Counter:
         reset = False
         for k, v in values:
             old = self.raw.get(k)
-            if old is not None and v < old:
+            if old is not None and resets.counter_reset(old, v):
                 self.offset[k] = self.offset.get(k, 0.0) + old
                 reset = True
             self.raw[k] = v
@@ -151,10 +149,11 @@ class Latency:
     def add(self, values: list[tuple[SeriesKey, Histogram]]) -> None:
         for k, h in values:
             old = self.raw.get(k)
-            if old is not None and old.bounds == h.bounds and h.count < old.count:
+            change = resets.histogram_change(old, h)
+            if change == "reset" and old is not None:
                 off = self.offset.get(k)
                 self.offset[k] = old if off is None else hist.add(off, old)
-            elif old is not None and old.bounds != h.bounds:
+            elif change == "rebucketed":
                 self.offset.pop(k, None)
                 self.first = None
             self.raw[k] = h
@@ -175,14 +174,7 @@ class Latency:
         return hist.delta(self.now, self.first)
 
     def summary(self) -> dict[str, float | None]:
-        d = self.window()
-        return {
-            "observations": d.count if d else None,
-            "mean": hist.mean(d),
-            "p50": hist.quantile(0.5, d),
-            "p90": hist.quantile(0.9, d),
-            "p99": hist.quantile(0.99, d),
-        }
+        return figures.Latency(self.window()).stats()
 
 
 @dataclass(slots=True)
@@ -261,7 +253,7 @@ class Timeline:
             p90 = None
             if b is not None and b.ttft is not None:
                 if prev_ttft is not None:
-                    p90 = hist.quantile(0.9, hist.delta(b.ttft, prev_ttft))
+                    p90 = figures.Latency(hist.delta(b.ttft, prev_ttft)).p90
                 prev_ttft = b.ttft
             out["ttft_p90"].append(p90)
         return out

@@ -6,9 +6,10 @@ free, which is what rules that combine signals (the share of time running sat at
 requests waited) need, and they keep memory flat: a float per series per poll.
 
 Counters are stored reset-adjusted (a drop is taken as a restart from zero, as Prometheus
-does), so `rate()` and `increase()` never go negative and need only the window's first and last
-samples. Histograms are kept as reset-adjusted cumulative snapshots; a window's percentiles come
-from the difference of its last and first snapshot. Every series also rolls up into an
+does: `vtop.signals.resets`, the rule every reader of counters shares), so `rate()` and
+`increase()` never go negative and need only the window's first and last samples.
+Histograms are kept as reset-adjusted cumulative snapshots; a window's percentiles come from
+the difference of its last and first snapshot. Every series also rolls up into an
 aggregate over models and engines (`SeriesKey(signal, ALL, ALL, label)`, and with
 `label=ALL` across label values too) with the signal's own rule: sum for counts, max for KV
 usage, bucket sums for histograms.
@@ -26,7 +27,7 @@ from dataclasses import dataclass
 from typing import overload
 
 from vtop.model import ALL, Event, GpuStatus, Histogram, Scrape, SeriesKey
-from vtop.signals import gpus
+from vtop.signals import gpus, resets
 from vtop.signals import histogram as hist
 from vtop.signals.catalog import BY_NAME, Kind, Signal
 
@@ -34,9 +35,6 @@ NAN = math.nan
 
 _GPU_FIELDS = gpus.NVML_FIELDS
 _GPU_SIGNALS = gpus.SIGNALS
-
-_RESTART_COUNTERS = frozenset({"generation_tokens", "prompt_tokens", "requests_finished",
-                               "preemptions", "api_cpu_seconds"})  # fmt: skip
 
 
 def key(signal: str, label: str = "") -> SeriesKey:
@@ -188,16 +186,12 @@ class Store:
         track.last = track.last_raw = track.values[-1]
 
     def _restarted(self, scrape: Scrape) -> bool:
-        for k, v in scrape.scalars.items():
-            if k.signal in _RESTART_COUNTERS:
-                track = self._tracks.get(k)
-                if track is not None and v < track.last_raw:
-                    return True
-            elif k.signal == "api_start_time":
-                track = self._tracks.get(k)
-                if track is not None and not math.isnan(track.last_raw) and v != track.last_raw:
-                    return True
-        return False
+        return resets.restarted(scrape.scalars, self._last_raw)
+
+    def _last_raw(self, k: SeriesKey) -> float | None:
+        """The series' latest value as the page gave it (NaN: not seen yet)."""
+        track = self._tracks.get(k)
+        return track.last_raw if track is not None else None
 
     def _track(self, k: SeriesKey, n: int) -> _Track:
         track = self._tracks.get(k)
@@ -217,7 +211,7 @@ class Store:
         for k, v in values.items():
             track = self._track(k, n)
             if track.signal.kind is Kind.COUNTER:
-                if v < track.last_raw:
+                if resets.counter_reset(track.last_raw, v):
                     track.offset += track.last_raw
                 track.last_raw = v
                 v += track.offset
@@ -255,11 +249,11 @@ class Store:
                     self._hist_groups.setdefault(agg, []).append(k)
                     self._hists.setdefault(agg, track)
             raw = track.last_raw
-            if raw is not None and (h.bounds != raw.bounds or h.count < raw.count):
-                if h.bounds != raw.bounds:
-                    track.offset = None
-                else:
-                    track.offset = raw if track.offset is None else hist.add(track.offset, raw)
+            change = resets.histogram_change(raw, h)
+            if change == "rebucketed":
+                track.offset = None
+            elif change == "reset" and raw is not None:
+                track.offset = raw if track.offset is None else hist.add(track.offset, raw)
             track.last_raw = h
             adjusted = h if track.offset is None else hist.add(track.offset, h)
             track.last = adjusted

@@ -1,8 +1,9 @@
 """What every source of frames offers, so the TUI, report and recorder never ask which it is.
 
 Live endpoints, the in-process simulator and a trace being replayed all implement this:
-`poll()` returns the next `Frame`, `status()` says in one line how an endpoint's connection
-stands (for the header), and `aclose()` releases what the source holds.
+`poll()` returns the next `Frame`, `status()` says how an endpoint's connection stands (a
+`ConnectionStatus`: the screens read its fields, and print its `text`), and `aclose()`
+releases what the source holds.
 
 A source that can read the past (Prometheus) may also offer `async history() -> list[Frame]`:
 called before the first poll, it returns the backfill as one frame per step, oldest first, for
@@ -37,6 +38,7 @@ from __future__ import annotations
 from typing import Protocol, runtime_checkable
 
 from vtop.model import Frame
+from vtop.sources.status import ConnectionStatus
 
 
 class FrameSource(Protocol):
@@ -46,8 +48,9 @@ class FrameSource(Protocol):
         """The next frame. Never raises for a failing endpoint: that is in `Scrape.error`."""
         ...
 
-    def status(self, endpoint: str) -> str:
-        """'connected', 'connecting', 'reconnecting (attempt k, next in N s)', 'replay', …"""
+    def status(self, endpoint: str) -> ConnectionStatus | str:
+        """How the endpoint's connection stands. A `str` is accepted while the Prometheus
+        source still says it in words (`connection_status` reads them)."""
         ...
 
     async def aclose(self) -> None: ...

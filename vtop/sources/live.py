@@ -12,11 +12,12 @@ costs the server nothing, so it is tried every `REFUSED_RETRY_S`, and a restarte
 read within a second of listening again instead of up to 30 s later. A server that answers
 badly (errors, timeouts) is one that is up and may be struggling: that one backs off.
 
-When an endpoint (re)connects or restarts, vtop re-reads what the server says about itself and
-its configuration: a restart is usually the user applying a recommendation, and the new values
-must be the ones the next advice starts from. Between those, the endpoint's recent (running,
-waiting, KV) polls may reveal max_num_seqs when nothing stated it (`inferred`); the frame that
-changes a knob carries the new knobs.
+When an endpoint (re)connects or restarts (`vtop.signals.resets`: the rule the store's restart
+events follow too), vtop re-reads what the server says about itself and its configuration: a
+restart is usually the user applying a recommendation, and the new values must be the ones
+the next advice starts from. Between those, the endpoint's recent (running, waiting, KV) polls
+may reveal max_num_seqs when nothing stated it (`inferred`); the frame that changes a knob
+carries the new knobs.
 """
 
 from __future__ import annotations
@@ -40,7 +41,9 @@ from vtop.model import (
     Scrape,
     SeriesKey,
 )
+from vtop.signals import resets
 from vtop.sources import discovery
+from vtop.sources.status import CONNECTED, CONNECTING, ConnectionStatus
 from vtop.sources.urls import base_url, redact_url
 from vtop.sources.vllm import ScrapeOptions, VllmScraper
 
@@ -95,14 +98,13 @@ class EndpointState:
     """(running, waiting, KV usage) of the latest polls, to read max_num_seqs from behaviour
     when nothing states it (see discovery.with_inferred_max_num_seqs)."""
 
-    def status(self, now: float) -> str:
-        """One line for the header: connected, or reconnecting with the attempt and delay."""
+    def status(self, now: float) -> ConnectionStatus:
+        """Connected, connecting, or reconnecting with the attempt and the delay."""
         if self.connected:
-            return "connected"
+            return CONNECTED
         if self.attempt == 0:
-            return "connecting"
-        wait = max(0.0, self.next_try - now)
-        return f"reconnecting (attempt {self.attempt}, next in {wait:.0f} s)"
+            return CONNECTING
+        return ConnectionStatus("reconnecting", self.attempt, max(0.0, self.next_try - now))
 
 
 class LiveSource:
@@ -212,12 +214,14 @@ class LiveSource:
             state.next_try = self._clock() + delay
             state.last_error = scrape.error
             return scrape, events
-        rediscover = not state.connected or _counters_reset(state.last_counters, scrape.scalars)
+        rediscover = not state.connected or resets.restarted(
+            scrape.scalars, state.last_counters.get
+        )
         if not state.connected and state.attempt > 0:
             events.append(Event(scrape.t, "reconnect", url, "connection restored"))
         state.connected, state.attempt, state.last_error = True, 0, None
         state.last_counters = {k: v for k, v in scrape.scalars.items()
-                               if k.signal in _WATCHED}  # fmt: skip
+                               if k.signal in resets.WATCHED}  # fmt: skip
         if scrape.info and scrape.info != state.cache_info:
             state.cache_info = dict(scrape.info)
             rediscover = True
@@ -252,7 +256,7 @@ class LiveSource:
         knobs.update(self._endpoint_flags.get(state.scraper.url, {}))
         return knobs
 
-    def status(self, endpoint: str) -> str:
+    def status(self, endpoint: str) -> ConnectionStatus:
         return self.endpoints[endpoint].status(self._clock())
 
 
@@ -274,20 +278,3 @@ def _load(scalars: Mapping[SeriesKey, float]) -> tuple[float | None, float | Non
         return scalars.get(SeriesKey(name, model, engine, ""))
 
     return get("running"), get("waiting"), get("kv_usage")
-
-
-_WATCHED = frozenset({"generation_tokens", "prompt_tokens", "api_start_time"})
-
-
-def _counters_reset(old: Mapping[SeriesKey, float], new: Mapping[SeriesKey, float]) -> bool:
-    """A restart: a watched counter went down, or the API server's start time changed."""
-    for k, v in old.items():
-        nv = new.get(k)
-        if nv is None:
-            continue
-        if k.signal == "api_start_time":
-            if nv != v:
-                return True
-        elif nv < v:
-            return True
-    return False

@@ -24,6 +24,7 @@ import time
 from collections.abc import Callable, Iterator
 
 from vtop.model import Frame
+from vtop.sources.status import ConnectionStatus
 from vtop.trace.reader import TraceReader
 
 SPEEDS = (1.0, 2.0, 5.0, 10.0, 20.0, 50.0, 100.0, 200.0, 500.0, 1000.0)
@@ -219,11 +220,11 @@ class ReplaySource:
                 return self._take()
             await asyncio.sleep(min(wait, 0.1))
 
-    def status(self, endpoint: str) -> str:
+    def status(self, endpoint: str) -> ConnectionStatus:
         if self._next is None:
-            return "replay: end of trace"
+            return ConnectionStatus("replay", detail="replay: end of trace")
         state = "playing" if self._playing else "paused"
-        return f"replay {state} ×{self._speed:g}"
+        return ConnectionStatus("replay", detail=f"replay {state} ×{self._speed:g}")
 
     async def aclose(self) -> None:
         self.reader.close()

@@ -21,6 +21,7 @@ from vtop.model import Frame, Knob, KnobValue
 from vtop.signals.extract import PageReader
 from vtop.sim.twin import Twin
 from vtop.sources import discovery
+from vtop.sources.status import SIMULATED, ConnectionStatus
 
 DEFAULT_SCENARIO = "budget-too-small"
 DEMO_RUNNING_S = 300.0
@@ -94,8 +95,8 @@ class SimSource:
         """The scenario of each twin (`vtop.sources.base.watching`)."""
         return [twin.scenario.name for twin in self.twins]
 
-    def status(self, endpoint: str) -> str:
-        return "simulated"
+    def status(self, endpoint: str) -> ConnectionStatus:
+        return SIMULATED
 
     async def aclose(self) -> None:
         return None

@@ -48,6 +48,7 @@ from vtop.model import Frame
 from vtop.monitor import EndpointView, Monitor
 from vtop.sources.base import FrameSource, pace, retime, sample_host, warms_up
 from vtop.sources.pacing import WARM_UP_S, Pacer
+from vtop.sources.status import UNKNOWN, ConnectionStatus, connection_status
 from vtop.trace.recorder import Recorder
 from vtop.trace.writer import TraceWriteError
 from vtop.ui import fleet, osc52, panels, verdict
@@ -411,11 +412,11 @@ class VtopApp(App[None]):
         return View(ev.store, ev.knobs, self.window_s, self.interval,
                     thresholds=self.thresholds)  # fmt: skip
 
-    def _status(self, endpoint: str) -> str:
+    def _status(self, endpoint: str) -> ConnectionStatus:
         try:
-            return self.source.status(endpoint)
+            return connection_status(self.source.status(endpoint))
         except Exception:
-            return "unknown"
+            return UNKNOWN
 
     def _show_header(self) -> None:
         ep = self.endpoint

@@ -10,7 +10,8 @@ series told apart by their `engine` label) gets a sub-row per engine with the sa
 since one engine stuck at its KV ceiling hides in an endpoint's sum. The panels below show
 the selected endpoint.
 
-The figures are cells, not one string: the widget shows the columns that fit and leaves out
+The figures are `vtop.figures`' (`now`, the cap), the same the panels and `--once` read, as
+cells, not one string: the widget shows the columns that fit and leaves out
 the least important first (`DROP_ORDER`), so 80 columns get fewer columns, never a wrap.
 """
 
@@ -19,12 +20,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from vtop import figures as figs
 from vtop import fmt
-from vtop.model import ALL, Finding, SeriesKey, Severity
+from vtop.model import ALL, Finding, Severity
 from vtop.monitor import EndpointView
 from vtop.signals.store import Store
-from vtop.ui import panels
-from vtop.ui.headline import HEALTHY, short_url
+from vtop.sources.status import ConnectionStatus
+from vtop.ui.headline import short_url
 from vtop.ui.verdict import LABELS, likely, order
 
 
@@ -48,9 +50,9 @@ DROP_ORDER = ("pre", "ttft", "gen", "wait")
 """Left out first when the row is too narrow: preemptions follow KV usage (which stays), then
 latency and throughput; running against its cap and KV usage always stay."""
 
-RECENT_S = panels.recent_span(1.0)
+RECENT_S = figs.rate_span(1.0)
 """The span of a rate "now" (the panels' own for one-second polls)."""
-LATENCY_S = panels.RECENT_S
+LATENCY_S = figs.LATENCY_S
 """The span of TTFT p99 "now" (the panels' own)."""
 
 
@@ -76,27 +78,32 @@ class Row:
     (drawn apart from one)."""
 
 
-def cells(store: Store, cap: int | None, model: str = ALL, engine: str = ALL,
+def cap_text(cap: figs.Cap | None) -> str:
+    """`/256` after the running count: the cap as the integer it is (`fmt.num` would shorten
+    1024 to `1.02k`), or as `fmt.num` writes a fractional one."""
+    if cap is None:
+        return ""
+    value = cap.value
+    return "/" + (str(int(value)) if value == int(value) else fmt.num(value))
+
+
+def cells(store: Store, cap: figs.Cap | None, model: str = ALL, engine: str = ALL,
           recent_s: float = RECENT_S) -> dict[str, str]:  # fmt: skip
     """The figures of one endpoint (`model`, `engine` ALL) or of one of its engines."""
-
-    def k(signal: str) -> SeriesKey:
-        return SeriesKey(signal, model, engine, "")
-
-    running = fmt.num(store.last(k("running")))
-    if cap is not None:
-        running += f"/{cap}"
+    now = figs.now(store, figs.Scope(model, engine), rate_span_s=recent_s,
+                      latency_span_s=LATENCY_S)  # fmt: skip
     return {
-        "run": running,
-        "wait": fmt.num(store.last(k("waiting"))),
-        "kv": fmt.pct(store.last(k("kv_usage"))),
-        "pre": fmt.num(store.per_second(k("preemptions"), recent_s)),
-        "gen": fmt.num(store.per_second(k("generation_tokens"), recent_s)),
-        "ttft": fmt.seconds(store.hist_quantile(0.99, k("ttft"), LATENCY_S)),
+        "run": fmt.num(now.running) + cap_text(cap),
+        "wait": fmt.num(now.waiting),
+        "kv": fmt.pct(now.kv_usage),
+        "pre": fmt.num(now.preemptions_per_s),
+        "gen": fmt.num(now.generation_tokens_per_s),
+        "ttft": fmt.seconds(now.ttft_p99),
     }
 
 
-def engine_rows(store: Store, cap: int | None, recent_s: float = RECENT_S) -> tuple[EngineRow, ...]:
+def engine_rows(store: Store, cap: figs.Cap | None,
+                recent_s: float = RECENT_S) -> tuple[EngineRow, ...]:  # fmt: skip
     """A sub-row per engine when there are several (one engine is the endpoint's own row)."""
     pairs = store.engines()
     if len(pairs) < 2:
@@ -111,16 +118,15 @@ def engine_rows(store: Store, cap: int | None, recent_s: float = RECENT_S) -> tu
     return tuple(out)
 
 
-def row(view: EndpointView, findings: Sequence[Finding] | None, status: str,
+def row(view: EndpointView, findings: Sequence[Finding] | None, status: ConnectionStatus,
         recent_s: float = RECENT_S) -> Row:  # fmt: skip
     s = view.store
-    knob = view.knobs.get("max_num_seqs")
-    cap = knob.value if knob is not None and isinstance(knob.value, int) else None
+    cap = figs.cap(view.knobs)
     firing = [f for f in order(findings or ()) if f.state == "firing"]
     cause = likely(findings)
-    up = status in HEALTHY or status.startswith("replay")
+    up = status.healthy
     if not up:
-        verdict, sev = status, Severity.CRITICAL
+        verdict, sev = status.text, Severity.CRITICAL
     elif firing:
         worst = firing[0]
         verdict, sev = f"{LABELS[worst.severity]} {worst.title}", worst.severity

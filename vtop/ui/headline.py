@@ -13,10 +13,8 @@ from urllib.parse import urlsplit
 from vtop import durations, fmt
 from vtop.model import Severity
 from vtop.monitor import EndpointView
+from vtop.sources.status import ConnectionStatus
 from vtop.ui.thresholds import FALLBACK, Table, level
-
-HEALTHY = ("connected", "simulated")
-"""Source states that are as good as it gets (`FrameSource.status`)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,17 +56,18 @@ def model_of(view: EndpointView) -> str:
     return name + (f" +{len(models) - 1}" if len(models) > 1 else "")
 
 
-def headline(view: EndpointView, status: str, table: Table = FALLBACK) -> Headline:
-    """The header for one endpoint; `status` is the source's one-line connection state."""
+def headline(view: EndpointView, status: ConnectionStatus,
+             table: Table = FALLBACK) -> Headline:  # fmt: skip
+    """The header for one endpoint; `status` is how the source says its connection stands."""
     store = view.store
     now = store.now
     start = store.last("api_start_time")
     uptime = durations.compact(now - start) if now is not None and start is not None else fmt.DASH
     last = view.last
     latency = last.latency_s if last is not None else None
-    if status in HEALTHY or status.startswith("replay"):
+    if status.healthy:
         mark, lvl = "●", Severity.OK
-    elif status.startswith("reconnecting"):
+    elif status.lost:
         mark, lvl = "↻", Severity.CRITICAL
     else:
         mark, lvl = "○", Severity.WARNING
@@ -78,7 +77,7 @@ def headline(view: EndpointView, status: str, table: Table = FALLBACK) -> Headli
         model=model_of(view),
         version=f"vLLM {version}" if version else "vLLM ?",
         uptime=f"up {uptime}",
-        status=f"{mark} {status}",
+        status=f"{mark} {status.text}",
         status_level=lvl,
         # Two digits: the poll's own latency jitters, and each new digit is a repaint.
         latency=f"poll {fmt.seconds(latency, digits=2)}" if last is not None and last.ok else "",

@@ -1,4 +1,5 @@
-"""What each scheduler panel shows, computed from the store as plain values (no Textual here).
+"""What each scheduler panel shows, as plain values (no Textual here); the figures themselves
+come from `vtop.figures`, which the fleet rows, `--once` and the report read too.
 
 A panel is a `PanelSpec` (which signal, how to read it, how to print it), a `Reading` per
 poll (the current value and its level), a `Summary` per completed chart bucket (the window's
@@ -20,9 +21,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Literal
 
-from vtop import durations, fmt
+from vtop import durations, figures, fmt
 from vtop.model import ALL, Knob, SeriesKey, Severity
-from vtop.signals import histogram as hist
 from vtop.signals.store import Store
 from vtop.ui import chart as draw
 from vtop.ui import trend
@@ -66,7 +66,7 @@ PANELS: tuple[PanelSpec, ...] = (
 
 BY_ID = {p.id: p for p in PANELS}
 
-RECENT_S = 60.0
+RECENT_S = figures.LATENCY_S
 """The span of "current" latency percentiles."""
 
 
@@ -87,15 +87,15 @@ class View:
         return SeriesKey(signal, self.model, self.engine, label)
 
     @property
+    def scope(self) -> figures.Scope:
+        return figures.Scope(self.model, self.engine)
+
+    @property
     def recent_s(self) -> float:
         return recent_span(self.interval_s)
 
 
-def recent_span(interval_s: float) -> float:
-    """The span of a counter's "current" rate: 10 s (vLLM's own log line averages over the
-    same span), or three polls when polls are slower. Shorter spans only add jitter, and every
-    jitter is a repaint."""
-    return max(10.0, 3.0 * interval_s)
+recent_span = figures.rate_span
 
 
 @dataclass(frozen=True, slots=True)
@@ -116,32 +116,25 @@ class Summary:
     note: str = ""
 
 
-def _cap(knobs: Mapping[str, Knob], name: str) -> tuple[float | None, Knob | None]:
-    knob = knobs.get(name)
-    if knob is None or not isinstance(knob.value, int | float) or isinstance(knob.value, bool):
-        return None, None
-    return float(knob.value), knob
-
-
 def read(spec: PanelSpec, v: View) -> Reading:
     """The panel's value now."""
     s, k = v.store, v.key(spec.signal, spec.label)
     if spec.kind == "gauge":
-        last = s.last(k)
+        last = figures.gauge(s, k)
         value = (fmt.pct if spec.ratio else fmt.num)(last)
         lvl = level(spec.signal, last, v.thresholds)
         if spec.id == "running":
-            cap, _ = _cap(v.knobs, "max_num_seqs")
+            cap = figures.cap(v.knobs)
             if cap is not None:
-                value = f"{value} / {fmt.num(cap)}"
+                value = f"{value} / {fmt.num(cap.value)}"
                 if last is not None:
-                    lvl = max(lvl, level("running_of_cap", last / cap, v.thresholds))
+                    lvl = max(lvl, level("running_of_cap", last / cap.value, v.thresholds))
         return Reading(value, lvl)
     if spec.kind == "rate":
-        now = s.per_second(k, v.recent_s)
+        now = figures.rate(s, k, v.recent_s)
         return Reading(fmt.num(now), level(spec.signal, now, v.thresholds))
-    recent = s.hist_delta(k, min(RECENT_S, v.window_s))  # once for both percentiles
-    p50, p99 = hist.quantile(0.5, recent), hist.quantile(0.99, recent)
+    recent = figures.latency(s, k, min(RECENT_S, v.window_s))  # one delta for both percentiles
+    p50, p99 = recent.p50, recent.p99
     return Reading(
         f"p50 {fmt.seconds(p50)} p99 {fmt.seconds(p99)}", level(spec.signal, p99, v.thresholds)
     )
@@ -159,64 +152,55 @@ def summarize(spec: PanelSpec, v: View) -> Summary:
 def _gauge_summary(spec: PanelSpec, v: View) -> Summary:
     s, k, w = v.store, v.key(spec.signal, spec.label), v.window_s
     show = fmt.pct if spec.ratio else fmt.num
-    stats = (f"{durations.exact(w)} avg {show(s.avg(k, w))}  min {show(s.min(k, w))}  "
-             f"max {show(s.max(k, w))}")  # fmt: skip
+    g = figures.gauge_window(s, k, w)
+    stats = f"{durations.exact(w)} avg {show(g.avg)}  min {show(g.min)}  max {show(g.max)}"
     note = ""
     if spec.id == "running":
-        _, knob = _cap(v.knobs, "max_num_seqs")
-        if knob is not None:
+        cap = figures.cap(v.knobs)
+        if cap is not None:
+            knob = cap.knob
             note = "cap: max_num_seqs" + (f" ({knob.provenance}, assumed)" if knob.assumed else "")
     elif spec.id == "kv":
-        cap, _ = _cap(v.knobs, "kv_capacity_tokens")
-        if cap is not None:
-            note = f"pool of {fmt.num(cap)} tokens"
-        top = s.max(k, w)
-        low = s.min(k, w)
-        if (top is not None and top > 1.0) or (low is not None and low < 0.0):
+        pool = figures.cap(v.knobs, "kv_capacity_tokens")
+        if pool is not None:
+            note = f"pool of {fmt.num(pool.value)} tokens"
+        if (g.max is not None and g.max > 1.0) or (g.min is not None and g.min < 0.0):
             note = "values out of 0..1: engine bug?"
     elif spec.id == "waiting":
-        queued = [x for x in s.values(k, w) if x is not None]
-        if queued:
-            share = sum(1 for x in queued if x > 0) / len(queued)
+        share = figures.busy_share(s, k, w)
+        if share is not None:
             note = f"queue non-empty {share * 100:.0f}% of {durations.exact(w)}"
     return Summary(stats, note)
 
 
 def _rate_summary(spec: PanelSpec, v: View) -> Summary:
     s, k, w = v.store, v.key(spec.signal, spec.label), v.window_s
-    avg = s.per_second(k, w)
-    stats = f"{durations.exact(w)} avg {fmt.num(avg)}  total {fmt.num(s.last(k))}"
+    c = figures.counter_window(s, k, w)
+    avg = c.per_s
+    stats = f"{durations.exact(w)} avg {fmt.num(avg)}  total {fmt.num(c.total)}"
     note = ""
     if spec.id == "prompt":
-        hits = s.per_second(v.key("prefix_cache_hits"), w)
-        queries = s.per_second(v.key("prefix_cache_queries"), w)
-        if hits is not None and queries:
-            note = f"prefix cache hit {fmt.pct(hits / queries)}"
+        hit = figures.prefix_hit_ratio(s, v.scope, w)
+        if hit is not None:
+            note = f"prefix cache hit {fmt.pct(hit)}"
     elif spec.id == "finished" and avg:
-        parts = []
-        for reason in s.labels(spec.signal):
-            r = s.per_second(v.key(spec.signal, reason), w)
-            if r:
-                parts.append((r, reason))
-        parts.sort(reverse=True)
+        parts = figures.by_label(s, v.scope, spec.signal, w)
         note = "  ".join(f"{reason} {fmt.pct(r / avg)}" for r, reason in parts[:3])
     return Summary(stats, note)
 
 
 def _latency_summary(spec: PanelSpec, v: View) -> Summary:
     s, k, w = v.store, v.key(spec.signal), v.window_s
-    stats = (f"{durations.exact(w)} p50 {fmt.seconds(s.hist_quantile(0.5, k, w))}  "
-             f"p99 {fmt.seconds(s.hist_quantile(0.99, k, w))}")  # fmt: skip
+    window = figures.latency(s, k, w)
+    stats = f"{durations.exact(w)} p50 {fmt.seconds(window.p50)}  p99 {fmt.seconds(window.p99)}"
     note = ""
     if spec.id == "ttft":
-        queue = s.hist_mean(v.key("queue_time"), w)
-        prefill = s.hist_mean(v.key("prefill_time"), w)
-        if queue is not None and prefill is not None and queue + prefill > 0:
-            share = queue / (queue + prefill)
-            note = (f"queue {fmt.seconds(queue)} ({share * 100:.0f}%)  "
-                    f"prefill {fmt.seconds(prefill)}")  # fmt: skip
+        split = figures.ttft_split(s, v.scope, w)
+        if split is not None:
+            note = (f"queue {fmt.seconds(split.queue_s)} ({split.queue_share * 100:.0f}%)  "
+                    f"prefill {fmt.seconds(split.prefill_s)}")  # fmt: skip
     elif spec.id == "itl":
-        tpot = s.hist_mean(v.key("tpot"), w)
+        tpot = figures.latency(s, v.key("tpot"), w).mean
         if tpot is not None:
             note = f"mean per request {fmt.seconds(tpot)}"
     return Summary(stats, note)
@@ -252,10 +236,10 @@ def trend_of(spec: PanelSpec, v: View, cells: int) -> Trend | None:
         values = trend.quantile(times, s.hist_values(k, span), b, 0.99)
     floor: float | None = 1.0 if spec.ratio else None
     if spec.id == "running":
-        cap, _ = _cap(v.knobs, "max_num_seqs")
+        cap = figures.cap(v.knobs)
         known = [x for x in values if x is not None]
-        if cap is not None and known and max(known) >= 0.5 * cap:
-            floor = cap  # draw against the cap once the batch comes near it
+        if cap is not None and known and max(known) >= 0.5 * cap.value:
+            floor = cap.value  # draw against the cap once the batch comes near it
     top = 1.0 if spec.ratio else draw.scale_max(values, floor)
     marks = tuple(c for c in (b.cell_of(t) for t in s.restarts()) if c is not None)
     return Trend(tuple(values), top, marks, b)

@@ -42,6 +42,7 @@ from vtop.model import Finding, Severity
 from vtop.monitor import Monitor
 from vtop.report.train import Choice, Verdict
 from vtop.sources.replay import ReplaySource
+from vtop.sources.status import ConnectionStatus
 from vtop.trace.reader import TraceError
 from vtop.triage.engine import Engine
 from vtop.ui import verdict
@@ -328,8 +329,9 @@ class ReplayApp(VtopApp):
 
     # -- drawing ---------------------------------------------------------------------------------
 
-    def _status(self, endpoint: str) -> str:
-        return f"replay {utc(self.player.position, date=self.size.width >= 110)}"
+    def _status(self, endpoint: str) -> ConnectionStatus:
+        where = utc(self.player.position, date=self.size.width >= 110)
+        return ConnectionStatus("replay", detail=f"replay {where}")
 
     def refresh_view(self) -> None:
         super().refresh_view()
