@@ -4,17 +4,15 @@ A terminal monitor installed with pip, pipx or uv on someone else's machine meet
 Textual and a vLLM its authors did not choose. The three lines after vtop's version say which
 Python runs it, which Textual draws it (and the range vtop declares), and which vLLM /metrics
 dialects it reads. Everything is read from installed metadata, never by importing Textual: the
-headless modes must not load it, and `--version` is one of them.
+headless modes must not load it, and `--version` is one of them. The flag itself is the command
+line's (`vtop.cli.actions`); this module only knows what to say.
 """
 
 from __future__ import annotations
 
-import argparse
 import platform
 import sys
-from collections.abc import Sequence
 from importlib import metadata
-from typing import Any
 
 from vtop import __version__
 
@@ -58,18 +56,3 @@ def version_text() -> str:
     return "\n".join(
         [f"vtop {__version__}", python, textual_line, f"vLLM metrics: {VLLM_DIALECTS}"]
     )
-
-
-class VersionAction(argparse.Action):
-    """`--version`: print `version_text()` and exit 0 (argparse's own action takes a fixed
-    string, which would read the metadata on every start instead of only when asked)."""
-
-    def __init__(self, option_strings: Sequence[str], dest: str = argparse.SUPPRESS,
-                 **kwargs: Any) -> None:  # fmt: skip
-        kwargs.setdefault("help", "print vtop's, Python's and Textual's versions and exit")
-        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, **kwargs)
-
-    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace,
-                 values: object, option_string: str | None = None) -> None:  # fmt: skip
-        print(version_text())
-        parser.exit(0)

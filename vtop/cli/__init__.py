@@ -12,7 +12,7 @@ that return values or raise typed errors; they never import this package. Its mo
     rules.py, rules_export.py, trace.py, sim.py, completion.py   the commands
     prometheus_args.py, targets_args.py   the flags that name what to watch
     exits.py       the exit codes, and `Exits`        usage.py     one-line usage errors
-    output.py      `vtop: …` on stderr, documents on stdout
+    output.py      `vtop: …` on stderr, documents on stdout; actions.py  --version, --schema
 
 What tests and benches reach for is re-exported here.
 """

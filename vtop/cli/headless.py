@@ -19,15 +19,15 @@ import argparse
 import asyncio
 import contextlib
 import signal
-import sys
 from typing import Any
 
 from vtop import durations
+from vtop.cli.actions import SchemaAction
 from vtop.cli.exits import EXIT_FAILED, EXIT_OK, EXIT_UNKNOWN, Exits
 from vtop.cli.output import fail, say, write_stdout
 from vtop.cli.sources import recorded_sources
 from vtop.model import Frame
-from vtop.report import FORMATS, render, schema_text
+from vtop.report import FORMATS, render
 from vtop.sources.base import FrameSource, simulated
 from vtop.trace import TraceError, TraceReader, TraceWriteError
 from vtop.trace.recorder import Recorder
@@ -92,22 +92,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         action=SchemaAction,
         help="print the JSON schema of --format json reports (report_version 1) and exit",
     )
-
-
-class SchemaAction(argparse.Action):
-    """`--schema`: print the report schema this vtop ships and exit, like `--version`."""
-
-    def __init__(self, option_strings: list[str], dest: str, **kwargs: Any) -> None:
-        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, **kwargs)
-
-    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace,
-                 values: object, option_string: str | None = None) -> None:  # fmt: skip
-        try:
-            text = schema_text()
-        except OSError as exc:  # a broken install: say so in one line
-            parser.exit(EXIT_UNKNOWN, f"vtop: cannot read the report schema: {exc}\n")
-        sys.stdout.write(text)
-        parser.exit(EXIT_OK)
 
 
 def wanted(args: argparse.Namespace) -> bool:

@@ -23,8 +23,9 @@ import argparse
 import asyncio
 import json
 
-from vtop import __version__, about
+from vtop import __version__
 from vtop.cli import headless, prometheus_args, targets_args
+from vtop.cli.actions import VersionAction
 from vtop.cli.exits import EXIT_OK, EXIT_UNKNOWN, EXIT_USAGE, Exits
 from vtop.cli.output import fail
 from vtop.cli.screens import (
@@ -49,7 +50,7 @@ def build_parser(exit_code: int = EXIT_USAGE) -> argparse.ArgumentParser:
         prog="vtop",
         description="Monitor and triage vLLM servers. Sub-commands: sim, rules, trace, completion.",
     )
-    parser.add_argument("--version", action=about.VersionAction)
+    parser.add_argument("--version", action=VersionAction)
     src = parser.add_argument_group("what to watch")
     src.add_argument(
         "--url",
