@@ -24,7 +24,7 @@ from typing import Any
 from vtop import durations
 from vtop.cli.actions import SchemaAction
 from vtop.cli.exits import EXIT_FAILED, EXIT_OK, EXIT_UNKNOWN, Exits
-from vtop.cli.output import fail, say, write_stdout
+from vtop.cli.output import fail, say, warning, write_stdout
 from vtop.cli.sources import recorded_sources
 from vtop.model import Frame
 from vtop.report import FORMATS, render
@@ -144,12 +144,11 @@ def _usage_problem(args: argparse.Namespace) -> str | None:
 
 
 def run(args: argparse.Namespace, source: FrameSource | None, names: list[str],
-        engine: Engine | None = None, exits: Exits | None = None) -> int:  # fmt: skip
+        engine: Engine | None, exits: Exits) -> int:  # fmt: skip
     """Run the mode the arguments select. `source` is the live or simulated one (None with
     --replay); `names` name its endpoints (URLs without secrets) or its scenario; `engine`
     the rules a report runs (the shipped catalog when None); `exits` the command line's exit
-    codes (from `args` when None)."""
-    exits = exits if exits is not None else Exits(report=bool(args.report))
+    codes."""
     try:
         duration = durations.parse(args.duration) if args.duration else None
     except ValueError as exc:
@@ -299,7 +298,7 @@ def _report_replay(args: argparse.Namespace, exits: Exits, engine: Engine | None
         return start, end
 
     try:
-        doc = replay_document(args.replay, resolve=resolve, engine=engine)
+        doc = replay_document(args.replay, resolve=resolve, engine=engine, warn=warning)
     except TraceError as exc:
         return fail(str(exc), EXIT_UNKNOWN)
     except ValueError as exc:

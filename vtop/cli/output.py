@@ -23,6 +23,11 @@ def say(message: str) -> None:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stderr.fileno())
 
 
+def warning(message: str) -> None:
+    """A `vtop: warning: …` line: what a trace reader found damaged, and read past."""
+    say(f"warning: {message}")
+
+
 def fail(message: str, code: int) -> int:
     """Say `message` and return `code`, the exit code of the error."""
     say(message)

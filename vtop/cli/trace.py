@@ -12,7 +12,7 @@ import sys
 from collections.abc import Sequence
 
 from vtop.cli.exits import EXIT_OK, EXIT_UNKNOWN, EXIT_USAGE
-from vtop.cli.output import fail, write_stdout
+from vtop.cli.output import fail, warning, write_stdout
 from vtop.cli.usage import OneLineParser
 from vtop.trace.info import describe
 from vtop.trace.reader import TraceError, TraceReader
@@ -35,7 +35,7 @@ def main(argv: Sequence[str]) -> int:
         parser.print_help(sys.stderr)
         return EXIT_USAGE
     try:
-        with TraceReader(args.file) as reader:
+        with TraceReader(args.file, warn=warning) as reader:
             reader.check()  # damage behind a sound footer is said, not hidden by the totals
             lines = describe(reader)
     except TraceError as exc:

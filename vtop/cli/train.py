@@ -20,7 +20,7 @@ from typing import Any, TextIO
 
 from vtop import fmt
 from vtop.cli.exits import EXIT_OK, EXIT_UNKNOWN
-from vtop.cli.output import say
+from vtop.cli.output import say, warning
 from vtop.model import Finding
 from vtop.monitor import Monitor
 from vtop.report.collect import FindingsFn, monitor_findings
@@ -57,7 +57,8 @@ def context(path: str, q: Question) -> list[str]:
     """The dashboard's numbers over the minutes before the pause, findings hidden."""
     from vtop.report.run import replay_document
 
-    doc = replay_document(path, start=q.t - CONTEXT_S, end=q.t, findings=_no_findings)
+    doc = replay_document(path, start=q.t - CONTEXT_S, end=q.t, findings=_no_findings,
+                          warn=warning)  # fmt: skip
     ep = next((e for e in doc["endpoints"] if e["url"] == q.endpoint), None)
     if ep is None:
         return []
@@ -123,7 +124,10 @@ def run(
     out = stdout or sys.stdout
     try:
         qs = questions(
-            path, catalog if catalog is not None else catalog_of(Monitor()), findings=findings
+            path,
+            catalog if catalog is not None else catalog_of(Monitor()),
+            findings=findings,
+            warn=warning,
         )
     except TraceError as exc:
         say(str(exc))
