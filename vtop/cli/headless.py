@@ -28,7 +28,7 @@ from vtop.cli.output import fail, say, warning, write_stdout
 from vtop.cli.sources import recorded_sources
 from vtop.model import Frame
 from vtop.report import FORMATS, render
-from vtop.sources.base import FrameSource, simulated
+from vtop.sources.base import FrameSource, Simulated, simulated
 from vtop.trace import TraceError, TraceReader, TraceWriteError
 from vtop.trace.recorder import Recorder
 from vtop.triage.engine import Engine
@@ -177,8 +177,9 @@ def run(args: argparse.Namespace, source: FrameSource | None, names: list[str],
         except TraceWriteError as exc:
             return _closing(source, fail(str(exc), exits.usage))
     try:
-        if args.demo and (args.report or duration is not None):
-            return _demo(args, source, recorder, duration, names, exits, engine)
+        sim = simulated(source)
+        if sim is not None and (args.report or duration is not None):
+            return _demo(args, sim, recorder, duration, names, exits, engine)
         if args.report:
             report = _report_live(args, source, recorder, duration, names, exits, engine)
             return asyncio.run(report)
@@ -197,7 +198,7 @@ def _closing(source: FrameSource | None, code: int) -> int:
 
 def _demo(
     args: argparse.Namespace,
-    source: FrameSource,
+    source: Simulated,
     recorder: Recorder | None,
     duration: float | None,
     names: list[str],
@@ -207,11 +208,9 @@ def _demo(
     """The simulator in virtual time, flat out: a report, a recording of a set length, or both."""
     from vtop.report.run import simulated_document
 
-    sim = simulated(source)
-    assert sim is not None, "--demo makes a simulated source"
     window = duration or DEFAULT_DEMO_S
     doc = simulated_document(
-        sim,
+        source,
         name=" ".join(names),
         duration_s=window,
         on_frame=recorder.feed if recorder else None,
