@@ -23,6 +23,7 @@ import json
 import os
 import random
 import socket
+import struct
 import subprocess
 import threading
 import time
@@ -349,7 +350,13 @@ def test_report_across_a_server_that_comes_up_late(
     url = f"http://127.0.0.1:{port}"
     proc = vtop_process("--url", url, "--report", "--format", "json", "--duration", "3.2",
                         "--interval", "0.2")  # fmt: skip
-    time.sleep(1.2)  # vtop's first poll is refused (it starts in ~0.3 s; back-off is 1 s)
+    # vtop's first poll finds no server: it is cut off at once (vtop may take seconds to start
+    # on a busy machine, so its attempt is awaited, not guessed); the next comes 1 s later.
+    with socket.create_server(("127.0.0.1", port)) as early:
+        early.settimeout(30)
+        conn, _ = early.accept()
+        conn.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        conn.close()
     with PageServer(real_vllm(), port=port):
         out, err = proc.communicate(timeout=30)
     doc = json.loads(out)

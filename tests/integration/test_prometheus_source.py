@@ -35,6 +35,7 @@ from vtop.signals.extract import PageReader
 from vtop.sim.server import SimServer, serve
 from vtop.sim.twin import Twin
 from vtop.sources.prometheus import PrometheusSource, backfill_step
+from vtop.sources.status import CONNECTED, ConnectionStatus
 from vtop.sources.vllm import ScrapeOptions
 
 if MISSING:
@@ -356,8 +357,8 @@ def test_live_polls_give_one_scrape_per_prometheus_scrape_and_notice_a_target_do
     assert src.queries < 40  # polled 4x per scrape interval, queried about twice per scrape
     errors = [x.error for x in seen if x.endpoint == down and not x.ok]
     assert errors and errors[-1] == f"Prometheus at {prom.url} reports {down} down (up == 0)"
-    assert src.status(down) == errors[-1]
-    assert src.status(up) == "connected"  # the words the screens read (as LiveSource says)
+    assert src.status(down) == ConnectionStatus("down", detail=errors[-1])
+    assert src.status(up) == CONNECTED  # as LiveSource says it
 
 
 def test_an_instance_that_appears_later_is_read(tmp_path: Path) -> None:
@@ -386,7 +387,7 @@ def test_an_instance_that_appears_later_is_read(tmp_path: Path) -> None:
     assert not any(s.endpoint == b for f in frames[:4] for s in f.scrapes)
     later = [f for f in frames if any(s.endpoint == b for s in f.scrapes)]
     assert later, "the new instance was never read"
-    assert b in src.endpoints and src.status(b) == "connected"
+    assert b in src.endpoints and src.status(b) == CONNECTED
     (first,) = [s for s in later[0].scrapes if s.endpoint == b]
     assert first.ok and first.knobs is not None  # read like any other: knobs on its first
 
@@ -404,7 +405,8 @@ def test_prometheus_unreachable_is_one_line_with_the_url() -> None:
     (scrape,) = frame.scrapes
     assert scrape.endpoint == "http://127.0.0.1:1"
     assert scrape.error == "cannot connect to Prometheus at http://127.0.0.1:1: connection refused"
-    assert src.status(scrape.endpoint).startswith("reconnecting (attempt 1, next in ")
+    status = src.status(scrape.endpoint)
+    assert status.lost and status.text.startswith("reconnecting (attempt 1, next in ")
 
 
 def test_prometheus_refusing_the_query_is_one_line(static_fleet: dict[str, str]) -> None:

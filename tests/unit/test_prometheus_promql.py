@@ -8,6 +8,7 @@ from vtop import durations
 from vtop.signals.catalog import WIRE
 from vtop.sources import promql
 from vtop.sources.prometheus import PrometheusSource, backfill_step, head
+from vtop.sources.status import CONNECTING
 
 
 def test_match_takes_label_matchers_with_or_without_braces() -> None:
@@ -64,7 +65,7 @@ def test_a_series_head_is_the_page_head_without_target_labels() -> None:
 def test_status_before_anything_is_known() -> None:
     src = PrometheusSource("http://user:pw@prom:9090/?token=x")
     assert src.url == "http://prom:9090/?token=…"  # no credentials, no query values
-    assert src.status("nope") == "connecting"
+    assert src.status("nope") == CONNECTING
     # URL credentials go as basic auth, never in the URL httpx logs (test_prometheus_client.py)
     assert src.client._api("/api/v1/query") == "http://prom:9090/api/v1/query?token=x"
     behind = PrometheusSource("https://gw.example/prometheus/")

@@ -48,9 +48,8 @@ class FrameSource(Protocol):
         """The next frame. Never raises for a failing endpoint: that is in `Scrape.error`."""
         ...
 
-    def status(self, endpoint: str) -> ConnectionStatus | str:
-        """How the endpoint's connection stands. A `str` is accepted while the Prometheus
-        source still says it in words (`connection_status` reads them)."""
+    def status(self, endpoint: str) -> ConnectionStatus:
+        """How the endpoint's connection stands."""
         ...
 
     async def aclose(self) -> None: ...

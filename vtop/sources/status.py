@@ -4,9 +4,6 @@ It used to be one line of words that the header and the fleet rows matched by pr
 (`startswith("reconnecting")`), so a source that worded it differently drew the wrong mark.
 Now a source says the state, the attempt and the delay; `text` writes the words users have
 always read, and the screens decide by `state` (`healthy`, `lost`).
-
-`connection_status` reads the words once more for a source that still returns them (the
-Prometheus source, for now); nothing else does.
 """
 
 from __future__ import annotations
@@ -60,22 +57,3 @@ CONNECTED = ConnectionStatus("connected")
 CONNECTING = ConnectionStatus("connecting")
 SIMULATED = ConnectionStatus("simulated")
 UNKNOWN = ConnectionStatus("unknown")
-
-
-_PLAIN = {s.text: s for s in (CONNECTED, CONNECTING, SIMULATED, UNKNOWN)}
-
-
-def connection_status(status: ConnectionStatus | str) -> ConnectionStatus:
-    """A source's status as the type, for a source that still says it in words (the
-    Prometheus source, until it returns a `ConnectionStatus`): the one place that reads the
-    words. Any other line is why the endpoint is down."""
-    if isinstance(status, ConnectionStatus):
-        return status
-    plain = _PLAIN.get(status)
-    if plain is not None:
-        return plain
-    if status.startswith("replay"):
-        return ConnectionStatus("replay", detail=status)
-    if status.startswith("reconnecting"):
-        return ConnectionStatus("reconnecting", detail=status)
-    return ConnectionStatus("down", detail=status)

@@ -48,7 +48,7 @@ from vtop.model import Frame
 from vtop.monitor import EndpointView, Monitor
 from vtop.sources.base import FrameSource, pace, retime, sample_host, warms_up
 from vtop.sources.pacing import WARM_UP_S, Pacer
-from vtop.sources.status import UNKNOWN, ConnectionStatus, connection_status
+from vtop.sources.status import UNKNOWN, ConnectionStatus
 from vtop.trace.recorder import Recorder
 from vtop.trace.writer import TraceWriteError
 from vtop.ui import fleet, osc52, panels, verdict
@@ -414,7 +414,7 @@ class VtopApp(App[None]):
 
     def _status(self, endpoint: str) -> ConnectionStatus:
         try:
-            return connection_status(self.source.status(endpoint))
+            return self.source.status(endpoint)
         except Exception:
             return UNKNOWN
 

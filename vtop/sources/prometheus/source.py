@@ -50,6 +50,7 @@ from vtop.sources.prometheus.series import (
     sort_vector,
     target_names,
 )
+from vtop.sources.status import CONNECTED, CONNECTING, ConnectionStatus
 from vtop.sources.vllm import ScrapeOptions
 
 DEFAULT_BACKFILL_S = 3600.0
@@ -108,19 +109,19 @@ class PrometheusSource:
         match = "{" + ",".join(self.match) + "}" if self.match else ""
         return [f"Prometheus {self.url}{match}"]
 
-    def status(self, endpoint: str) -> str:
-        """As `LiveSource` says it (the screens read these words): `connected`,
-        `connecting`, `reconnecting (attempt k, next in N s)` while Prometheus does not answer,
-        or why the target itself is not (`Prometheus at … reports … down (up == 0)`)."""
+    def status(self, endpoint: str) -> ConnectionStatus:
+        """As `LiveSource` says it: connected, connecting, reconnecting while Prometheus does
+        not answer, or down with why the target itself is not (`Prometheus at … reports …
+        down (up == 0)`)."""
         inst = next((i for i in self.instances.values() if i.name == endpoint), None)
         if self.error is not None and self._attempt:
             wait = max(0.0, self._next_try - self._clock())
-            return f"reconnecting (attempt {self._attempt}, next in {wait:.0f} s)"
+            return ConnectionStatus("reconnecting", self._attempt, wait)
         if inst is None:
-            return self.error or "connecting"
+            return ConnectionStatus("down", detail=self.error) if self.error else CONNECTING
         if inst.error is not None:
-            return inst.error
-        return "connected" if inst.last_t is not None else "connecting"
+            return ConnectionStatus("down", detail=inst.error)
+        return CONNECTED if inst.last_t is not None else CONNECTING
 
     async def aclose(self) -> None:
         await self.client.aclose()
