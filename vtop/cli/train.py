@@ -26,6 +26,7 @@ from vtop.monitor import Monitor
 from vtop.report.collect import FindingsFn, monitor_findings
 from vtop.report.text import SIGNAL_ORDER
 from vtop.report.train import (
+    CONFIG_KNOBS,
     DIRECTIONS,
     Answer,
     Choice,
@@ -84,19 +85,7 @@ def context(path: str, q: Question) -> list[str]:
             f"{fmt.report_num(ttft['p90'], 'seconds'):>12}"
         )
     knobs: dict[str, Any] = ep["knobs"]
-    shown = [
-        f"{n} {fmt.knob(k['value'])}"
-        for n, k in knobs.items()
-        if n
-        in (
-            "max_num_seqs",
-            "max_num_batched_tokens",
-            "gpu_memory_utilization",
-            "max_model_len",
-            "kv_cache_dtype",
-            "enable_prefix_caching",
-        )
-    ]
+    shown = [f"{n} {fmt.knob(k['value'])}" for n, k in knobs.items() if n in CONFIG_KNOBS]
     if shown:
         out.append("    config: " + ", ".join(shown))
     return out

@@ -117,13 +117,18 @@ class Verdict:
         return out
 
 
-COMMON_KNOBS = (
+CONFIG_KNOBS = (
     "max_num_seqs",
     "max_num_batched_tokens",
     "gpu_memory_utilization",
     "max_model_len",
     "kv_cache_dtype",
     "enable_prefix_caching",
+)
+"""The configuration a question shows of the server, whatever the incident."""
+
+COMMON_KNOBS = (
+    *CONFIG_KNOBS,
     "enable_chunked_prefill",
     "long_prefill_token_threshold",
     "tensor_parallel_size",
