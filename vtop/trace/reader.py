@@ -21,7 +21,6 @@ import json
 import mmap
 import os
 import struct
-import sys
 import zlib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -39,10 +38,6 @@ class TraceError(Exception):
 
 
 Warn = Callable[[str], None]
-
-
-def _stderr_warning(message: str) -> None:
-    print(f"vtop: warning: {message}", file=sys.stderr)
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,8 +96,9 @@ class TraceReader:
     def __init__(self, path: str | os.PathLike[str], *, warn: Warn | None = None) -> None:
         self.path = os.fspath(path)
         self.name = os.path.basename(self.path)
-        self._warn = warn if warn is not None else _stderr_warning
-        self.warned = False
+        self._warn = warn
+        self.warning: str | None = None
+        """The damage the reader met first (it says it once, to `warn` where one was given)."""
         try:
             self._file = open(self.path, "rb")  # noqa: SIM115 - kept open for the mmap
         except OSError as exc:
@@ -290,9 +286,10 @@ class TraceReader:
 
     def warn(self, message: str) -> None:
         """One warning per reader; later damage is silent (the first one said it)."""
-        if not self.warned:
-            self.warned = True
-            self._warn(message)
+        if self.warning is None:
+            self.warning = message
+            if self._warn is not None:
+                self._warn(message)
 
     # -- reading -------------------------------------------------------------------------------
 
