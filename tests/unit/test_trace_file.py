@@ -125,6 +125,19 @@ def test_truncated_tail_reads_what_precedes_with_one_warning(tmp_path: Path, cut
     assert frames[-1].t == pytest.approx(FRAMES[len(frames) - 1].t, abs=1e-6)
 
 
+def test_a_reader_without_a_callback_keeps_the_warning_and_prints_nothing(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Writing to stderr is the command line's job: a reader keeps what it would have said."""
+    path = tmp_path / "a.vtrace"
+    write(path, close=False)
+    path.write_bytes(path.read_bytes()[:-60])
+    with TraceReader(path) as r:
+        assert len(list(r.frames())) < 400
+        assert r.warning is not None and "damaged or truncated" in r.warning
+    assert capsys.readouterr() == ("", "")
+
+
 def test_garbled_tail_and_middle_are_skipped_with_one_warning(tmp_path: Path) -> None:
     path = tmp_path / "a.vtrace"
     write(path)
