@@ -29,8 +29,9 @@ from vtop.model import Finding, Histogram, Knob, Scrape, SeriesKey
 from vtop.signals.catalog import BY_NAME, Kind
 from vtop.signals.store import Store
 from vtop.triage import replicas
+from vtop.triage.condparse import parse_duration
 from vtop.triage.engine import Engine
-from vtop.triage.loader import Loaded, load_catalog, parse_duration
+from vtop.triage.loader import Loaded, load_catalog
 from vtop.triage.notation import expand
 from vtop.triage.schema import Rule
 from vtop.triage.yamlmarks import LineDict, YamlError, load

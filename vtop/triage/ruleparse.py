@@ -1,0 +1,202 @@
+"""One rule mapping -> a `Rule`: its keys beyond the conditions, each checked as strictly.
+
+`RuleParser` is a `CondParser` (condparse.py) that also reads what a rule says around its
+conditions: severity, timing, the evidence it needs, the values it names, the evidence rows and
+advice it prints, and when it escalates. It is one parser, not two, because a rule's `values:`
+define names that its later expressions and templates may read, and the parser that checks
+those names is the one that saw them defined. Errors are `Bad`, with the line of the key.
+"""
+
+from __future__ import annotations
+
+from typing import cast
+
+from vtop.model import Severity
+from vtop.triage import derived
+from vtop.triage.condparse import Bad, CondParser, parse_duration, placeholders
+from vtop.triage.expr import Expr
+from vtop.triage.schema import (
+    FUNCTIONS,
+    Decisive,
+    Direction,
+    Escalation,
+    RecSpec,
+    Requires,
+    Rule,
+    ValueDef,
+)
+from vtop.triage.yamlmarks import LineDict
+
+SEVERITIES = {"info": Severity.INFO, "warning": Severity.WARNING, "critical": Severity.CRITICAL}
+DIRECTIONS: tuple[Direction, ...] = ("raise", "lower", "set", "enable", "disable")
+RULE_KEYS = frozenset({
+    "id", "title", "severity", "order", "when", "summary", "description", "source", "for",
+    "keep_firing_for", "requires", "decisive", "explains", "kv_wall", "values", "evidence",
+    "recommend", "escalate", "enabled",
+})  # fmt: skip
+
+
+class RuleParser(CondParser):
+    """Parses one rule mapping; raises `Bad` with the line of the offending key."""
+
+    def values(self, node: object, line: int) -> tuple[ValueDef, ...]:
+        if node is None:
+            return ()
+        if not isinstance(node, LineDict):
+            raise Bad(line, "values: expected a mapping of name: measure or expression")
+        out = []
+        for name, spec in node.items():
+            vline = node.line_of(name)
+            if not name.isidentifier() or derived.name_known(name):
+                raise Bad(vline, f"values: {name!r} must be a new plain name")
+            if isinstance(spec, LineDict) and "expr" in spec:
+                extra = set(spec) - {"expr", "label"}
+                if extra:
+                    raise Bad(vline, f"values: {name}: unknown key {sorted(extra)[0]!r} "
+                                      "(an expression takes expr and label)")  # fmt: skip
+                label = spec.get("label", "")
+                if not isinstance(label, str):
+                    raise Bad(vline, f"values: {name}: label must be text")
+                expr = self.expr(spec["expr"], spec.line_of("expr"), f"values: {name}")
+                out.append(ValueDef(name, expr=expr, label=" ".join(label.split())))
+            elif isinstance(spec, LineDict):
+                fns = [f for f in FUNCTIONS if f in spec]
+                extra = set(spec) - {*fns, "window", "q", "label"}
+                if len(fns) != 1 or extra:
+                    raise Bad(vline, f"values: {name}: expected one function with window/q")
+                label = spec.get("label", "")
+                if not isinstance(label, str):
+                    raise Bad(vline, f"values: {name}: label must be text")
+                out.append(ValueDef(name, measure=self.measure(spec, fns[0]),
+                                    label=" ".join(label.split())))  # fmt: skip
+            else:
+                out.append(ValueDef(name, expr=self.expr(spec, vline, f"values: {name}")))
+            self.value_names.add(name)
+        return tuple(out)
+
+    def recommend(self, node: object, line: int) -> tuple[RecSpec, ...]:
+        if node is None:
+            return ()
+        if not isinstance(node, list):
+            raise Bad(line, "recommend: expected a list")
+        out = []
+        keys = {"knob", "direction", "value", "min", "max", "round", "if", "tradeoff", "withheld"}
+        for item in node:
+            if not isinstance(item, LineDict):
+                raise Bad(line, "recommend: every item is a mapping with knob, direction, value")
+            extra = sorted(set(item) - keys)
+            if extra:
+                raise Bad(item.line_of(extra[0]), f"recommend: unknown key {extra[0]!r}")
+            knob = item.get("knob")
+            if knob not in derived.KNOBS:
+                raise Bad(item.line_of("knob"), f"recommend: unknown knob {knob!r}")
+            direction = item.get("direction")
+            if direction not in DIRECTIONS:
+                raise Bad(item.line_of("direction"),
+                           "recommend: direction is one of " + ", ".join(DIRECTIONS))  # fmt: skip
+            if "value" not in item:
+                raise Bad(item.line, "recommend: needs a value (number or formula)")
+            value = item["value"]
+            if isinstance(value, bool):
+                value = "True" if value else "False"
+            rounding = item.get("round", "int")
+            if rounding not in ("int", "float"):
+                raise Bad(item.line_of("round"), "recommend: round is int or float")
+
+            def opt(k: str, it: LineDict = item) -> Expr | None:
+                return self.expr(it[k], it.line_of(k), f"recommend {k}") if k in it else None
+
+            tradeoff = self.template(str(item.get("tradeoff", "")).strip(),
+                                     item.line_of("tradeoff"), "recommend tradeoff")  # fmt: skip
+            withheld = self.template(str(item.get("withheld", "")).strip(),
+                                     item.line_of("withheld"), "recommend withheld")  # fmt: skip
+            out.append(RecSpec(
+                knob=str(knob), direction=cast(Direction, direction),
+                value=self.expr(value, item.line_of("value"), "recommend value"),
+                minimum=opt("min"), maximum=opt("max"), rounding=rounding, when=opt("if"),
+                tradeoff=tradeoff, tradeoff_names=placeholders(tradeoff),
+                withheld=withheld, withheld_names=placeholders(withheld),
+            ))  # fmt: skip
+        return tuple(out)
+
+    def requires(self, node: object, line: int) -> Requires:
+        if node is None:
+            return Requires()
+        if not isinstance(node, LineDict):
+            raise Bad(line, "requires: expected a mapping of evidence / finished")
+        for gone in ("samples", "uptime"):
+            if gone in node:
+                raise Bad(node.line_of(gone), f"requires: {gone} is now evidence, in seconds "
+                                               "(e.g. evidence: 60s): polls at any interval "
+                                               "count for the time they cover")  # fmt: skip
+        extra = sorted(set(node) - {"evidence", "finished"})
+        if extra:
+            raise Bad(node.line_of(extra[0]), f"requires: unknown key {extra[0]!r}")
+        base = Requires()
+        finished = node.get("finished", base.finished)
+        if isinstance(finished, bool) or not isinstance(finished, int) or finished < 0:
+            raise Bad(node.line_of("finished"), "requires: finished must be a whole number")
+        evidence = parse_duration(node.get("evidence", base.evidence_s),
+                                  node.line_of("evidence"), "requires: evidence")  # fmt: skip
+        return Requires(evidence, finished)
+
+    def decisive(self, node: object, line: int) -> Decisive | None:
+        if node is None:
+            return None
+        if not isinstance(node, LineDict) or "when" not in node or "evidence" not in node:
+            raise Bad(line, "decisive: expected {evidence: DURATION, when: CONDITION}")
+        extra = sorted(set(node) - {"evidence", "when"})
+        if extra:
+            raise Bad(node.line_of(extra[0]), f"decisive: unknown key {extra[0]!r}")
+        evidence = parse_duration(node["evidence"], node.line_of("evidence"),
+                                  "decisive: evidence")  # fmt: skip
+        if evidence <= 0:
+            raise Bad(node.line_of("evidence"), "decisive: evidence must be positive")
+        return Decisive(evidence, self.cond(node["when"], node.line_of("when")))
+
+    def rule(self, node: LineDict, file: str) -> Rule:
+        extra = sorted(set(node) - RULE_KEYS)
+        if extra:
+            raise Bad(node.line_of(extra[0]), f"unknown key {extra[0]!r}")
+        for k in ("title", "severity", "when", "summary"):
+            if k not in node:
+                raise Bad(node.line, f"missing {k!r}")
+        sev = node["severity"]
+        if sev not in SEVERITIES:
+            raise Bad(node.line_of("severity"), "severity is one of info, warning, critical")
+        order = node.get("order", 100)
+        if isinstance(order, bool) or not isinstance(order, int):
+            raise Bad(node.line_of("order"), "order must be a whole number")
+        explains = node.get("explains", [])
+        if not isinstance(explains, list) or not all(isinstance(x, str) for x in explains):
+            raise Bad(node.line_of("explains"), "explains: expected a list of rule ids")
+        cond = self.cond(node["when"], node.line_of("when"))
+        values = self.values(node.get("values"), node.line_of("values"))
+        escalate = []
+        for item in node.get("escalate") or []:
+            if not isinstance(item, LineDict) or item.get("severity") not in SEVERITIES:
+                raise Bad(node.line_of("escalate"), "escalate: items are {severity, when}")
+            when = self.cond(item.get("when"), item.line_of("when"))
+            escalate.append(Escalation(SEVERITIES[item["severity"]], when))
+        evidence = node.get("evidence") or LineDict()
+        if not isinstance(evidence, LineDict):
+            raise Bad(node.line_of("evidence"), "evidence: expected a mapping of label: text")
+        rows = tuple((str(k), self.template(v, evidence.line_of(k), f"evidence {k!r}"))
+                     for k, v in evidence.items())  # fmt: skip
+        kv_wall = node.get("kv_wall", False)
+        if not isinstance(kv_wall, bool):
+            raise Bad(node.line_of("kv_wall"), "kv_wall is true or false")
+        return Rule(
+            id=self.rid, title=str(node["title"]), severity=SEVERITIES[sev], order=order,
+            when=cond, summary=self.template(node["summary"], node.line_of("summary"), "summary"),
+            file=file, line=node.line, description=str(node.get("description", "")).strip(),
+            source=str(node.get("source", "")).strip(),
+            for_s=parse_duration(node.get("for", 0), node.line_of("for"), "for"),
+            keep_firing_for_s=parse_duration(node.get("keep_firing_for", 0),
+                                             node.line_of("keep_firing_for"), "keep_firing_for"),
+            requires=self.requires(node.get("requires"), node.line_of("requires")),
+            decisive=self.decisive(node.get("decisive"), node.line_of("decisive")),
+            explains=tuple(explains), kv_wall=kv_wall, values=values, evidence=rows,
+            recommend=self.recommend(node.get("recommend"), node.line_of("recommend")),
+            escalate=tuple(escalate),
+        )  # fmt: skip
