@@ -23,6 +23,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("vtop.trace", "vtop.sim", "vtop.figures"),
     ("vtop.sources",),
     ("vtop.triage",),
+    ("vtop.whatif",),
     ("vtop.monitor",),
     ("vtop.summary",),
     ("vtop.report",),

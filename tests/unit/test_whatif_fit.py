@@ -1,0 +1,100 @@
+"""The step-time fit: known steps in, the law's coefficients (or the prior's scale) out, and
+step points read from a store whose steps are known."""
+
+from __future__ import annotations
+
+import pytest
+
+from vtop.model import Histogram, Scrape, SeriesKey
+from vtop.signals.store import Store
+from vtop.sim.calibration import StepPoint
+from vtop.sim.calibration import predict as predict_step
+from vtop.sim.hardware import CPU_ENGINE, QWEN_4090_AWQ, QWEN_4090_BF16, FittedStepTime
+from vtop.whatif.fit import fit, prior_preset, prior_step_s, step_points
+
+LAW = FittedStepTime(base_s=0.012, per_token_s=0.0009, per_seq_s=0.0003)
+
+
+def points_of(law: FittedStepTime, batches: list[tuple[float, float]]) -> list[StepPoint]:
+    out = []
+    for tokens, seqs in batches:
+        p = StepPoint(f"{tokens:.0f}", tokens, seqs, 100.0 * seqs, 0.0)
+        out.append(StepPoint(p.label, tokens, seqs, p.context, predict_step(law, p)))
+    return out
+
+
+def test_spread_points_give_the_law_back() -> None:
+    pts = points_of(LAW, [(1, 1), (4, 4), (16, 12), (64, 16), (512, 8)])
+    result = fit(pts, CPU_ENGINE, "cpu")
+    assert result.grade == "fitted"
+    law = result.preset.fitted
+    assert law is not None
+    assert law.base_s == pytest.approx(LAW.base_s, rel=1e-6)
+    assert law.per_token_s == pytest.approx(LAW.per_token_s, rel=1e-6)
+    assert law.per_seq_s == pytest.approx(LAW.per_seq_s, rel=1e-6)
+
+
+def test_points_at_one_batch_scale_the_prior() -> None:
+    assert CPU_ENGINE.fitted is not None
+    slower = FittedStepTime(
+        base_s=CPU_ENGINE.fitted.base_s * 1.5, per_token_s=CPU_ENGINE.fitted.per_token_s * 1.5,
+        per_seq_s=0.0,
+    )  # fmt: skip
+    pts = points_of(slower, [(16, 16), (17, 16), (18, 16)])
+    result = fit(pts, CPU_ENGINE, "cpu")
+    assert result.grade == "scaled prior"
+    assert result.scale == pytest.approx(1.5, rel=1e-6)
+    for p in pts:
+        assert prior_step_s(result.preset, p) == pytest.approx(p.step_s, rel=1e-6)
+
+
+def test_a_roofline_prior_scales_every_step_alike() -> None:
+    p = StepPoint("decode", 16.0, 16.0, 10_000.0, 0.0)
+    q = StepPoint("prefill", 600.0, 1.0, 600.0, 0.0)
+    pts = [StepPoint("x", 16.0, 16.0, 10_000.0, 2 * prior_step_s(QWEN_4090_AWQ, p))]
+    result = fit(pts, QWEN_4090_AWQ, "4090")
+    assert result.scale == pytest.approx(2.0, rel=1e-6)
+    assert prior_step_s(result.preset, q) == pytest.approx(2 * prior_step_s(QWEN_4090_AWQ, q))
+
+
+def test_a_mix_of_decode_and_prefill_steps_costs_more_than_their_average_step() -> None:
+    avg = StepPoint("mix", 56.0, 16.0, 10_000.0, 0.0)
+    assert prior_step_s(QWEN_4090_AWQ, avg, prefill_chunk=600.0) > 1.2 * prior_step_s(
+        QWEN_4090_AWQ, avg
+    )
+
+
+def test_no_points_leave_the_prior() -> None:
+    result = fit([], QWEN_4090_AWQ, "4090")
+    assert (result.grade, result.preset, result.scale) == ("prior", QWEN_4090_AWQ, 1.0)
+
+
+def test_the_prior_follows_the_gpu_and_the_model() -> None:
+    assert prior_preset(None, "vtop/engine")[0] is CPU_ENGINE
+    gpu = "NVIDIA GeForce RTX 4090"
+    assert prior_preset(gpu, "Qwen/Qwen2.5-7B-Instruct-AWQ")[0] is QWEN_4090_AWQ
+    assert prior_preset(gpu, "Qwen/Qwen2.5-7B-Instruct", "none")[0] is QWEN_4090_BF16
+    preset, why = prior_preset("NVIDIA A10", "x")
+    assert preset is QWEN_4090_AWQ and "assumed" in why
+
+
+def k(signal: str) -> SeriesKey:
+    return SeriesKey(signal, "m", "0", "")
+
+
+def test_step_points_read_the_steps_a_store_saw() -> None:
+    """50 steps of 20 tokens a second for 16 requests, KV a quarter of 8,000 tokens: every
+    30-second chunk is a 20 ms step of 20 tokens, 16 requests and 2,000 context tokens."""
+    store = Store("http://127.0.0.1:8000")
+    bounds = (8.0, 16.0, 32.0, 64.0)
+    for i in range(121):
+        steps = 50.0 * i
+        h = Histogram(bounds, (0.0, 0.0, steps, steps), steps, 20.0 * steps)
+        scalars = {k("running"): 16.0, k("waiting"): 0.0, k("kv_usage"): 0.25}
+        store.ingest(Scrape("ep", float(i), latency_s=0.01, scalars=scalars,
+                            histograms={k("iteration_tokens"): h}))  # fmt: skip
+    pts = step_points(store, 120.0, kv_capacity_tokens=8000.0)
+    assert len(pts) == 4
+    for p in pts:
+        assert (p.tokens, p.seqs, p.context) == pytest.approx((20.0, 16.0, 2000.0))
+        assert p.step_s == pytest.approx(0.02)

@@ -1,0 +1,134 @@
+"""The what-if on the simulator: a twin fitted from one scenario's metrics alone reproduces
+the scenario at its own knobs and predicts its rule's recommendation within ±15 % of what the
+scenario itself does with it; the self-check gate withholds a twin that misses today."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+
+from vtop.model import Knob
+from vtop.signals.store import Store
+from vtop.sim.hardware import QWEN_4090_AWQ
+from vtop.sim.scenarios import get_scenario
+from vtop.sim.serve_args import ServeArgs
+from vtop.sim.twin import Twin
+from vtop.sources.sim import SimSource
+from vtop.whatif.predict import (
+    FIGURES,
+    SelfCheck,
+    WhatIf,
+    changed,
+    check,
+    figures,
+    prepare,
+)
+
+WINDOW_S = 240.0
+SCENARIO = "budget-too-small"
+RECOMMENDED = {"max_num_seqs": 64}
+"""What budget-too-small's rule recommends on this scenario (demand p95 ~62, to a multiple of 8)."""
+
+
+def observe(twin: Twin) -> tuple[Store, dict[str, Knob], str | None]:
+    """Five virtual minutes of the twin read as vtop reads a server: a poll every 5 s."""
+    source = SimSource([twin], interval_s=5.0, in_thread=False)
+    store = Store(source.endpoints[0])
+    knobs: dict[str, Knob] = {}
+    gpu: str | None = None
+    for _ in range(round(WINDOW_S / 5) + 1):
+        frame = source.poll_now()
+        scrape = frame.scrapes[0]
+        knobs = dict(scrape.knobs) if scrape.knobs is not None else knobs
+        gpu = frame.gpu.gpus[0].name if frame.gpu is not None and frame.gpu.gpus else None
+        store.ingest(scrape, frame.gpu)
+    return store, knobs, gpu
+
+
+def warm(scenario_args: ServeArgs | None = None) -> Twin:
+    scenario = get_scenario(SCENARIO)
+    if scenario_args is not None:
+        scenario = replace(scenario, args=scenario_args)
+    twin = Twin(scenario, seed=3, epoch=0.0)
+    twin.warm_up()
+    return twin
+
+
+@pytest.fixture(scope="module")
+def whatif() -> WhatIf:
+    store, knobs, gpu = observe(warm())
+    return prepare(store, WINDOW_S, knobs, gpu_name=gpu)
+
+
+def test_the_twin_fitted_from_metrics_reproduces_today(whatif: WhatIf) -> None:
+    errors = whatif.check.errors
+    for name in ("generation_tokens_per_s", "running", "waiting", "queue_p50", "ttft_p50"):
+        error = errors[name]
+        assert error is not None and error <= 0.15, (name, whatif.check)
+    assert whatif.check.confidence in ("high", "medium")
+    assert whatif.workload.loop == "closed"
+    assert whatif.step.grade in ("fitted", "scaled prior")
+    assert whatif.step.preset.name == QWEN_4090_AWQ.name  # the GPU and model the page named
+
+
+def test_the_recommendation_is_predicted_within_15_percent(whatif: WhatIf) -> None:
+    prediction = whatif.predict(RECOMMENDED)
+    truth_store, _, _ = observe(warm(ServeArgs(max_num_seqs=64)))
+    truth = figures(truth_store, WINDOW_S)
+    after = {name: band.after for name, band in prediction.figures.items()}
+    for name in ("generation_tokens_per_s", "running"):
+        assert truth[name] is not None
+        assert after[name] == pytest.approx(truth[name], rel=0.15), (name, after, truth)
+    # the direction the rule promises: more tokens, the queue gone
+    gen, waiting = prediction.figures["generation_tokens_per_s"], prediction.figures["waiting"]
+    assert gen.after > 1.5 * gen.now
+    assert waiting.after < 0.1 * waiting.now
+    queue = prediction.figures["queue_p50"]
+    assert queue.after < 0.1 * queue.now
+    for band in prediction.figures.values():
+        assert band.low <= band.after <= band.high
+
+
+def test_two_changes_together_are_one_run(whatif: WhatIf) -> None:
+    both = whatif.predict({"max_num_seqs": 64, "max_num_batched_tokens": 4096})
+    assert both.changes == {"max_num_seqs": 64, "max_num_batched_tokens": 4096}
+    assert set(both.figures) == {n for n in FIGURES if both.twin_after.get(n) is not None}
+    assert (
+        both.figures["generation_tokens_per_s"].after > both.figures["generation_tokens_per_s"].now
+    )
+
+
+def test_a_twin_that_misses_today_is_withheld(whatif: WhatIf) -> None:
+    seen = whatif.check.observed["generation_tokens_per_s"]
+    assert seen is not None
+    twin = whatif.check.twin | {"generation_tokens_per_s": seen * 1.5}
+    missed = check(whatif.check.observed, twin)
+    assert missed.withheld and "50%" in missed.reason
+    prediction = replace(whatif, check=missed).predict(RECOMMENDED)
+    assert prediction.confidence == "withheld" and not prediction.figures
+    assert prediction.reason == missed.reason
+
+
+def test_the_gate_grades_the_token_error() -> None:
+    observed = dict.fromkeys(FIGURES, 1.0) | {"generation_tokens_per_s": 100.0}
+
+    def graded(tokens: float) -> SelfCheck:
+        return check(observed, observed | {"generation_tokens_per_s": tokens})
+
+    assert graded(105.0).confidence == "high"
+    assert graded(85.0).confidence == "medium"
+    assert graded(125.0).confidence == "low"
+    assert graded(131.0).withheld
+    nothing = check(observed | {"generation_tokens_per_s": None}, observed)
+    assert nothing.withheld and "no generated tokens" in nothing.reason
+
+
+def test_a_read_kv_pool_follows_the_kv_dtype_and_memory_share() -> None:
+    args = ServeArgs(max_num_seqs=16, num_gpu_blocks_override=1000)
+    assert changed(args, QWEN_4090_AWQ, {"kv_cache_dtype": "fp8"}).num_gpu_blocks_override == 2000
+    more = changed(args, QWEN_4090_AWQ, {"gpu_memory_utilization": 0.95})
+    assert more.num_gpu_blocks_override is not None and more.num_gpu_blocks_override > 1000
+    assert changed(args, QWEN_4090_AWQ, {"max_num_seqs": 64}).num_gpu_blocks_override == 1000
+    with pytest.raises(ValueError, match="unknown knob 'tensor_parallel'"):
+        changed(args, QWEN_4090_AWQ, {"tensor_parallel": 2})

@@ -1,0 +1,111 @@
+"""The workload estimate: length histograms in, log-normal distributions out; a closed loop
+told from open-loop arrivals by its queue; and each part said to be read or assumed."""
+
+from __future__ import annotations
+
+import math
+import random
+
+import pytest
+
+from vtop.model import Histogram, Scrape, SeriesKey
+from vtop.signals.store import Store
+from vtop.sim.workload import ClosedLoop, Lengths, Poisson
+from vtop.whatif.workload import estimate, fit_lengths
+
+EP = "http://127.0.0.1:8000"
+GRID = (1.0, 2.0, 5.0, 10.0, 20.0, 50.0, 100.0, 200.0, 500.0, 1000.0, 2000.0, 5000.0, 10000.0)
+"""vLLM's request_prompt_tokens buckets (a 1-2-5 grid up to max_model_len)."""
+
+
+def histogram_of(samples: list[int]) -> Histogram:
+    buckets = tuple(float(sum(1 for s in samples if s <= b)) for b in GRID)
+    return Histogram(GRID, buckets, float(len(samples)), float(sum(samples)))
+
+
+@pytest.mark.parametrize(("mean", "sigma"), [(600.0, 0.6), (250.0, 0.3), (120.0, 1.0)])
+def test_a_log_normal_comes_back_from_its_buckets(mean: float, sigma: float) -> None:
+    rng = random.Random(7)
+    samples = [Lengths(mean, sigma).sample(rng) for _ in range(4000)]
+    fitted = fit_lengths(histogram_of(samples))
+    assert fitted is not None
+    assert fitted.mean == pytest.approx(sum(samples) / len(samples))
+    assert fitted.sigma == pytest.approx(sigma, abs=0.06)
+
+
+def test_one_length_is_a_point_and_no_observations_are_none() -> None:
+    fitted = fit_lengths(histogram_of([64] * 100))
+    assert fitted is not None
+    assert (fitted.mean, fitted.sigma) == (64.0, 0.0)
+    assert 50 < fitted.lo <= 64 <= fitted.hi == 100
+    assert fit_lengths(Histogram(GRID, (0.0,) * len(GRID), 0.0, 0.0)) is None
+    assert fit_lengths(None) is None
+
+
+def _key(signal: str, label: str = "") -> SeriesKey:
+    return SeriesKey(signal, "m", "0", label)
+
+
+def store_of(waiting: list[float], *, running: float = 16.0, finished_per_s: float = 2.0,
+             with_lengths: bool = True) -> Store:  # fmt: skip
+    """One poll a second: the gauges given, requests finishing at a steady rate (all "stop"),
+    and, with lengths, prompts of 600 and answers of 200 tokens."""
+    store = Store(EP)
+    prompt = histogram_of([])
+    gen = histogram_of([])
+    for i, w in enumerate(waiting):
+        done = finished_per_s * i
+        scalars = {
+            _key("running"): running,
+            _key("waiting"): w,
+            _key("requests_finished", "stop"): done,
+            _key("requests_finished", "length"): 0.0,
+        }
+        hists: dict[SeriesKey, Histogram] = {}
+        if with_lengths:
+            n = int(done)
+            prompt = histogram_of([600] * n)
+            gen = histogram_of([200] * n)
+            hists = {_key("prompt_len"): prompt, _key("generation_len"): gen}
+        store.ingest(Scrape(EP, float(i), latency_s=0.01, scalars=scalars, histograms=hists))
+    return store
+
+
+def test_a_steady_queue_is_a_closed_loop_of_those_in_the_server() -> None:
+    est = estimate(store_of([40.0 + (i % 3) for i in range(120)]), 120.0)
+    assert est.loop == "closed"
+    assert isinstance(est.workload, ClosedLoop)
+    assert est.workload.clients == 57  # 16 running + 41 waiting on average
+    assert any("think time" in a for a in est.assumed)
+
+
+def test_an_empty_queue_is_open_loop_at_the_finish_rate() -> None:
+    est = estimate(store_of([0.0] * 120, running=5.0), 120.0)
+    assert est.loop == "open"
+    assert isinstance(est.workload, Poisson)
+    assert est.workload.rate == pytest.approx(2.0)
+
+
+def test_a_growing_queue_is_open_loop_above_the_service_rate() -> None:
+    est = estimate(store_of([float(i) for i in range(120)]), 120.0)
+    assert est.loop == "open"
+    assert isinstance(est.workload, Poisson)
+    assert est.workload.rate == pytest.approx(3.0, rel=0.02)  # 2 finished + 1 more queued a second
+
+
+def test_lengths_and_finish_reasons_are_read_from_the_metrics() -> None:
+    est = estimate(store_of([0.0] * 60), 60.0)
+    assert est.prompt.mean == pytest.approx(600.0)
+    assert est.output.mean == pytest.approx(200.0)
+    assert est.length_share == 0.0
+    assert any(r.startswith("prompt lengths") for r in est.read)
+    assert any(r.startswith("finish reasons") for r in est.read)
+    assert any(a.startswith("max_tokens") for a in est.assumed)
+
+
+def test_without_length_histograms_the_lengths_are_assumed() -> None:
+    est = estimate(store_of([0.0] * 60, with_lengths=False), 60.0)
+    assert any(a.startswith("prompt lengths") for a in est.assumed)
+    assert any(a.startswith("generation lengths") for a in est.assumed)
+    assert not any(r.startswith("prompt lengths") for r in est.read)
+    assert math.isfinite(est.prompt.mean)

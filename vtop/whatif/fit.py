@@ -1,0 +1,236 @@
+"""The twin's step time fitted to the server it watches, with a hardware preset as the prior.
+
+A server's metrics show its steps only on average, but they do show them: over each chunk of
+the window (`CHUNK_S`) the iteration_tokens histogram counts the steps and the tokens they
+scheduled, `running` is the requests per step, KV usage times the pool is the context read,
+and the chunk's busy seconds (polls with something running) divided by its steps is the step
+time. Without the iteration histogram (older vLLM), the inter-token latency's mean stands for
+the step time and the token rates give the tokens per step. Each chunk is one `StepPoint`.
+
+Evidence from one steady window is thin: the points sit at one batch size, and a four-term
+law fitted to them says nothing about a batch twice as wide. So the fit has three grades:
+
+- "fitted": at least `MIN_POINTS` points spanning `MIN_SPREAD`x in tokens per step: the
+  calibration's own least squares (`vtop.sim.calibration.fit_step_time`) on them.
+- "scaled prior": some points, little spread: the prior preset's step law (a roofline for a
+  GPU, the fitted law for the CPU build) times one factor, the median of observed / prior step
+  time over the points. The preset carries the shape (decode memory-bound, prefill
+  compute-bound); the server sets the scale.
+- "prior": no usable points: the preset as it is.
+
+The prior is the preset for the GPU the server runs on (NVML or the page) and, among those,
+the one serving the same model; no GPU means the CPU build's preset.
+"""
+
+from __future__ import annotations
+
+import itertools
+import statistics
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+
+from vtop.figures import ENDPOINT, Scope
+from vtop.model import Histogram
+from vtop.signals import histogram as hist
+from vtop.signals.store import Store
+from vtop.sim.calibration import StepPoint, fit_step_time
+from vtop.sim.calibration import predict as predict_step
+from vtop.sim.hardware import CPU_ENGINE, PRESETS, QWEN_4090_AWQ, FittedStepTime, Preset, StepCost
+
+CHUNK_S = 30.0
+"""The span of one step point: long enough for hundreds of steps, short enough for several."""
+MIN_POINTS = 4
+MIN_SPREAD = 3.0
+"""A full fit needs this many points, their tokens per step spanning this factor."""
+
+
+@dataclass(frozen=True, slots=True)
+class StepFit:
+    """The preset the twin runs with, and how it was arrived at."""
+
+    preset: Preset
+    grade: str
+    """"fitted", "scaled prior" or "prior"."""
+    prior: str
+    """The prior preset's name and why it was chosen."""
+    points: tuple[StepPoint, ...]
+    scale: float
+    """observed / prior step time ("scaled prior"), else 1."""
+
+    def describe(self) -> str:
+        return f"step time {self.grade} from {len(self.points)} points; prior {self.prior}"
+
+
+def prior_preset(
+    gpu_name: str | None, model: str | None, quantization: str | None = None
+) -> tuple[Preset, str]:
+    """The preset closest to the server: its GPU, then its model and quantisation."""
+    if not gpu_name:
+        return CPU_ENGINE, f"{CPU_ENGINE.name} (no GPU: the CPU build)"
+    same_gpu = [p for p in PRESETS.values() if p.gpu is not None and p.gpu.name == gpu_name]
+    if not same_gpu:
+        return QWEN_4090_AWQ, f"{QWEN_4090_AWQ.name} (no preset for {gpu_name}: assumed)"
+
+    def closeness(p: Preset) -> tuple[bool, bool]:
+        quant = (p.quantization or "none").split("_")[0]
+        wanted = (quantization or "none").split("_")[0]
+        return p.served_model_name == model, quant == wanted
+
+    best = max(same_gpu, key=closeness)
+    why = "same GPU and model" if best.served_model_name == model else "same GPU"
+    return best, f"{best.name} ({why})"
+
+
+def _priced(preset: Preset, tokens: float, seqs: float, context: float) -> float:
+    """One step of `tokens` for `seqs` requests of `context` KV tokens, by the preset's law:
+    decodes read their context once each, a prefill chunk attends over itself (~n^2 / 2)."""
+    p = StepPoint("prior", tokens, seqs, context, 0.0)
+    if preset.fitted is not None:
+        return predict_step(preset.fitted, p)
+    chunk = max(0.0, tokens - seqs)
+    n = max(1, round(seqs))
+    kernel, host = StepCost(preset).step(
+        round(tokens), round(context + tokens), context + chunk * chunk / 2, n, n
+    )
+    return kernel + host
+
+
+def prior_step_s(preset: Preset, p: StepPoint, prefill_chunk: float | None = None) -> float:
+    """The mean step time the preset gives the point's average step.
+
+    An average of 55 tokens is not one 55-token step: it is mostly decode steps of `seqs`
+    tokens and now and then one that also prefills a prompt chunk of `prefill_chunk` tokens.
+    A roofline is convex in tokens (memory-bound, then compute-bound), so the mix is priced
+    as such: a share f = prefill tokens / chunk of the steps carries a chunk.
+    """
+    decode = min(p.seqs, p.tokens)
+    extra = p.tokens - decode
+    if extra <= 0 or not prefill_chunk or prefill_chunk <= extra:
+        return _priced(preset, p.tokens, p.seqs, p.context)
+    share = extra / prefill_chunk
+    return (1 - share) * _priced(preset, decode, p.seqs, p.context) + share * _priced(
+        preset, decode + prefill_chunk, p.seqs, p.context
+    )
+
+
+def scaled(preset: Preset, factor: float) -> Preset:
+    """The preset with every step `factor` times as long."""
+    if preset.fitted is not None:
+        f = preset.fitted
+        return replace(
+            preset,
+            fitted=FittedStepTime(
+                base_s=f.base_s * factor,
+                per_token_s=f.per_token_s * factor,
+                per_seq_s=f.per_seq_s * factor,
+                per_context_token_s=f.per_context_token_s * factor,
+                kernel_base_s=f.kernel_base_s * factor,
+            ),
+        )
+    return replace(
+        preset,
+        compute_efficiency=preset.compute_efficiency / factor,
+        memory_efficiency=preset.memory_efficiency / factor,
+        overhead_base_s=preset.overhead_base_s * factor,
+        overhead_per_seq_s=preset.overhead_per_seq_s * factor,
+    )
+
+
+def _chunk_edges(times: Sequence[float], chunk_s: float) -> list[int]:
+    edges = [0]
+    for i, t in enumerate(times):
+        if t - times[edges[-1]] >= chunk_s:
+            edges.append(i)
+    last = len(times) - 1
+    if last > edges[-1] and times[last] - times[edges[-1]] >= chunk_s / 2:
+        edges.append(last)  # a trailing chunk of at least half the span counts too
+    return edges
+
+
+def _mean(values: Sequence[float | None]) -> float | None:
+    seen = [v for v in values if v is not None]
+    return sum(seen) / len(seen) if seen else None
+
+
+def _delta(values: Sequence[float | None], a: int, b: int) -> float | None:
+    va, vb = values[a], values[b]
+    return vb - va if va is not None and vb is not None else None
+
+
+def step_points(
+    store: Store,
+    window_s: float,
+    *,
+    kv_capacity_tokens: float | None,
+    scope: Scope = ENDPOINT,
+    chunk_s: float = CHUNK_S,
+) -> list[StepPoint]:
+    """One average step per chunk of the window in which the engine ran (see the docstring)."""
+    times = store.times(window_s)
+    running = store.values(scope.key("running"), window_s)
+    kv = store.values(scope.key("kv_usage"), window_s)
+    prompt = store.values(scope.key("prompt_tokens"), window_s)
+    gen = store.values(scope.key("generation_tokens"), window_s)
+    iters = store.hist_values(scope.key("iteration_tokens"), window_s)
+    itl = store.hist_values(scope.key("itl"), window_s)
+    prompt_len = hist.mean(store.hist_delta(scope.key("prompt_len"), window_s))
+    gen_len = hist.mean(store.hist_delta(scope.key("generation_len"), window_s))
+    points: list[StepPoint] = []
+    edges = _chunk_edges(times, chunk_s)
+    for a, b in itertools.pairwise(edges):
+        seconds = times[b] - times[a]
+        polls = running[a + 1 : b + 1]
+        seqs = _mean([r for r in polls if r is not None and r > 0])
+        seen = [r for r in polls if r is not None]
+        if seqs is None or not seen or seconds <= 0:
+            continue
+        busy_s = seconds * sum(1 for r in seen if r > 0) / len(seen)
+        steps_h = _hist_between(iters, a, b)
+        if steps_h is not None and steps_h.count > 0:
+            steps = steps_h.count
+            tokens = steps_h.sum / steps
+            step_s = busy_s / steps
+        else:
+            itl_h = _hist_between(itl, a, b)
+            tokens_made = (_delta(prompt, a, b) or 0.0) + (_delta(gen, a, b) or 0.0)
+            if itl_h is None or not itl_h.count > 0 or tokens_made <= 0:
+                continue
+            step_s = itl_h.sum / itl_h.count
+            tokens = tokens_made / (busy_s / step_s)
+        usage = _mean(kv[a + 1 : b + 1])
+        if kv_capacity_tokens and usage is not None:
+            context = usage * kv_capacity_tokens
+        else:
+            context = seqs * ((prompt_len or 0.0) + (gen_len or 0.0) / 2)
+        points.append(StepPoint(f"t+{times[a] - times[0]:.0f}s", tokens, seqs, context, step_s))
+    return points
+
+
+def _hist_between(column: Sequence[Histogram | None], a: int, b: int) -> Histogram | None:
+    if not column:
+        return None
+    old, new = column[a], column[b]
+    if old is None or new is None:
+        return None
+    return hist.delta(new, old)
+
+
+def fit(
+    points: Sequence[StepPoint],
+    prior: Preset,
+    prior_why: str,
+    *,
+    prefill_chunk: float | None = None,
+) -> StepFit:
+    """The step law the points and the prior support (see the module's grades);
+    `prefill_chunk`: the prompt tokens one step prefills (mean prompt, capped by the budget)."""
+    pts = tuple(points)
+    if len(pts) >= MIN_POINTS:
+        spread = max(p.tokens for p in pts) / max(min(p.tokens for p in pts), 1e-9)
+        if spread >= MIN_SPREAD:
+            law = fit_step_time(pts)
+            return StepFit(replace(prior, fitted=law), "fitted", prior_why, pts, 1.0)
+    if pts:
+        factor = statistics.median(p.step_s / prior_step_s(prior, p, prefill_chunk) for p in pts)
+        return StepFit(scaled(prior, factor), "scaled prior", prior_why, pts, factor)
+    return StepFit(prior, "prior", prior_why, pts, 1.0)

@@ -1,0 +1,330 @@
+"""The twin run on the observed workload: a self-check at today's knobs, then the change.
+
+A prediction is only worth showing if the twin reproduces today. So `prepare` builds the twin
+from what the server exposes (its knobs, the workload `workload.estimate` reads, the step law
+`fit.fit` finds), runs it at today's knobs and compares its figures with the observed ones;
+`WhatIf.predict` then runs it with changed knobs on the same workload and seed.
+
+- Both sides are read the same way: the twin's /metrics pages go through vtop's own parser
+  into a `Store`, and `figures` computes every figure from a store, observed or simulated.
+- The error of a figure is |twin - observed| / max(|observed|, its floor) (the floors keep
+  "0.1 vs 0.3 requests waiting" from reading as a 200 % miss). Above `MAX_TOKENS_ERROR` on
+  generated tokens/s the twin does not describe this server and every prediction is withheld
+  with that reason; no observed token rate withholds as well. Below it, the confidence is
+  "high" (<= 10 %), "medium" (<= 20 %) or "low".
+- A predicted figure carries a band: the after value times 1 +- that figure's self-check error
+  (at least `BAND_FLOOR`; a figure the server did not show gets the token error doubled).
+- Cost: the twin runs `WARMUP_S` virtual seconds to fill its batch, then `SPAN_S` measured
+  seconds read every `PAGE_EVERY_S`: five minutes of workload. Pages are what costs (rendering
+  and parsing one is ~25 ms); counters and histogram increases only need the two ends, and 25
+  gauge samples give their means. `bench/whatif.py` prints the time.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+
+from vtop.figures import ENDPOINT, Scope
+from vtop.model import Knob, KnobValue
+from vtop.signals import histogram as hist
+from vtop.signals.extract import PageReader
+from vtop.signals.store import Store
+from vtop.sim.frontend import FrontendSpec
+from vtop.sim.hardware import Preset
+from vtop.sim.scenarios import Scenario
+from vtop.sim.serve_args import ServeArgs
+from vtop.sim.twin import Twin
+from vtop.sim.workload import Workload
+from vtop.whatif.fit import StepFit, fit, prior_preset, step_points
+from vtop.whatif.workload import WorkloadEstimate, estimate
+
+WARMUP_S = 30.0
+SPAN_S = 120.0
+PAGE_EVERY_S = 10.0
+"""Virtual seconds the twin runs before it is read, how long it is read, and how often."""
+
+MAX_TOKENS_ERROR = 0.30
+"""Above this self-check error on generated tokens/s, predictions are withheld."""
+BAND_FLOOR = 0.05
+"""The narrowest band a prediction carries (the twin's own run-to-run noise)."""
+
+FIGURES = (
+    "generation_tokens_per_s",
+    "running",
+    "waiting",
+    "kv_usage",
+    "preemptions_per_s",
+    "queue_p50",
+    "queue_p90",
+    "ttft_p50",
+    "ttft_p90",
+    "itl_p50",
+)
+"""What the self-check compares and a prediction states, by the name the report will use."""
+
+FLOORS: dict[str, float] = {
+    "generation_tokens_per_s": 1.0,
+    "running": 1.0,
+    "waiting": 1.0,
+    "kv_usage": 0.05,
+    "preemptions_per_s": 0.1,
+    "queue_p50": 0.05,
+    "queue_p90": 0.05,
+    "ttft_p50": 0.05,
+    "ttft_p90": 0.05,
+    "itl_p50": 0.002,
+}
+
+KNOB_FIELDS = {
+    "max_num_seqs": int,
+    "max_num_batched_tokens": int,
+    "max_model_len": int,
+    "gpu_memory_utilization": float,
+    "block_size": int,
+    "enable_prefix_caching": bool,
+    "kv_cache_dtype": str,
+    "long_prefill_token_threshold": int,
+}
+"""The knobs a what-if can set (ServeArgs fields) and their types."""
+
+
+def figures(
+    store: Store, window_s: float | None, scope: Scope = ENDPOINT
+) -> dict[str, float | None]:
+    """Every figure of `FIGURES` over the window; None where the server shows nothing."""
+    queue = store.hist_delta(scope.key("queue_time"), window_s)
+    ttft = store.hist_delta(scope.key("ttft"), window_s)
+    itl = store.hist_delta(scope.key("itl"), window_s)
+    return {
+        "generation_tokens_per_s": store.per_second(scope.key("generation_tokens"), window_s),
+        "running": store.avg(scope.key("running"), window_s),
+        "waiting": store.avg(scope.key("waiting"), window_s),
+        "kv_usage": store.avg(scope.key("kv_usage"), window_s),
+        "preemptions_per_s": store.per_second(scope.key("preemptions"), window_s),
+        "queue_p50": hist.quantile(0.5, queue),
+        "queue_p90": hist.quantile(0.9, queue),
+        "ttft_p50": hist.quantile(0.5, ttft),
+        "ttft_p90": hist.quantile(0.9, ttft),
+        "itl_p50": hist.quantile(0.5, itl),
+    }
+
+
+def relative_error(name: str, twin: float | None, observed: float | None) -> float | None:
+    """|twin - observed| relative to the observed (at least the figure's floor)."""
+    if twin is None or observed is None:
+        return None
+    return abs(twin - observed) / max(abs(observed), FLOORS[name])
+
+
+def serve_args(knobs: Mapping[str, Knob]) -> tuple[ServeArgs, list[str], list[str]]:
+    """The twin's knobs from the discovered ones; (args, read, assumed)."""
+    values: dict[str, KnobValue] = {}
+    read: list[str] = []
+    assumed: list[str] = []
+    for name, kind in KNOB_FIELDS.items():
+        knob = knobs.get(name)
+        if knob is None or knob.value is None:
+            assumed.append(f"{name}: unknown, the preset's default")
+            continue
+        values[name] = kind(knob.value)
+        (assumed if knob.assumed else read).append(f"{name}={knob.value} ({knob.detail})")
+    blocks = knobs.get("num_gpu_blocks")
+    if blocks is not None and isinstance(blocks.value, int | float) and blocks.value > 0:
+        values["num_gpu_blocks_override"] = int(blocks.value)
+        read.append(f"num_gpu_blocks={blocks.value} ({blocks.detail})")
+    else:
+        assumed.append("KV pool: sized by the preset's memory arithmetic")
+    return ServeArgs(**values), read, assumed  # type: ignore[arg-type]
+
+
+def changed(args: ServeArgs, preset: Preset, changes: Mapping[str, KnobValue]) -> ServeArgs:
+    """`args` with `changes` applied; a KV pool read from the server is resized for a new
+    kv_cache_dtype or gpu_memory_utilization as vLLM would size it."""
+    for name in changes:
+        if name not in KNOB_FIELDS:
+            raise ValueError(f"unknown knob {name!r}; a what-if can set {', '.join(KNOB_FIELDS)}")
+    typed = {name: KNOB_FIELDS[name](value) for name, value in changes.items()}
+    new = replace(args, **typed)
+    blocks = args.num_gpu_blocks_override
+    if blocks is not None:
+        old_bytes = 1 if args.kv_cache_dtype.startswith("fp8") else 2
+        new_bytes = 1 if new.kv_cache_dtype.startswith("fp8") else 2
+        tokens = blocks * args.block_size * old_bytes / new_bytes
+        if preset.gpu is not None and new.gpu_memory_utilization != args.gpu_memory_utilization:
+            extra = (
+                new.gpu_memory_utilization - args.gpu_memory_utilization
+            ) * preset.gpu.memory_bytes
+            per_token = preset.model.kv_bytes_per_token(new_bytes)
+            tokens += extra * preset.tensor_parallel_size / per_token
+        new = replace(new, num_gpu_blocks_override=max(1, int(tokens // new.block_size)))
+    return new
+
+
+def run_twin(
+    preset: Preset,
+    args: ServeArgs,
+    workload: Workload,
+    *,
+    seed: int = 0,
+    warmup_s: float = WARMUP_S,
+    span_s: float = SPAN_S,
+    page_every_s: float = PAGE_EVERY_S,
+) -> dict[str, float | None]:
+    """The twin's figures on `workload` at `args`, read through vtop's parser and store."""
+    scenario = Scenario(
+        name="whatif",
+        title="The watched server's twin",
+        cause="",
+        symptom="",
+        rule=None,
+        preset=preset,
+        args=args,
+        workload=workload,
+        frontend=FrontendSpec(),
+        warmup_s=warmup_s,
+    )
+    twin = Twin(scenario, seed=seed, epoch=0.0)
+    reader = PageReader()
+    store = Store("whatif", capacity=int(span_s / page_every_s) + 8)
+    twin.advance(warmup_s)
+    pages = round(span_s / page_every_s)
+    for i in range(pages + 1):
+        if i:
+            twin.advance(page_every_s)
+        page = twin.metrics_text(process_metrics=False).decode()
+        store.ingest(reader.read(page, endpoint="whatif", t=twin.now, latency_s=0.0))
+    return figures(store, None)
+
+
+@dataclass(frozen=True, slots=True)
+class Band:
+    """A predicted figure: today's (the twin's), after the change, and the band around it."""
+
+    now: float
+    after: float
+    low: float
+    high: float
+
+
+@dataclass(frozen=True, slots=True)
+class SelfCheck:
+    """The twin at today's knobs against the observed server."""
+
+    observed: dict[str, float | None]
+    twin: dict[str, float | None]
+    errors: dict[str, float | None]
+    confidence: str
+    """"high", "medium", "low" or "withheld"."""
+    reason: str
+    """Why withheld (empty otherwise)."""
+
+    @property
+    def withheld(self) -> bool:
+        return self.confidence == "withheld"
+
+
+def check(observed: Mapping[str, float | None], twin: Mapping[str, float | None]) -> SelfCheck:
+    """The errors, the confidence they give and, above `MAX_TOKENS_ERROR`, why withheld."""
+    errors = {n: relative_error(n, twin.get(n), observed.get(n)) for n in FIGURES}
+    tokens = errors["generation_tokens_per_s"]
+    seen = observed.get("generation_tokens_per_s")
+    reason = ""
+    if tokens is None or not seen:
+        confidence, reason = "withheld", "no generated tokens observed to check the twin against"
+    elif tokens > MAX_TOKENS_ERROR:
+        confidence = "withheld"
+        reason = (
+            f"the twin misses today's generated tokens/s by {tokens:.0%} "
+            f"(more than {MAX_TOKENS_ERROR:.0%}): it does not describe this server"
+        )
+    elif tokens <= 0.10:
+        confidence = "high"
+    elif tokens <= 0.20:
+        confidence = "medium"
+    else:
+        confidence = "low"
+    return SelfCheck(dict(observed), dict(twin), errors, confidence, reason)
+
+
+@dataclass(frozen=True, slots=True)
+class Prediction:
+    """The figures after `changes`, each with its band; empty with the reason when withheld."""
+
+    changes: dict[str, KnobValue]
+    figures: dict[str, Band]
+    twin_after: dict[str, float | None]
+    confidence: str
+    reason: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class WhatIf:
+    """A twin fitted to one server over one window, checked, ready to run changes."""
+
+    workload: WorkloadEstimate
+    step: StepFit
+    args: ServeArgs
+    check: SelfCheck
+    read: list[str] = field(default_factory=list)
+    assumed: list[str] = field(default_factory=list)
+    seed: int = 0
+
+    def predict(self, changes: Mapping[str, KnobValue]) -> Prediction:
+        """Run the twin with `changes` (several at once are one run) on the same workload."""
+        wanted = dict(changes)
+        after_args = changed(self.args, self.step.preset, wanted)
+        if self.check.withheld:
+            return Prediction(wanted, {}, {}, "withheld", self.check.reason)
+        after = run_twin(self.step.preset, after_args, self.workload.workload, seed=self.seed)
+        token_error = self.check.errors["generation_tokens_per_s"] or 0.0
+        bands: dict[str, Band] = {}
+        for name in FIGURES:
+            now, value = self.check.twin.get(name), after.get(name)
+            if now is None or value is None:
+                continue
+            err = self.check.errors.get(name)
+            width = max(BAND_FLOOR, err if err is not None else 2 * token_error)
+            bands[name] = Band(now, value, value * (1 - width), value * (1 + width))
+        return Prediction(wanted, bands, after, self.check.confidence)
+
+
+def prepare(
+    store: Store,
+    window_s: float,
+    knobs: Mapping[str, Knob],
+    *,
+    gpu_name: str | None,
+    scope: Scope = ENDPOINT,
+    seed: int = 0,
+) -> WhatIf:
+    """Estimate the workload, fit the step time and self-check the twin over the window."""
+    work = estimate(store, window_s, scope)
+    args, read, assumed = serve_args(knobs)
+    model = knobs.get("served_model_name")
+    quant = knobs.get("quantization")
+    prior, why = prior_preset(
+        gpu_name,
+        str(model.value) if model is not None else None,
+        str(quant.value) if quant is not None else None,
+    )
+    if args.kv_cache_dtype != prior.kv_cache_dtype:
+        prior = prior.with_kv_cache_dtype(args.kv_cache_dtype)
+    capacity = (
+        args.num_gpu_blocks_override * args.block_size if args.num_gpu_blocks_override else None
+    )
+    points = step_points(store, window_s, kv_capacity_tokens=capacity, scope=scope)
+    budget = args.max_num_batched_tokens or prior.default_max_num_batched_tokens
+    chunk = min(work.prompt.mean * (1 - (work.prefix_hit or 0.0)), budget)
+    step = fit(points, prior, why, prefill_chunk=chunk)
+    observed = figures(store, window_s, scope)
+    twin = run_twin(step.preset, args, work.workload, seed=seed)
+    return WhatIf(
+        workload=work,
+        step=step,
+        args=args,
+        check=check(observed, twin),
+        read=[*work.read, *read, step.describe()],
+        assumed=[*work.assumed, *assumed],
+        seed=seed,
+    )
