@@ -10,7 +10,8 @@ from __future__ import annotations
 
 from vtop.model import Histogram, Scrape, SeriesKey
 from vtop.signals.store import Store
-from vtop.triage.measure import SINCE_START_MIN_S, Snapshot
+from vtop.triage.counts import SINCE_START_MIN_S
+from vtop.triage.measure import Snapshot
 from vtop.triage.schema import Measure, Operand
 
 EP = "http://127.0.0.1:8000"

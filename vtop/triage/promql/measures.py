@@ -25,7 +25,7 @@ from vtop import durations
 from vtop.model import KnobValue
 from vtop.signals.catalog import BY_NAME, Signal
 from vtop.sources.discovery import defaults as version_defaults
-from vtop.triage.measure import SINCE_START_LOAD_FLOOR, SINCE_START_MIN_S
+from vtop.triage.counts import SINCE_START_LOAD_FLOOR, SINCE_START_MIN_S
 from vtop.triage.promql.terms import PROMQL_OP, NotExpressible, Options, literal, quoted
 from vtop.triage.schema import Cond, KnobIs, Measure, Operand, Rule, ValueDef
 

@@ -1,0 +1,121 @@
+"""Measures of one window of polls: functions over a column, and the window-derived values.
+
+Two kinds of measure read a window the same way whatever the rule: a function of a gauge's
+column (`last`, `avg_over_time`, `quantile_over_time`, ...) and the `value:` of a signal that
+exists only over a window (`derived.DERIVED`'s "window" kind: `prefix_hit_rate`,
+`decode_concurrency`, `wave_share`, ...). Both are plain functions of the evaluation's
+`Columns` and store, so `Snapshot` only dispatches to them and caches what they return;
+those made of counters and histograms alone are `counts.counted_value`, which also reads them
+since the server started.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections.abc import Sequence
+
+from vtop.triage.columns import Column, Columns
+from vtop.triage.counts import Window, counted_value, ratio
+from vtop.triage.derived import SINCE_START_VALUES
+from vtop.triage.schema import Operand
+
+WAVE_GAIN = 0.4
+WAVE_FROM = 0.6
+"""A climb of demand refills the server when it gains at least `WAVE_GAIN` of the peak (p95)
+from no higher than `WAVE_FROM` of it: at one poll a second a wave of the batch's size is seen
+from wherever the draining batch was at the last poll before it."""
+
+
+def quantile(q: float, values: Sequence[float]) -> float | None:
+    """`quantile_over_time`: linear interpolation between order statistics (as the store)."""
+    if not values:
+        return None
+    vs = sorted(values)
+    pos = max(0.0, min(1.0, q)) * (len(vs) - 1)
+    lo = math.floor(pos)
+    hi = min(lo + 1, len(vs) - 1)
+    return vs[lo] + (vs[hi] - vs[lo]) * (pos - lo)
+
+
+def over_time(fn: str, col: Column, q: float | None) -> float | None:
+    """`last` or a `*_over_time` function of a gauge's (or per-poll derived signal's) column."""
+    if fn == "last":
+        return col[-1] if col else None
+    vals = [v for v in col if v is not None]
+    if not vals:
+        return None
+    if fn == "avg_over_time":
+        return sum(vals) / len(vals)
+    if fn == "max_over_time":
+        return max(vals)
+    if fn == "min_over_time":
+        return min(vals)
+    if fn == "quantile_over_time":
+        return quantile(q if q is not None else 0.5, vals)
+    return None
+
+
+def window_value(name: str, w: float, columns: Columns) -> float | None:
+    """`value:` of a window-derived signal over the (clamped) window `w`."""
+    st = columns.store
+    if name in SINCE_START_VALUES:
+        return counted_value(name, Window(st, w), columns.knob)
+    if name == "engine_steps_per_s":
+        delta = st.hist_delta("iteration_tokens", w)
+        times = st.times(w)
+        seconds = times[-1] - times[0] if len(times) >= 2 else 0.0
+        return ratio(delta.count if delta else None, seconds)
+    if name == "decode_concurrency":
+        tokens = st.rate("generation_tokens", w)
+        itl = st.hist_mean("itl", w)
+        return None if tokens is None or itl is None else tokens * itl
+    if name == "demand_dispersion":
+        vals = [v for v in columns.get(Operand("demand"), w) if v is not None]
+        if len(vals) < 2:
+            return None
+        mean = sum(vals) / len(vals)
+        var = sum((v - mean) ** 2 for v in vals) / len(vals)
+        return ratio(var, mean)
+    if name == "prompt_quiet":
+        known = [v for v in columns.get(Operand("prompt_tokens"), w) if v is not None]
+        steps = [b - a for a, b in itertools.pairwise(known)]
+        return sum(1 for d in steps if d <= 0) / len(steps) if steps else None
+    if name in ("wave_refills", "wave_share"):
+        return waves(columns.get(Operand("demand"), w), name == "wave_share")
+    if name == "ttft_p95_imbalance":
+        p95 = [q for k in st.series("ttft") if (q := st.hist_quantile(0.95, k, w)) is not None]
+        return max(p95) / min(p95) if len(p95) >= 2 and min(p95) > 0 else None
+    return None
+
+
+def waves(demand: Column, share: bool) -> float | None:
+    """`wave_refills` (or `wave_share`): the climbs of demand that refill a drained server
+    (see `derived.DERIVED`). A climb is a run of polls over which demand never falls (a
+    wave's requests pass the API server over a second or two, so four polls a second see
+    it rise in steps); polls that failed are skipped, not taken for a fall."""
+    known = [v for v in demand if v is not None]
+    peak = quantile(0.95, known)
+    if peak is None or peak <= 0:
+        return None
+    gain_min, high = WAVE_GAIN * peak, WAVE_FROM * peak
+    rises = refills = 0.0
+    count = 0
+    start = prev = known[0]
+    candidate = counted = False  # this climb: a refill if the poll after it stays up
+    for v in [*known[1:], -math.inf]:  # a last fall closes the last climb
+        if candidate and v >= high:  # the wave stays up while its requests decode
+            counted = True
+            count += 1
+        candidate = False
+        if v < prev:
+            gain = prev - start
+            rises += gain
+            refills += gain if counted else 0.0
+            start, counted = v, False
+        elif not counted and start <= high and v - start >= gain_min:
+            candidate = True
+        prev = v
+    if not share:
+        return float(count)
+    return refills / rises if rises > 0 else None
