@@ -8,19 +8,62 @@ increase; histograms the rate of observations and percentiles of the observation
 within the window (bucket deltas). Unknown is `None` (JSON `null`), never 0. GPU series are
 kept apart from the server's signals: each endpoint lists its GPUs with their source (the
 page's dcgm-exporter series, or this host's NVML).
+
+A knob and a recommendation are written alike here and in the report, so their shapes are
+TypedDicts of this module (`KnobDoc`, `RecommendationDoc`): the report's types
+(`vtop.report.document`) sit above this layer and name them from here.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal, NotRequired, TypedDict
 
 from vtop import figures
-from vtop.model import ALL, Finding, GpuStatus, Knob, Recommendation, SeriesKey
+from vtop.model import (
+    ALL,
+    Finding,
+    GpuStatus,
+    Knob,
+    KnobValue,
+    Provenance,
+    Recommendation,
+    SeriesKey,
+)
 from vtop.monitor import EndpointView
 from vtop.signals.catalog import SIGNALS, Kind, Signal
 from vtop.signals.store import Store
 
 Json = dict[str, Any]
+
+
+class KnobDoc(TypedDict):
+    """A knob's value and where it came from, as `--once` and the report write it."""
+
+    value: KnobValue
+    provenance: Provenance
+    detail: str
+
+
+RecommendationDoc = TypedDict(
+    "RecommendationDoc",
+    {
+        "knob": str,
+        "from": KnobValue,
+        "to": KnobValue,
+        "flag": str,
+        "engine_arg": NotRequired[str],
+        "direction": NotRequired[Literal["raise", "lower", "set", "enable", "disable"]],
+        "formula": NotRequired[str],
+        "explanation": NotRequired[str],
+        "change": NotRequired[str],
+        "confidence": NotRequired[Literal["high", "medium", "low"]],
+        "tradeoff": NotRequired[str],
+        "assumed": NotRequired[bool],
+    },
+)
+"""A recommendation as `--once` and the report write it (functional: `from` is a keyword);
+every key is always written, those after `flag` are optional in the report's schema, which
+documents began without them."""
 
 
 def _round(v: float | None, digits: int = 6) -> float | None:
@@ -108,7 +151,7 @@ def endpoint_gpus(store: Store, window_s: float | None = None, *,
     return out
 
 
-def recommendation(r: Recommendation) -> Json:
+def recommendation(r: Recommendation) -> RecommendationDoc:
     """A recommendation as data: the knob, from, to, and the flag that applies it."""
     return {
         "knob": r.knob,
@@ -142,7 +185,7 @@ def finding(f: Finding) -> Json:
     }
 
 
-def knobs(values: dict[str, Knob]) -> Json:
+def knobs(values: dict[str, Knob]) -> dict[str, KnobDoc]:
     return {
         name: {"value": k.value, "provenance": k.provenance, "detail": k.detail}
         for name, k in sorted(values.items())

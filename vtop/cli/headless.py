@@ -19,7 +19,6 @@ import argparse
 import asyncio
 import contextlib
 import signal
-from typing import Any
 
 from vtop import durations
 from vtop.cli.actions import SchemaAction
@@ -28,6 +27,7 @@ from vtop.cli.output import fail, say, warning, write_stdout
 from vtop.cli.sources import recorded_sources
 from vtop.model import Frame
 from vtop.report import FORMATS, render
+from vtop.report.document import Document
 from vtop.sources.base import FrameSource, Simulated, simulated
 from vtop.trace import TraceError, TraceReader, TraceWriteError
 from vtop.trace.recorder import Recorder
@@ -110,7 +110,7 @@ def _signals(stop: asyncio.Event) -> None:
             loop.add_signal_handler(sig, stop.set)
 
 
-def _emit(doc: dict[str, Any], args: argparse.Namespace, exits: Exits) -> int:
+def _emit(doc: Document, args: argparse.Namespace, exits: Exits) -> int:
     text = render(doc, args.report_format)
     if args.output:
         try:

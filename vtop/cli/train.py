@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Callable
-from typing import Any, TextIO
+from typing import TextIO
 
 from vtop import fmt
 from vtop.cli.exits import EXIT_OK, EXIT_UNKNOWN
@@ -24,7 +24,8 @@ from vtop.cli.output import say, warning
 from vtop.model import Finding
 from vtop.monitor import Monitor
 from vtop.report.collect import FindingsFn, monitor_findings
-from vtop.report.text import SIGNAL_ORDER
+from vtop.report.document import KnobDoc, LatencyDoc
+from vtop.report.text import SIGNAL_ORDER, series
 from vtop.report.train import (
     CONFIG_KNOBS,
     DIRECTIONS,
@@ -72,19 +73,19 @@ def context(path: str, q: Question) -> list[str]:
         if s is None or s["avg"] is None:
             continue
         u = s["unit"]
-        trend = doc["timeline"].get(name) or []
+        trend = series(doc, name)
         spark = fmt.spark(trend, 20, lo=0.0, hi=1.0) if name == "kv_usage" else fmt.spark(trend, 20)
         out.append(
             f"    {fmt.LABELS[name]:<22}avg {fmt.report_num(s['avg'], u):>8}  max "
             f"{fmt.report_num(s['max'], u):>8}  {spark}"
         )
-    ttft = ep["latency"].get("ttft", {})
+    ttft: LatencyDoc | dict[str, float | None] = ep["latency"].get("ttft", {})
     if ttft.get("p90") is not None:
         out.append(
             f"    {'TTFT p50 / p90':<22}{fmt.report_num(ttft['p50'], 'seconds'):>12}  "
             f"{fmt.report_num(ttft['p90'], 'seconds'):>12}"
         )
-    knobs: dict[str, Any] = ep["knobs"]
+    knobs: dict[str, KnobDoc] = ep["knobs"]
     shown = [f"{n} {fmt.knob(k['value'])}" for n, k in knobs.items() if n in CONFIG_KNOBS]
     if shown:
         out.append("    config: " + ", ".join(shown))

@@ -1,9 +1,10 @@
 """Headless verdicts: a report document from frames, rendered as text, Markdown, JSON or HTML.
 
-`collect` turns frames into the document (the one source of truth), `window` keeps the window's
-figures, `run` drives sources into it, and `text`/`html` render it. JSON is the document itself,
-described by docs/report-schema.json, which ships inside the package (`schema_text`, printed by
-`vtop --schema`) so that a consumer validates against the schema of the vtop it runs.
+`collect` turns frames into the document (the one source of truth; `document` its types),
+`window` keeps the window's figures, `run` drives sources into it, and `text`/`html` render it.
+JSON is the document itself, described by docs/report-schema.json, which ships inside the
+package (`schema_text`, printed by `vtop --schema`) so that a consumer validates against the
+schema of the vtop it runs.
 """
 
 from __future__ import annotations
@@ -11,7 +12,10 @@ from __future__ import annotations
 import json
 import math
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from vtop.report.document import Document
 
 FORMATS = ("text", "markdown", "json", "html")
 SCHEMA_NAME = "report-schema.json"
@@ -40,7 +44,7 @@ def _finite(value: Any) -> Any:
     return value
 
 
-def render(doc: dict[str, Any], fmt: str) -> str:
+def render(doc: Document, fmt: str) -> str:
     """The document in one of `FORMATS`."""
     if fmt == "json":
         return json.dumps(_finite(doc), indent=2, ensure_ascii=False, allow_nan=False) + "\n"

@@ -24,8 +24,10 @@ episode (a run of evaluations where it fires or is suppressed): a symptom that f
 its cause has waited out its own `for` is the same problem, seen early, and the cause's finding
 carries it. The headline leads with what counts, worst first, then what still fires at the
 end, in the engine's root-cause order. The document is plain JSON data, versioned
-(`REPORT_VERSION`) and described by docs/report-schema.json; text, Markdown and HTML are views
-of it, so they cannot disagree.
+(`REPORT_VERSION`) and described by docs/report-schema.json; `vtop.report.document` types it
+field for field (a test holds the two together), and it is built here as those typed records,
+literally, so mypy checks every key the schema asks for. Text, Markdown and HTML are views of
+it, so they cannot disagree.
 """
 
 from __future__ import annotations
@@ -33,17 +35,34 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
-from typing import Any, Literal
+from typing import Final, overload
 
 from vtop import __version__, durations, summary
-from vtop.figures import RATES
 from vtop.model import ACCRUING, EndpointInfo, Event, Finding, Frame, Severity
 from vtop.monitor import Monitor
-from vtop.report.window import EndpointStats, WindowStats
+from vtop.report.document import (
+    Document,
+    EndpointDoc,
+    EndpointStatus,
+    EventDoc,
+    ExitCode,
+    FindingDoc,
+    GpuDoc,
+    GpuSource,
+    LatencyDoc,
+    NoSignals,
+    SignalDoc,
+    SignalsDoc,
+    SourceKind,
+    StatDoc,
+    Status,
+    TimelineDoc,
+    severity_name,
+)
+from vtop.report.window import EndpointStats, Stat, WindowStats
 
-REPORT_VERSION = 1
-Status = Literal["OK", "WARNING", "CRITICAL", "UNKNOWN"]
-EXIT_CODES: dict[str, int] = {"OK": 0, "WARNING": 1, "CRITICAL": 2, "UNKNOWN": 3}
+REPORT_VERSION: Final = 1
+EXIT_CODES: dict[str, ExitCode] = {"OK": 0, "WARNING": 1, "CRITICAL": 2, "UNKNOWN": 3}
 FindingsFn = Callable[[Monitor], Iterable[Finding]]
 """Every current finding of every endpoint the monitor watches."""
 MAX_EVENTS = 200
@@ -67,6 +86,10 @@ def monitor_findings(monitor: Monitor) -> Iterable[Finding]:
     return out
 
 
+@overload
+def iso(t: float) -> str: ...
+@overload
+def iso(t: float | None) -> str | None: ...
 def iso(t: float | None) -> str | None:
     """UTC time with seconds, e.g. 2025-06-15T15:06:41Z (reports are read across zones)."""
     if t is None:
@@ -138,7 +161,7 @@ class Collector:
     def __init__(
         self,
         *,
-        source_kind: str,
+        source_kind: SourceKind,
         source_name: str,
         findings: FindingsFn = monitor_findings,
         expected_s: float | None = None,
@@ -333,7 +356,7 @@ class Collector:
             and t.finding.endpoint == cause.finding.endpoint
         ]
 
-    def document(self) -> dict[str, Any]:
+    def document(self) -> Document:
         findings = self._ranked()  # once: the status and the findings list read the same order
         status, reason = self.status(findings)
         st = self.stats
@@ -341,6 +364,9 @@ class Collector:
         primary = endpoints[0] if endpoints else None
         duration = (st.t_last - st.t_first) if st.t_first is not None and st.t_last else 0.0
         first_ep = next(iter(st.endpoints.values()), None)
+        end = st.t_last
+        judging = [_undecided(f, end) for f in self.undecided()] if end is not None else []
+        signals: SignalsDoc | NoSignals = primary["signals"] if primary else {}
         return {
             "report_version": REPORT_VERSION,
             "vtop": __version__,
@@ -360,35 +386,36 @@ class Collector:
             },
             "endpoint": primary["url"] if primary else None,
             "knobs": primary["knobs"] if primary else {},
-            "signals": primary["signals"] if primary else {},
+            "signals": signals,
             "latency": primary["latency"] if primary else {},
-            "findings": [_finding(t) for t in findings]
-            + [_undecided(f, st.t_last) for f in self.undecided()],
+            "findings": [_finding(t) for t in findings] + judging,
             "endpoints": endpoints,
             "gpus": self._gpus(),
             "gpu_unavailable": None if st.gpu.gpus else st.gpu.unavailable,
-            "events": [
-                {
-                    "t": e.t,
-                    "time": iso(e.t),
-                    "kind": e.kind,
-                    "endpoint": e.endpoint,
-                    "message": e.message,
-                }
-                for e in self.events
-            ],
-            "timeline": first_ep.timeline.series() if first_ep else {"t": []},
+            "events": [_event(e) for e in self.events],
+            "timeline": _timeline(first_ep.timeline.series()) if first_ep else {"t": []},
         }
 
-    def _endpoint(self, e: EndpointStats) -> dict[str, Any]:
+    def _endpoint(self, e: EndpointStats) -> EndpointDoc:
         view = self.monitor.endpoints.get(e.url)
         server = view.server if view is not None else EndpointInfo()
-        signals: dict[str, Any] = {}
-        for name, stat in e.gauges.items():
-            signals[name] = {**_pick(stat.summary()), "unit": UNITS[name]}
-        for name in RATES:
-            signals[name] = {**e.counters[name].summary(), "unit": UNITS[name]}
-        state = "ok"
+
+        def gauge(name: str) -> SignalDoc:
+            return _signal(e.gauges[name].summary(), UNITS[name])
+
+        def rate(name: str) -> SignalDoc:
+            return _signal(e.counters[name].summary(), UNITS[name])
+
+        signals: SignalsDoc = {  # the gauges (`GAUGES`), then the rates (`RATES`), in order
+            "running": gauge("running"),
+            "waiting": gauge("waiting"),
+            "kv_usage": gauge("kv_usage"),
+            "preemptions_per_s": rate("preemptions_per_s"),
+            "generation_tokens_per_s": rate("generation_tokens_per_s"),
+            "prompt_tokens_per_s": rate("prompt_tokens_per_s"),
+            "requests_per_s": rate("requests_per_s"),
+        }
+        state: EndpointStatus = "ok"
         if e.polls == e.failed:
             state = "unreachable"
         elif not e.vllm:
@@ -409,37 +436,83 @@ class Collector:
             "restarts": e.restarts,
             "knobs": knobs_json(view.knobs if view is not None else {}),
             "signals": signals,
-            "latency": {name: lat.summary() for name, lat in e.latency.items()},
+            "latency": {name: _latency(lat.summary()) for name, lat in e.latency.items()},
         }
 
-    def _gpus(self) -> list[dict[str, Any]]:
-        out = []
+    def _gpus(self) -> list[GpuDoc]:
+        out: list[GpuDoc] = []
         for index, (name, stats, total) in sorted(self.stats.gpu.gpus.items()):
-            entry: dict[str, Any] = {"index": index, "name": name, "mem_total_bytes": total,
-                                     "source": self.stats.gpu.sources.get(index)}  # fmt: skip
-            for f, s in stats.items():
-                entry[f] = _pick(s.summary()) if s.n else None
             error, since = self.stats.gpu.errors.get(index, (None, None))
-            entry["error"], entry["error_since"] = error, iso(since)
-            out.append(entry)
+            out.append({
+                "index": index,
+                "name": name,
+                "mem_total_bytes": total,
+                "source": _gpu_source(self.stats.gpu.sources.get(index)),
+                "util_pct": _gpu_stat(stats["util_pct"]),  # `GpuStats.FIELDS`, in order
+                "mem_used_bytes": _gpu_stat(stats["mem_used_bytes"]),
+                "power_w": _gpu_stat(stats["power_w"]),
+                "temp_c": _gpu_stat(stats["temp_c"]),
+                "error": error,
+                "error_since": iso(since),
+            })  # fmt: skip
         return out
 
 
-def _pick(summary: dict[str, float | None]) -> dict[str, float | None]:
-    return {k: summary[k] for k in ("avg", "max", "last")}
+def _stat(summary: dict[str, float | None]) -> StatDoc:
+    return {"avg": summary["avg"], "max": summary["max"], "last": summary["last"]}
+
+
+def _gpu_stat(s: Stat) -> StatDoc | None:
+    return _stat(s.summary()) if s.n else None
+
+
+def _signal(summary: dict[str, float | None], unit: str) -> SignalDoc:
+    return {"avg": summary["avg"], "max": summary["max"], "last": summary["last"], "unit": unit}
+
+
+def _latency(stats: dict[str, float | None]) -> LatencyDoc:
+    return {"observations": stats["observations"], "mean": stats["mean"], "p50": stats["p50"],
+            "p90": stats["p90"], "p99": stats["p99"]}  # fmt: skip
+
+
+_GPU_SOURCES: dict[str, GpuSource] = {"nvml": "nvml", "page": "page"}
+
+
+def _gpu_source(source: str | None) -> GpuSource | None:
+    """Who read a GPU, as the schema names them (`GpuReading.source` is one of the two)."""
+    return _GPU_SOURCES.get(source) if source is not None else None
+
+
+def _event(e: Event) -> EventDoc:
+    return {"t": e.t, "time": iso(e.t), "kind": e.kind, "endpoint": e.endpoint,
+            "message": e.message}  # fmt: skip
+
+
+def _timeline(series: dict[str, list[float | None]]) -> TimelineDoc:
+    """`Timeline.series()` as the schema names it: the bins' times, then each charted series
+    (`window.CHART`, in order)."""
+    return {
+        "t": [t for t in series["t"] if t is not None],  # every bin has its middle
+        "running": series["running"],
+        "waiting": series["waiting"],
+        "kv_usage": series["kv_usage"],
+        "preemptions_per_s": series["preemptions_per_s"],
+        "generation_tokens_per_s": series["generation_tokens_per_s"],
+        "ttft_p90": series["ttft_p90"],
+    }
 
 
 knobs_json = summary.knobs
 
 
-def _finding(track: _Track) -> dict[str, Any]:
+def _finding(track: _Track) -> FindingDoc:
     f = track.finding
     suppressed = f.state == "suppressed"
     return {
         "rule": f.rule,
         "title": f.title,
         "endpoint": f.endpoint,
-        "severity": track.worst.name,
+        "severity": severity_name(track.worst),
         "state": f.state,
         "counts": track.counts is not None,
         "summary": f.summary,
@@ -457,14 +530,14 @@ def _finding(track: _Track) -> dict[str, Any]:
     }
 
 
-def _undecided(f: Finding, end: float | None) -> dict[str, Any]:
+def _undecided(f: Finding, end: float) -> FindingDoc:
     """A warning still being judged at the window's end: its progress, and no advice."""
     first = f.since if f.since is not None else end
     return {
         "rule": f.rule,
         "title": f.title,
         "endpoint": f.endpoint,
-        "severity": f.severity.name,
+        "severity": severity_name(f.severity),
         "state": f.state,
         "counts": False,
         "summary": f.summary,

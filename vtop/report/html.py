@@ -14,9 +14,9 @@ from html import escape
 from typing import Any
 
 from vtop import fmt
+from vtop.report.document import Document, TimelineName, signals_of
 from vtop.report.text import (
     SIGNAL_ORDER,
-    Doc,
     _finding_span,
     _gpu_line,
     _health,
@@ -34,7 +34,7 @@ COLOURS = {
     "CRITICAL": "#c62828",
     "UNKNOWN": "#616161",
 }
-CHARTS = (
+CHARTS: tuple[tuple[TimelineName, str, str], ...] = (
     ("running", "running requests", "requests"),
     ("waiting", "waiting requests", "requests"),
     ("kv_usage", "KV cache usage", "ratio"),
@@ -75,7 +75,7 @@ def _x(t: float, t0: float, t1: float) -> float:
     return LEFT + (t - t0) / span * (W - LEFT - RIGHT)
 
 
-def _shading(doc: Doc, t0: float, t1: float, y0: float, y1: float) -> list[str]:
+def _shading(doc: Document, t0: float, t1: float, y0: float, y1: float) -> list[str]:
     out = []
     for f in doc["findings"]:
         if not f.get("counts", f["state"] == "firing"):
@@ -119,27 +119,29 @@ def nice_ceiling(v: float) -> float:
     return 10.0 * step
 
 
-def _headline(doc: Doc, name: str, known: list[float]) -> str:
+def _headline(doc: Document, name: TimelineName, known: list[float]) -> str:
     """The chart's figures: the window's own (every poll), not the bins'."""
     if name == "ttft_p90":
-        p90 = (doc.get("latency") or {}).get("ttft", {}).get("p90")
+        ttft = doc["latency"].get("ttft")
+        p90 = ttft["p90"] if ttft is not None else None
         return f"p90 over the window {fmt.report_num(p90, 'seconds')}"
-    s = (doc.get("signals") or {}).get(name)
+    signals = signals_of(doc["signals"])  # none where the window had no endpoint
+    s = signals.get(name) if signals is not None else None
     if s is None:
         return f"last {fmt.report_num(known[-1])}"
     unit = s["unit"]
-    avg, top, last = (fmt.report_num(s[k], unit) for k in ("avg", "max", "last"))
+    avg, top, last = (fmt.report_num(v, unit) for v in (s["avg"], s["max"], s["last"]))
     return f"avg {avg} · max {top} · last {last}"
 
 
-def chart(doc: Doc, name: str, title: str, unit: str) -> str | None:
+def chart(doc: Document, name: TimelineName, title: str, unit: str) -> str | None:
     tl = doc["timeline"]
     ts: list[float] = tl.get("t") or []
     values: list[float | None] = tl.get(name) or []
     known = [v for v in values if v is not None]
-    if not known or doc["window"]["start_t"] is None:
-        return None
     t0, t1 = doc["window"]["start_t"], doc["window"]["end_t"]
+    if not known or t0 is None or t1 is None:
+        return None
     lo = 0.0
     hi = 1.0 if unit == "ratio" else nice_ceiling(max(known) * 1.05)
     y_top, y_bottom = TOP, H - BOTTOM
@@ -194,12 +196,11 @@ def chart(doc: Doc, name: str, title: str, unit: str) -> str | None:
     return "".join(parts)
 
 
-def findings_timeline(doc: Doc) -> str | None:
+def findings_timeline(doc: Document) -> str | None:
     findings = doc["findings"]
-    if not findings or doc["window"]["start_t"] is None:
+    t0, t1 = doc["window"]["start_t"], doc["window"]["end_t"]
+    if not findings or t0 is None or t1 is None:
         return None
-    t0: float = doc["window"]["start_t"]
-    t1: float = doc["window"]["end_t"]
     row = 22
     height = TOP + row * len(findings) + BOTTOM
     width = 2 * W + 12
@@ -234,7 +235,7 @@ def findings_timeline(doc: Doc) -> str | None:
     return "".join(parts)
 
 
-def render_html(doc: Doc) -> str:
+def render_html(doc: Document) -> str:
     status = doc["status"]
     colour = COLOURS[status]
     out = [
@@ -305,13 +306,13 @@ def render_html(doc: Doc) -> str:
     for ep in doc["endpoints"]:
         out.append(f"<h2>Numbers for {_e(ep['url'])}</h2><table>")
         out.append("<tr><th>signal</th><th>avg</th><th>max</th><th>last</th></tr>")
-        for name in SIGNAL_ORDER:
-            s = ep["signals"].get(name)
+        for sig in SIGNAL_ORDER:
+            s = ep["signals"].get(sig)
             if s is None:
                 continue
             u = s["unit"]
             out.append(
-                f"<tr><td>{_e(fmt.LABELS[name])}</td><td class=n>{_e(fmt.report_num(s['avg'], u))}"
+                f"<tr><td>{_e(fmt.LABELS[sig])}</td><td class=n>{_e(fmt.report_num(s['avg'], u))}"
                 f"</td><td class=n>{_e(fmt.report_num(s['max'], u))}</td><td class=n>"
                 f"{_e(fmt.report_num(s['last'], u))}</td></tr>"
             )
@@ -337,10 +338,10 @@ def render_html(doc: Doc) -> str:
             out.append("</table>")
     if doc["events"]:
         out.append("<h2>Events</h2><table>")
-        for e in doc["events"]:
+        for ev in doc["events"]:
             out.append(
-                f"<tr><td>{_e(fmt.when(e['time']))}</td><td>{_e(e['kind'])}</td>"
-                f"<td>{_e(e['endpoint'])}</td><td>{_e(e['message'])}</td></tr>"
+                f"<tr><td>{_e(fmt.when(ev['time']))}</td><td>{_e(ev['kind'])}</td>"
+                f"<td>{_e(ev['endpoint'])}</td><td>{_e(ev['message'])}</td></tr>"
             )
         out.append("</table>")
     out.append(f"<footer>vtop {_e(doc['vtop'])} · report format {doc['report_version']}</footer>")

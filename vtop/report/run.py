@@ -19,11 +19,11 @@ import asyncio
 import contextlib
 import math
 from collections.abc import Callable
-from typing import Any
 
 from vtop.model import Frame
 from vtop.monitor import Monitor
 from vtop.report.collect import Collector, FindingsFn, monitor_findings
+from vtop.report.document import Document
 from vtop.report.window import LIGHT
 from vtop.sources.base import FrameSource, Simulated, pace, warms_up
 from vtop.sources.pacing import WARM_UP_S, Pacer
@@ -99,7 +99,7 @@ async def live_document(
     findings: FindingsFn = monitor_findings,
     stop: asyncio.Event | None = None,
     engine: Engine | None = None,
-) -> dict[str, Any]:
+) -> Document:
     """Watch a live source for `duration_s` (at least two polls, so rates exist).
 
     `engine`: the rules to run (a fresh engine: it keeps state), else the shipped catalog."""
@@ -126,7 +126,7 @@ def simulated_document(
     on_frame: Callable[[Frame], None] | None = None,
     findings: FindingsFn = monitor_findings,
     engine: Engine | None = None,
-) -> dict[str, Any]:
+) -> Document:
     """The simulator for `duration_s` of virtual time, as fast as it computes (≥ two polls)."""
     step = source.interval_s * source.speed
     collector = Collector(
@@ -159,7 +159,7 @@ def replay_document(
     max_evaluations: int = MAX_EVALUATIONS,
     resolve: Callable[[TraceReader], tuple[float | None, float | None]] | None = None,
     engine: Engine | None = None,
-) -> dict[str, Any]:
+) -> Document:
     """Report over a trace (or its [start, end] part). Raises `TraceError` if unreadable.
 
     `resolve`, given the opened reader, may return (start, end) instead, for bounds that are

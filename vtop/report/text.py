@@ -9,12 +9,20 @@ deterministic for a given document, which is what the golden-file tests hold the
 from __future__ import annotations
 
 import textwrap
-from typing import Any
 
 from vtop import durations, fmt
+from vtop.report.document import (
+    Document,
+    EndpointDoc,
+    FindingDoc,
+    GpuDoc,
+    RecommendationDoc,
+    SignalName,
+    TimelineName,
+)
 from vtop.triage.explain import shown_formula
 
-SIGNAL_ORDER = (
+SIGNAL_ORDER: tuple[SignalName, ...] = (
     "running",
     "waiting",
     "kv_usage",
@@ -23,11 +31,18 @@ SIGNAL_ORDER = (
     "prompt_tokens_per_s",
     "requests_per_s",
 )
+CHARTED: tuple[TimelineName, ...] = (
+    "running",
+    "waiting",
+    "kv_usage",
+    "preemptions_per_s",
+    "generation_tokens_per_s",
+)
+"""The signals the timeline has a series of (the others have no trend)."""
 SPARK_WIDTH = 24
-Doc = dict[str, Any]
 
 
-def _window_line(doc: Doc) -> str:
+def _window_line(doc: Document) -> str:
     w = doc["window"]
     frm, to = fmt.when(w["from"]), fmt.when(w["to"])
     if w["from"] and w["to"] and w["from"][:10] == w["to"][:10]:
@@ -37,7 +52,7 @@ def _window_line(doc: Doc) -> str:
     return f"{frm} → {to}  ({durations.span(w['duration_s'])}, {w['polls']} polls{rules})"
 
 
-def _server_line(ep: Doc) -> str:
+def _server_line(ep: EndpointDoc) -> str:
     srv = ep["server"]
     parts = [ep["url"]]
     if srv["version"]:
@@ -48,7 +63,7 @@ def _server_line(ep: Doc) -> str:
     return "  ".join(parts)
 
 
-def _health(ep: Doc) -> str:
+def _health(ep: EndpointDoc) -> str:
     text = (
         f"{ep['status']}: {ep['polls']} polls, {ep['failed_polls']} failed, "
         f"{ep['restarts']} restarts"
@@ -59,7 +74,7 @@ def _health(ep: Doc) -> str:
 PAGE_GPU_NOTE = "read from the server's /metrics (dcgm-exporter series)"
 
 
-def _gpu_line(g: Doc) -> str:
+def _gpu_line(g: GpuDoc) -> str:
     parts = [g["name"]] if g["name"] else []
     if g.get("error"):
         parts.append(f"{g['error']} since {fmt.clock(g.get('error_since'))}")
@@ -81,8 +96,13 @@ def _gpu_line(g: Doc) -> str:
     return "  ".join(parts)
 
 
-def _trend(doc: Doc, name: str, width: int = SPARK_WIDTH) -> str:
-    values = doc["timeline"].get(name)
+def series(doc: Document, name: SignalName) -> list[float | None]:
+    """The timeline's series of a signal; empty where it has none (a rate not charted)."""
+    return (doc["timeline"].get(name) if name in CHARTED else None) or []
+
+
+def _trend(doc: Document, name: SignalName, width: int = SPARK_WIDTH) -> str:
+    values = series(doc, name)
     if not values:
         return ""
     return (
@@ -92,7 +112,7 @@ def _trend(doc: Doc, name: str, width: int = SPARK_WIDTH) -> str:
     )
 
 
-def why(r: Doc) -> str:
+def why(r: RecommendationDoc) -> str:
     """What the change does to the knob and the arithmetic behind it, in words: `down from
     256; demand p95 … = 97 → rounded up to a multiple of 8: 104; …`. The raw formula is the
     JSON's (`formula`); a document without `explanation` (an older vtop's) shows it here."""
@@ -102,18 +122,18 @@ def why(r: Doc) -> str:
     return f"{moved}{assumed}" + (f"; {words}" if words else "")
 
 
-def _recommendation(r: Doc) -> str:
+def _recommendation(r: RecommendationDoc) -> str:
     return f"{_change(r)}  ({why(r)})"
 
 
-def _change(r: Doc, code: str = "") -> str:
+def _change(r: RecommendationDoc, code: str = "") -> str:
     """The flag and, beside it, the engine argument: `--max-num-seqs 128 / max_num_seqs=128`."""
     arg = r.get("engine_arg")
     flag = f"{code}{r['flag']}{code}"
     return f"{flag} / {code}{arg}{code}" if arg else flag
 
 
-def _finding_span(f: Doc) -> str:
+def _finding_span(f: FindingDoc) -> str:
     """When it fired, and its state at the end of the window (or when it last stood); for a
     warning still being judged at the end, how long it held and what it still needs."""
     if f["state"] in ("pending", "insufficient"):
@@ -134,7 +154,7 @@ def _finding_span(f: Doc) -> str:
 # -- text ---------------------------------------------------------------------------------------
 
 
-def render_text(doc: Doc) -> str:
+def render_text(doc: Document) -> str:
     out = [f"vtop report: {doc['status']} ({doc['reason']})"]
     src = doc["source"]
     out.append(f"  source    {src['kind']} {src['name']}")
@@ -151,14 +171,14 @@ def render_text(doc: Doc) -> str:
         title = "signals" if len(doc["endpoints"]) == 1 else f"signals of {ep['url']}"
         out.append("")
         out.append(f"{title:<30}{'avg':>10}{'max':>11}{'last':>11}  " + ("trend" if i == 0 else ""))
-        for name in SIGNAL_ORDER:
-            s = ep["signals"].get(name)
+        for signal in SIGNAL_ORDER:
+            s = ep["signals"].get(signal)
             if s is None:
                 continue
             unit = s["unit"]
-            trend = _trend(doc, name) if i == 0 else ""
+            trend = _trend(doc, signal) if i == 0 else ""
             out.append(
-                f"  {fmt.LABELS[name]:<28}{fmt.report_num(s['avg'], unit):>10}"
+                f"  {fmt.LABELS[signal]:<28}{fmt.report_num(s['avg'], unit):>10}"
                 f"{fmt.report_num(s['max'], unit):>11}"
                 f"{fmt.report_num(s['last'], unit):>11}  {trend}".rstrip()
             )
@@ -230,7 +250,7 @@ def _md(text: str) -> str:
     return text.replace("\\", "\\\\").replace("|", "\\|").replace("<", "&lt;").replace("\n", " ")
 
 
-def render_markdown(doc: Doc) -> str:
+def render_markdown(doc: Document) -> str:
     out = [f"## vtop report: **{doc['status']}**", "", f"> {_md(doc['reason'])}", ""]
     src = doc["source"]
     out.append("| | |")
@@ -242,8 +262,8 @@ def render_markdown(doc: Doc) -> str:
         out.append(f"| endpoint | {_md(_server_line(ep))} — {_md(_health(ep))} |")
     for g in doc["gpus"]:
         out.append(f"| GPU {g['index']} | {_md(_gpu_line(g))} |")
-    if doc.get("gpu_unavailable"):
-        out.append(f"| GPU | none readable: {_md(doc['gpu_unavailable'])} |")
+    if unavailable := doc.get("gpu_unavailable"):
+        out.append(f"| GPU | none readable: {_md(unavailable)} |")
     for i, ep in enumerate(doc["endpoints"]):
         out.append("")
         many = len(doc["endpoints"]) > 1
@@ -253,18 +273,18 @@ def render_markdown(doc: Doc) -> str:
             "| signal | avg | max | last | trend |" if i == 0 else "| signal | avg | max | last |"
         )
         out.append("|---|---:|---:|---:|---|" if i == 0 else "|---|---:|---:|---:|")
-        for name in SIGNAL_ORDER:
-            s = ep["signals"].get(name)
+        for signal in SIGNAL_ORDER:
+            s = ep["signals"].get(signal)
             if s is None:
                 continue
             u = s["unit"]
             row = (
-                f"| {fmt.LABELS[name]} | {fmt.report_num(s['avg'], u)} | "
+                f"| {fmt.LABELS[signal]} | {fmt.report_num(s['avg'], u)} | "
                 f"{fmt.report_num(s['max'], u)} | "
                 f"{fmt.report_num(s['last'], u)} |"
             )
             if i == 0:
-                trend = _trend(doc, name)
+                trend = _trend(doc, signal)
                 row += f" {trend} |" if trend else " |"
             out.append(row)
         lat = {k: v for k, v in ep["latency"].items() if v["observations"]}

@@ -1,0 +1,244 @@
+"""The report document's shape, as types: what `Collector.document()` builds and every format reads.
+
+The document is plain JSON data, and docs/report-schema.json is its contract with consumers;
+these TypedDicts are the same contract for the code, so a builder that forgets a required field,
+or a renderer that reads one under the wrong name or type, fails `mypy --strict` instead of a
+user's script. They follow the schema field for field: a property the schema requires is a
+required key, one it leaves optional is `NotRequired`, an enum is a `Literal`, a map (knobs,
+latency) is a `dict`; tests/unit/test_report_document.py walks the schema against them, so the
+two cannot drift. The knob and recommendation entries are `vtop.summary`'s (`--once` writes the
+same ones, and that layer sits below this one); they are named here with the rest.
+
+Functional TypedDicts where a key is a Python keyword (`from`, `to`). No `from __future__
+import annotations` here: Python 3.11 decides `NotRequired` from the evaluated annotations,
+and strings would make every key required at run time.
+"""
+
+from typing import Literal, NotRequired, TypedDict, final
+
+from vtop.model import EventKind, FindingState, Severity
+from vtop.summary import KnobDoc, RecommendationDoc
+
+__all__ = [
+    "Document",
+    "EndpointDoc",
+    "EndpointStatus",
+    "EventDoc",
+    "EvidenceDoc",
+    "ExitCode",
+    "FindingDoc",
+    "GpuDoc",
+    "GpuSource",
+    "KnobDoc",
+    "LatencyDoc",
+    "NoSignals",
+    "RecommendationDoc",
+    "ServerDoc",
+    "SeverityName",
+    "SignalDoc",
+    "SignalName",
+    "SignalsDoc",
+    "SourceDoc",
+    "SourceKind",
+    "StatDoc",
+    "Status",
+    "TimelineDoc",
+    "TimelineName",
+    "WindowDoc",
+    "severity_name",
+    "signals_of",
+]
+
+Status = Literal["OK", "WARNING", "CRITICAL", "UNKNOWN"]
+ExitCode = Literal[0, 1, 2, 3]
+SeverityName = Literal["OK", "INFO", "WARNING", "CRITICAL"]
+SourceKind = Literal["live", "replay", "demo"]
+EndpointStatus = Literal["ok", "partial", "unreachable", "no_vllm"]
+GpuSource = Literal["nvml", "page"]
+SignalName = Literal[
+    "running",
+    "waiting",
+    "kv_usage",
+    "preemptions_per_s",
+    "generation_tokens_per_s",
+    "prompt_tokens_per_s",
+    "requests_per_s",
+]
+"""A key of `SignalsDoc`."""
+TimelineName = Literal[
+    "running", "waiting", "kv_usage", "preemptions_per_s", "generation_tokens_per_s", "ttft_p90"
+]
+"""A series of `TimelineDoc` other than its times."""
+
+_SEVERITIES: tuple[SeverityName, ...] = ("OK", "INFO", "WARNING", "CRITICAL")
+
+
+def severity_name(level: Severity) -> SeverityName:
+    """The schema's name of a severity (`Severity.WARNING.name`, as a type the schema knows)."""
+    return _SEVERITIES[level]
+
+
+class SourceDoc(TypedDict):
+    kind: SourceKind
+    name: str
+
+
+WindowDoc = TypedDict(
+    "WindowDoc",
+    {
+        "from": str | None,
+        "to": str | None,
+        "start_t": float | None,
+        "end_t": float | None,
+        "duration_s": float,
+        "polls": int,
+        "evaluations": int,
+        "step_s": float | None,
+    },
+)
+
+
+class StatDoc(TypedDict):
+    """A GPU figure over the window."""
+
+    avg: float | None
+    max: float | None
+    last: float | None
+
+
+class SignalDoc(TypedDict):
+    avg: float | None
+    max: float | None
+    last: float | None
+    unit: str
+
+
+@final
+class SignalsDoc(TypedDict):
+    running: SignalDoc
+    waiting: SignalDoc
+    kv_usage: SignalDoc
+    preemptions_per_s: SignalDoc
+    generation_tokens_per_s: SignalDoc
+    prompt_tokens_per_s: NotRequired[SignalDoc]
+    requests_per_s: NotRequired[SignalDoc]
+
+
+@final
+class NoSignals(TypedDict):
+    """The top level's signals when the window had no endpoint: an empty object."""
+
+
+def signals_of(signals: SignalsDoc | NoSignals) -> SignalsDoc | None:
+    """The top level's signals, or None where the window had no endpoint."""
+    return signals if "running" in signals else None
+
+
+class LatencyDoc(TypedDict):
+    observations: float | None
+    mean: float | None
+    p50: float | None
+    p90: float | None
+    p99: float | None
+
+
+class EvidenceDoc(TypedDict):
+    name: str
+    value: str
+
+
+class FindingDoc(TypedDict):
+    rule: str
+    title: NotRequired[str]
+    endpoint: str
+    severity: SeverityName
+    state: FindingState
+    counts: bool
+    summary: str
+    evidence: list[EvidenceDoc]
+    recommendations: list[RecommendationDoc]
+    suppressed_by: NotRequired[str | None]
+    suppressed_since_t: NotRequired[float | None]
+    suppressed_since: NotRequired[str | None]
+    first_t: float
+    last_t: float
+    first: NotRequired[str]
+    last: NotRequired[str]
+    evaluations: NotRequired[int]
+    active_at_end: bool
+    held_s: NotRequired[float]
+    """Pending or insufficient only."""
+    needs_s: NotRequired[float | None]
+    """Pending or insufficient only."""
+
+
+class ServerDoc(TypedDict):
+    version: str | None
+    models: list[str]
+    max_model_len: int | None
+
+
+class EndpointDoc(TypedDict):
+    url: str
+    status: EndpointStatus
+    error: str | None
+    server: ServerDoc
+    polls: int
+    failed_polls: int
+    restarts: int
+    knobs: dict[str, KnobDoc]
+    signals: SignalsDoc
+    latency: dict[str, LatencyDoc]
+
+
+class GpuDoc(TypedDict):
+    index: int
+    name: str
+    mem_total_bytes: NotRequired[float | None]
+    source: NotRequired[GpuSource | None]
+    util_pct: NotRequired[StatDoc | None]
+    mem_used_bytes: NotRequired[StatDoc | None]
+    power_w: NotRequired[StatDoc | None]
+    temp_c: NotRequired[StatDoc | None]
+    error: NotRequired[str | None]
+    error_since: NotRequired[str | None]
+
+
+class EventDoc(TypedDict):
+    t: float
+    time: str
+    kind: EventKind
+    endpoint: str
+    message: str
+
+
+class TimelineDoc(TypedDict):
+    t: list[float]
+    running: NotRequired[list[float | None]]
+    waiting: NotRequired[list[float | None]]
+    kv_usage: NotRequired[list[float | None]]
+    preemptions_per_s: NotRequired[list[float | None]]
+    generation_tokens_per_s: NotRequired[list[float | None]]
+    ttft_p90: NotRequired[list[float | None]]
+
+
+class Document(TypedDict):
+    """The whole report (`report_version` 1)."""
+
+    report_version: Literal[1]
+    vtop: str
+    status: Status
+    exit_code: ExitCode
+    reason: str
+    source: SourceDoc
+    window: WindowDoc
+    endpoint: str | None
+    knobs: dict[str, KnobDoc]
+    signals: SignalsDoc | NoSignals
+    latency: dict[str, LatencyDoc]
+    findings: list[FindingDoc]
+    endpoints: list[EndpointDoc]
+    gpus: list[GpuDoc]
+    gpu_unavailable: NotRequired[str | None]
+    events: list[EventDoc]
+    timeline: TimelineDoc
