@@ -69,6 +69,18 @@ def _trace(argv: Sequence[str]) -> int:
     return trace.main(argv)
 
 
+def _whatif_parser() -> argparse.ArgumentParser:
+    from vtop.cli import whatif
+
+    return whatif.build_parser()
+
+
+def _whatif(argv: Sequence[str]) -> int:
+    from vtop.cli import whatif
+
+    return whatif.main(argv)
+
+
 def _completion_parser() -> argparse.ArgumentParser:
     from vtop.cli import completion
 
@@ -87,6 +99,11 @@ COMMANDS: dict[str, Command] = {
     ),
     "rules": Command("list, check, test and export the rules", _rules_parser, _rules),
     "trace": Command("inspect recorded traces", _trace_parser, _trace),
+    "whatif": Command(
+        "predict a server's figures after a knob change (a twin fitted to a trace)",
+        _whatif_parser,
+        _whatif,
+    ),
     "completion": Command("print a shell completion script", _completion_parser, _completion),
 }
 
