@@ -132,3 +132,13 @@ def test_a_read_kv_pool_follows_the_kv_dtype_and_memory_share() -> None:
     assert changed(args, QWEN_4090_AWQ, {"max_num_seqs": 64}).num_gpu_blocks_override == 1000
     with pytest.raises(ValueError, match="unknown knob 'tensor_parallel'"):
         changed(args, QWEN_4090_AWQ, {"tensor_parallel": 2})
+
+
+def test_assumed_inputs_widen_the_band(whatif: WhatIf) -> None:
+    known = whatif.predict(RECOMMENDED).figures["generation_tokens_per_s"]
+    guessed = replace(
+        whatif, assumed=[*whatif.assumed, "prompt lengths: chat-like", "KV pool: sized by …"]
+    ).predict(RECOMMENDED)
+    wide = guessed.figures["generation_tokens_per_s"]
+    assert wide.after == known.after
+    assert wide.high - wide.low == pytest.approx(known.high - known.low + 0.4 * known.after)

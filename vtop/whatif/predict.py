@@ -13,7 +13,10 @@ from what the server exposes (its knobs, the workload `workload.estimate` reads,
   with that reason; no observed token rate withholds as well. Below it, the confidence is
   "high" (<= 10 %), "medium" (<= 20 %) or "low".
 - A predicted figure carries a band: the after value times 1 +- that figure's self-check error
-  (at least `BAND_FLOOR`; a figure the server did not show gets the token error doubled).
+  (at least `BAND_FLOOR`; a figure the server did not show gets the token error doubled),
+  widened by `UNKNOWN_WIDEN` for each of the inputs a change leans on that had to be assumed
+  (`UNKNOWNS`: the length distributions, the batch cap, the KV pool): today's self-check can
+  pass on an assumption that the changed configuration exposes.
 - Cost: the twin runs `WARMUP_S` virtual seconds to fill its batch, then `SPAN_S` measured
   seconds read every `PAGE_EVERY_S`: five minutes of workload. Pages are what costs (rendering
   and parsing one is ~25 ms); counters and histogram increases only need the two ends, and 25
@@ -48,6 +51,9 @@ MAX_TOKENS_ERROR = 0.30
 """Above this self-check error on generated tokens/s, predictions are withheld."""
 BAND_FLOOR = 0.05
 """The narrowest band a prediction carries (the twin's own run-to-run noise)."""
+UNKNOWN_WIDEN = 0.10
+UNKNOWNS = ("prompt lengths", "generation lengths", "max_num_seqs", "KV pool")
+"""Assumed inputs (by the start of their `assumed` line) that widen every band."""
 
 FIGURES = (
     "generation_tokens_per_s",
@@ -278,13 +284,16 @@ class WhatIf:
             return Prediction(wanted, {}, {}, "withheld", self.check.reason)
         after = run_twin(self.step.preset, after_args, self.workload.workload, seed=self.seed)
         token_error = self.check.errors["generation_tokens_per_s"] or 0.0
+        widen = UNKNOWN_WIDEN * sum(
+            1 for a in self.assumed if any(a.startswith(u) for u in UNKNOWNS)
+        )
         bands: dict[str, Band] = {}
         for name in FIGURES:
             now, value = self.check.twin.get(name), after.get(name)
             if now is None or value is None:
                 continue
             err = self.check.errors.get(name)
-            width = max(BAND_FLOOR, err if err is not None else 2 * token_error)
+            width = max(BAND_FLOOR, err if err is not None else 2 * token_error) + widen
             bands[name] = Band(now, value, value * (1 - width), value * (1 + width))
         return Prediction(wanted, bands, after, self.check.confidence)
 
