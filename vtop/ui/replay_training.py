@@ -1,0 +1,55 @@
+"""The replay's quiz (`--train`): the question where a rule starts firing, and what comes after.
+
+The findings stay hidden; the replay stops at each incident and asks (`QuestionScreen`);
+answers are graded by `vtop.report.train`, as the text quiz grades them, and the score comes at
+the end (`ScoreScreen`). Escape hides a question to study the screen; `a` brings it back. A
+mixin of `ReplayApp` (`vtop.ui.replay_host` says how the parts fit).
+"""
+
+from __future__ import annotations
+
+from vtop.report.train import Verdict
+from vtop.ui.replay_host import ReplayHost
+from vtop.ui.replay_view import utc
+from vtop.ui.screens.question import QuestionScreen
+from vtop.ui.screens.score import ScoreScreen
+from vtop.ui.training import Change
+
+
+class TrainingMixin(ReplayHost):
+    """`a` answers the open question; the replay plays on once it is answered."""
+
+    def action_answer(self) -> None:
+        session = self.session
+        q = session.due(self.player.position) if session is not None else None
+        if session is None or q is None:
+            if self.training:
+                self.notify("no question open here: the replay stops at the next incident",
+                            timeout=3)  # fmt: skip
+            return
+        if self._question is not None:
+            return
+        self.replay.pause()
+        self._schedule()
+
+        def grade(question: object, change: Change, rule: str) -> Verdict:
+            assert session is not None
+            return session.answer(q, change, rule)
+
+        screen = QuestionScreen(q, len(session.questions), utc(q.t, date=False), grade)
+        self._question = screen
+        self.push_screen(screen, self._answered)
+
+    def _answered(self, result: Verdict | None) -> None:
+        question, self._question = self._question, None
+        self.refresh_view()
+        session = self.session
+        if result is None or session is None:
+            self._hidden = question.question.number if question is not None else None
+            return
+        if session.done:
+            self.push_screen(ScoreScreen(session.score))
+        elif self.autoplay:
+            self.replay.play()
+            self._schedule()
+        self._show_timeline()
