@@ -14,25 +14,27 @@ from functools import lru_cache
 from tests.ui import pages
 from vtop.model import Finding, Frame, Knob, Recommendation, Severity
 from vtop.monitor import Monitor
+from vtop.sources.status import CONNECTED, SIMULATED, ConnectionStatus
 from vtop.ui.app import VtopApp
 
 
 class ScriptedSource:
     """Plays frames in order; the last one repeats (with its time moved on) when they run out."""
 
-    def __init__(self, frames: Iterable[Frame], status: Callable[[str], str] | None = None
+    def __init__(self, frames: Iterable[Frame],
+                 status: Callable[[str], ConnectionStatus] | None = None
                  ) -> None:  # fmt: skip
         self.frames = list(frames)
         self.polled = 0
         self.closed = False
-        self._status = status or (lambda ep: "connected")
+        self._status = status or (lambda ep: CONNECTED)
 
     async def poll(self) -> Frame:
         frame = self.frames[min(self.polled, len(self.frames) - 1)]
         self.polled += 1
         return frame
 
-    def status(self, endpoint: str) -> str:
+    def status(self, endpoint: str) -> ConnectionStatus:
         return self._status(endpoint)
 
     async def aclose(self) -> None:
@@ -158,7 +160,7 @@ def attach_frames(scenarios: tuple[str, ...], n: int, pace_s: float = 0.25) -> t
 def build_attach_app(scenarios: tuple[str, ...], n: int) -> tuple[VtopApp, ScriptedSource]:
     """An app that has polled nothing yet over `attach_frames` (the real rules run in the
     monitor; a test ingests the frames one at a time)."""
-    source = ScriptedSource(attach_frames(scenarios, n), lambda e: "simulated")
+    source = ScriptedSource(attach_frames(scenarios, n), lambda e: SIMULATED)
     app = VtopApp(source, Monitor(capacity=3600), interval=1.0, self_cpu=lambda: 0.4,
                   autopoll=False)  # fmt: skip
     return app, source
@@ -183,7 +185,7 @@ def build_sim_app(
     for frame in frames[:history]:
         monitor.feed(frame)
     endpoint = frames[0].scrapes[0].endpoint
-    source = ScriptedSource(frames[history:], lambda e: "simulated")
+    source = ScriptedSource(frames[history:], lambda e: SIMULATED)
     chosen = None if findings is None else provider(for_endpoint(findings, endpoint))
     return VtopApp(source, monitor, interval=1.0, theme=theme, findings=chosen,
                    self_cpu=lambda: 0.4, autopoll=False)  # fmt: skip
@@ -198,7 +200,7 @@ def build_app(
     history: int = 400,
     endpoints: Sequence[pages.Endpoint] | None = None,
     findings: Sequence[Finding] = FINDINGS,
-    status: Callable[[str], str] | None = None,
+    status: Callable[[str], ConnectionStatus] | None = None,
     future: int = 20,
     gpu: pages.GpuStatus = pages.GPU,
     theme: str = "dark",

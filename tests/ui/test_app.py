@@ -30,6 +30,7 @@ from tests.ui.scripted import (
 )
 from vtop.model import ACCRUING, Frame, Severity
 from vtop.monitor import Monitor
+from vtop.sources.status import CONNECTED, ConnectionStatus
 from vtop.ui.app import VtopApp
 from vtop.ui.headline import Headline
 from vtop.ui.panels import Trend
@@ -148,11 +149,11 @@ async def test_a_failing_poll_is_one_notice_and_polling_goes_on() -> None:
 
 async def test_reconnecting_keeps_history_and_says_why() -> None:
     ep = pages.Endpoint(EP, down=set(range(400, 440)))
-    status = "reconnecting (attempt 3, next in 4 s)"
+    status = ConnectionStatus("reconnecting", attempt=3, retry_in_s=4.0)
     app, _ = build_app(history=440, endpoints=[ep], status=lambda e: status)
     async with app.run_test(size=SIZE) as pilot:
         await pilot.pause()
-        assert cell(app, "status") == "↻ " + status
+        assert cell(app, "status") == "↻ reconnecting (attempt 3, next in 4 s)"
         assert app.header.levels["status"] is Severity.CRITICAL
         first, why = app.triage.lines[:2]
         assert (first.kind, first.label) == ("error", "DOWN")
@@ -172,18 +173,18 @@ async def test_at_80_columns_an_outage_leaves_the_endpoint_whole(url: str) -> No
     last thing to be cut (it was `127.0.0.` beside `↻ reconnecting …`): vtop's cost, then the
     cadence give way, and the connection's text is cut only after them."""
     ep = pages.Endpoint(url, down=set(range(400, 440)))
-    status = "reconnecting (attempt 4, next in 8 s)"
+    status = ConnectionStatus("reconnecting", attempt=4, retry_in_s=8.0)
     app, _ = build_app(history=440, endpoints=[ep], status=lambda e: status)
     async with app.run_test(size=(80, 24)) as pilot:
         await pilot.pause()
         top = screen_lines(app)[0]
         where = url.removeprefix("http://")
         assert top.startswith(f" {where}  "), top
-        assert f"↻ {status}" in top, top  # the whole of it: attempt and next try
+        assert f"↻ {status.text}" in top, top  # the whole of it: attempt and next try
         assert "…" not in top, top
         assert cell(app, "endpoint") == where
         assert "poll" not in top, "no latency column kept during an outage"
-    app, _ = build_app(history=440, endpoints=[ep], status=lambda e: "connected")
+    app, _ = build_app(history=440, endpoints=[ep], status=lambda e: CONNECTED)
     async with app.run_test(size=(80, 24)) as pilot:
         await pilot.pause()
         top = screen_lines(app)[0]

@@ -18,6 +18,7 @@ from textual.pilot import Pilot
 
 from tests.ui import pages
 from tests.ui.scripted import EP, build_app, build_attach_app, build_sim_app
+from vtop.sources.status import ConnectionStatus
 
 Compare = Callable[..., bool]
 
@@ -36,8 +37,8 @@ def test_light_theme(snap_compare: Compare) -> None:
 
 def test_reconnecting_compact(snap_compare: Compare) -> None:
     ep = pages.Endpoint(EP, down=set(range(400, 440)))
-    app, _ = build_app(history=440, endpoints=[ep],
-                       status=lambda e: "reconnecting (attempt 4, next in 8 s)")  # fmt: skip
+    down = ConnectionStatus("reconnecting", attempt=4, retry_in_s=8.0)
+    app, _ = build_app(history=440, endpoints=[ep], status=lambda e: down)
     assert snap_compare(app, terminal_size=(80, 24))
 
 
