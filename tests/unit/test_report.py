@@ -18,7 +18,8 @@ from tests.pageserver import Answer, PageServer, Script
 from tests.tracegen import BusyEngine, busy_frames
 from vtop.model import Event, Frame
 from vtop.report import render
-from vtop.report.collect import Collector, exit_code, knobs_json
+from vtop.report.build import knobs_json
+from vtop.report.collect import Collector, exit_code
 from vtop.report.run import replay_document
 from vtop.trace import TraceReader
 from vtop.trace.recorder import Recorder

@@ -164,6 +164,6 @@ def _choice(text: str, choices: tuple[Choice, ...]) -> str:
 
 
 def _iso(t: float) -> str | None:
-    from vtop.report.collect import iso
+    from vtop.report.build import iso
 
     return iso(t)

@@ -103,7 +103,7 @@ def _time_axis(t0: float, t1: float, y: float) -> list[str]:
 
 
 def _iso(t: float) -> str:
-    from vtop.report.collect import iso
+    from vtop.report.build import iso
 
     return iso(t) or ""
 

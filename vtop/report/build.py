@@ -1,0 +1,218 @@
+"""The report document's records, written out literally as the typed dicts of the schema.
+
+The document is plain JSON data, versioned (`REPORT_VERSION` in `vtop.report.collect`) and
+described by docs/report-schema.json; `vtop.report.document` types it field for field (a test
+holds the two together), and every record is built here as one of those typed dicts, literally,
+key by key in the schema's order, so mypy checks every key the schema asks for and the JSON
+reads in a stable order. Nothing here decides anything: what a finding says comes from its
+`Track` (`vtop.report.tracks`), the figures from `WindowStats` (`vtop.report.window`), and
+`vtop.report.collect` assembles the records into the document with its verdict.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import overload
+
+from vtop import summary
+from vtop.model import EndpointInfo, Event, Finding
+from vtop.monitor import EndpointView
+from vtop.report.document import (
+    EndpointDoc,
+    EndpointStatus,
+    EventDoc,
+    FindingDoc,
+    GpuDoc,
+    GpuSource,
+    LatencyDoc,
+    SignalDoc,
+    SignalsDoc,
+    StatDoc,
+    TimelineDoc,
+    severity_name,
+)
+from vtop.report.tracks import Track
+from vtop.report.window import EndpointStats, GpuStats, Stat
+
+UNITS = {
+    "running": "requests",
+    "waiting": "requests",
+    "kv_usage": "ratio",
+    "preemptions_per_s": "1/s",
+    "generation_tokens_per_s": "tokens/s",
+    "prompt_tokens_per_s": "tokens/s",
+    "requests_per_s": "requests/s",
+}
+
+knobs_json = summary.knobs
+
+
+@overload
+def iso(t: float) -> str: ...
+@overload
+def iso(t: float | None) -> str | None: ...
+def iso(t: float | None) -> str | None:
+    """UTC time with seconds, e.g. 2025-06-15T15:06:41Z (reports are read across zones)."""
+    if t is None:
+        return None
+    return datetime.fromtimestamp(t, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def endpoint_doc(e: EndpointStats, view: EndpointView | None) -> EndpointDoc:
+    """An endpoint's figures over the window, with what the monitor knows of it (`view`)."""
+    server = view.server if view is not None else EndpointInfo()
+
+    def gauge(name: str) -> SignalDoc:
+        return _signal(e.gauges[name].summary(), UNITS[name])
+
+    def rate(name: str) -> SignalDoc:
+        return _signal(e.counters[name].summary(), UNITS[name])
+
+    signals: SignalsDoc = {  # the gauges (`GAUGES`), then the rates (`RATES`), in order
+        "running": gauge("running"),
+        "waiting": gauge("waiting"),
+        "kv_usage": gauge("kv_usage"),
+        "preemptions_per_s": rate("preemptions_per_s"),
+        "generation_tokens_per_s": rate("generation_tokens_per_s"),
+        "prompt_tokens_per_s": rate("prompt_tokens_per_s"),
+        "requests_per_s": rate("requests_per_s"),
+    }
+    state: EndpointStatus = "ok"
+    if e.polls == e.failed:
+        state = "unreachable"
+    elif not e.vllm:
+        state = "no_vllm"
+    elif e.failed:
+        state = "partial"
+    return {
+        "url": e.url,
+        "status": state,
+        "error": e.last_error,
+        "server": {
+            "version": server.version,
+            "models": list(server.models),
+            "max_model_len": server.max_model_len,
+        },
+        "polls": e.polls,
+        "failed_polls": e.failed,
+        "restarts": e.restarts,
+        "knobs": knobs_json(view.knobs if view is not None else {}),
+        "signals": signals,
+        "latency": {name: _latency(lat.summary()) for name, lat in e.latency.items()},
+    }
+
+
+def gpu_docs(gpu: GpuStats) -> list[GpuDoc]:
+    """Every GPU read in the window, by index."""
+    out: list[GpuDoc] = []
+    for index, (name, stats, total) in sorted(gpu.gpus.items()):
+        error, since = gpu.errors.get(index, (None, None))
+        out.append({
+            "index": index,
+            "name": name,
+            "mem_total_bytes": total,
+            "source": _gpu_source(gpu.sources.get(index)),
+            "util_pct": _gpu_stat(stats["util_pct"]),  # `GpuStats.FIELDS`, in order
+            "mem_used_bytes": _gpu_stat(stats["mem_used_bytes"]),
+            "power_w": _gpu_stat(stats["power_w"]),
+            "temp_c": _gpu_stat(stats["temp_c"]),
+            "error": error,
+            "error_since": iso(since),
+        })  # fmt: skip
+    return out
+
+
+def _stat(summary: dict[str, float | None]) -> StatDoc:
+    return {"avg": summary["avg"], "max": summary["max"], "last": summary["last"]}
+
+
+def _gpu_stat(s: Stat) -> StatDoc | None:
+    return _stat(s.summary()) if s.n else None
+
+
+def _signal(summary: dict[str, float | None], unit: str) -> SignalDoc:
+    return {"avg": summary["avg"], "max": summary["max"], "last": summary["last"], "unit": unit}
+
+
+def _latency(stats: dict[str, float | None]) -> LatencyDoc:
+    return {"observations": stats["observations"], "mean": stats["mean"], "p50": stats["p50"],
+            "p90": stats["p90"], "p99": stats["p99"]}  # fmt: skip
+
+
+_GPU_SOURCES: dict[str, GpuSource] = {"nvml": "nvml", "page": "page"}
+
+
+def _gpu_source(source: str | None) -> GpuSource | None:
+    """Who read a GPU, as the schema names them (`GpuReading.source` is one of the two)."""
+    return _GPU_SOURCES.get(source) if source is not None else None
+
+
+def event_doc(e: Event) -> EventDoc:
+    return {"t": e.t, "time": iso(e.t), "kind": e.kind, "endpoint": e.endpoint,
+            "message": e.message}  # fmt: skip
+
+
+def timeline_doc(series: dict[str, list[float | None]]) -> TimelineDoc:
+    """`Timeline.series()` as the schema names it: the bins' times, then each charted series
+    (`window.CHART`, in order)."""
+    return {
+        "t": [t for t in series["t"] if t is not None],  # every bin has its middle
+        "running": series["running"],
+        "waiting": series["waiting"],
+        "kv_usage": series["kv_usage"],
+        "preemptions_per_s": series["preemptions_per_s"],
+        "generation_tokens_per_s": series["generation_tokens_per_s"],
+        "ttft_p90": series["ttft_p90"],
+    }
+
+
+def finding_doc(track: Track) -> FindingDoc:
+    """A finding as the engine last said it, with when it fired and whether it counts."""
+    f = track.finding
+    suppressed = f.state == "suppressed"
+    return {
+        "rule": f.rule,
+        "title": f.title,
+        "endpoint": f.endpoint,
+        "severity": severity_name(track.worst),
+        "state": f.state,
+        "counts": track.counts is not None,
+        "summary": f.summary,
+        "evidence": [{"name": n, "value": v} for n, v in f.evidence],
+        "recommendations": [summary.recommendation(r) for r in f.recommendations],
+        "suppressed_by": f.suppressed_by,
+        "suppressed_since_t": track.state_since if suppressed else None,
+        "suppressed_since": iso(track.state_since) if suppressed else None,
+        "first_t": track.first_t,
+        "last_t": track.last_t,
+        "first": iso(track.first_t),
+        "last": iso(track.last_t),
+        "evaluations": track.evaluations,
+        "active_at_end": track.active,
+    }
+
+
+def undecided_doc(f: Finding, end: float) -> FindingDoc:
+    """A warning still being judged at the window's end: its progress, and no advice."""
+    first = f.since if f.since is not None else end
+    return {
+        "rule": f.rule,
+        "title": f.title,
+        "endpoint": f.endpoint,
+        "severity": severity_name(f.severity),
+        "state": f.state,
+        "counts": False,
+        "summary": f.summary,
+        "evidence": [{"name": n, "value": v} for n, v in f.evidence],
+        "recommendations": [],
+        "suppressed_by": None,
+        "suppressed_since_t": None,
+        "suppressed_since": None,
+        "first_t": first,
+        "last_t": end,
+        "first": iso(first),
+        "last": iso(end),
+        "active_at_end": True,
+        "held_s": round(f.held_s, 3),
+        "needs_s": None if f.needs_s is None else round(f.needs_s, 3),
+    }
