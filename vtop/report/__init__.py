@@ -1,7 +1,8 @@
 """Headless verdicts: a report document from frames, rendered as text, Markdown, JSON or HTML.
 
-`collect` turns frames into the document (the one source of truth; `document` its types),
-`window` keeps the window's figures, `run` drives sources into it, and `text`/`html` render it.
+`collect` turns frames into the document (the one source of truth; `document` its types,
+`tracks` each finding's course across evaluations, `build` the records), `window` keeps the
+window's figures, `run` drives sources into it, and `text`/`html` render it.
 JSON is the document itself, described by docs/report-schema.json, which ships inside the
 package (`schema_text`, printed by `vtop --schema`) so that a consumer validates against the
 schema of the vtop it runs.
