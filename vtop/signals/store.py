@@ -15,21 +15,24 @@ aggregate over models and engines (`SeriesKey(signal, ALL, ALL, label)`, and wit
 usage, bucket sums for histograms.
 
 Unknown is `None`: a series never seen, a poll that failed, a window with too few samples.
+
+This module keeps the history (ingest, the ring buffers, the question API); the arithmetic a
+question does over a window of raw arrays is `vtop.signals.windows`, and the columnar layout of
+histograms is `vtop.signals.histcolumns`.
 """
 
 from __future__ import annotations
 
 import math
 from array import array
-from bisect import bisect_right
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import overload
 
 from vtop.model import ALL, Event, GpuStatus, Histogram, Scrape, SeriesKey
-from vtop.signals import gpus, resets
+from vtop.signals import gpus, resets, windows
 from vtop.signals import histogram as hist
 from vtop.signals.catalog import BY_NAME, Kind, Signal
+from vtop.signals.histcolumns import HistColumn, HistTrack
 
 NAN = math.nan
 
@@ -52,57 +55,6 @@ class _Track:
     """Last known (adjusted) value, carried across polls that miss the series (counters)."""
 
 
-class _HistTrack:
-    """Cumulative, reset-adjusted histograms of one series, one column per bucket.
-
-    A column of floats per bucket (plus count and sum) holds a poll's histogram in 8 bytes
-    per bucket; a `Histogram` object per poll would cost several times that, and an hour of
-    history for every latency histogram of a data-parallel server adds up.
-    """
-
-    __slots__ = ("bounds", "cols", "last", "last_raw", "offset", "present")
-
-    def __init__(self, polls: int) -> None:
-        self.bounds: tuple[float, ...] | None = None
-        self.cols: list[array[float]] = []
-        self.present = array("b", bytes(polls))
-        self.last_raw: Histogram | None = None
-        self.offset: Histogram | None = None
-        self.last: Histogram | None = None
-
-    def __len__(self) -> int:
-        return len(self.present)
-
-    def append(self, h: Histogram | None) -> None:
-        if h is None:
-            self.present.append(0)
-            for col in self.cols:
-                col.append(NAN)
-            return
-        if h.bounds != self.bounds:
-            self.bounds = h.bounds
-            self.cols = [array("d", [NAN]) * len(self.present) for _ in range(len(h.bounds) + 2)]
-            self.present = array("b", bytes(len(self.present)))
-        self.present.append(1)
-        cols = self.cols
-        for col, v in zip(cols, h.buckets, strict=False):
-            col.append(v)
-        cols[-2].append(h.count)
-        cols[-1].append(h.sum)
-
-    def at(self, i: int) -> Histogram | None:
-        if not self.present[i] or self.bounds is None:
-            return None
-        cols = self.cols
-        return Histogram(self.bounds, tuple(col[i] for col in cols[:-2]), cols[-2][i],
-                         cols[-1][i])  # fmt: skip
-
-    def drop(self, n: int) -> None:
-        del self.present[:n]
-        for col in self.cols:
-            del col[:n]
-
-
 class Store:
     """History of one endpoint, at most `capacity` polls (older ones are dropped)."""
 
@@ -113,7 +65,7 @@ class Store:
         self.capacity = capacity
         self._t: array[float] = array("d")
         self._tracks: dict[SeriesKey, _Track] = {}
-        self._hists: dict[SeriesKey, _HistTrack] = {}
+        self._hists: dict[SeriesKey, HistTrack] = {}
         self._groups: dict[SeriesKey, list[SeriesKey]] = {}
         self._hist_groups: dict[SeriesKey, list[SeriesKey]] = {}
         self.events: list[Event] = []
@@ -244,7 +196,7 @@ class Store:
         for k, h in hists.items():
             track = self._hists.get(k)
             if track is None:
-                track = self._hists[k] = _HistTrack(n - 1)
+                track = self._hists[k] = HistTrack(n - 1)
                 for agg in _aggregates(k):
                     self._hist_groups.setdefault(agg, []).append(k)
                     self._hists.setdefault(agg, track)
@@ -264,7 +216,7 @@ class Store:
             if len(members) == 1 and agg_track is first:
                 continue
             if agg_track is first:
-                copy = _HistTrack(0)
+                copy = HistTrack(0)
                 for i in range(n - 1):
                     copy.append(first.at(i))
                 agg_track = self._hists[agg] = copy
@@ -318,21 +270,14 @@ class Store:
 
     # -- windows -------------------------------------------------------------------------------
 
-    def _start(self, window_s: float | None) -> int:
-        if window_s is None or not self._t:
-            return 0
-        # The window (now - w, now] always holds the latest poll, however short w is (a
-        # window below the timestamps' float resolution would otherwise come back empty).
-        return min(bisect_right(self._t, self._t[-1] - window_s), len(self._t) - 1)
-
     def times(self, window_s: float | None = None) -> Sequence[float]:
-        return self._t[self._start(window_s) :]
+        return self._t[windows.start(self._t, window_s) :]
 
     def values(self, k: SeriesKey | str, window_s: float | None = None) -> list[float | None]:
         """The series over the window, aligned with `times(window_s)`; None where unknown."""
         k = _k(k)
         track = self._tracks.get(k)
-        start = self._start(window_s)
+        start = windows.start(self._t, window_s)
         if track is None:
             return [None] * (len(self._t) - start)
         # `v == v` is False for NaN only, and twice as fast as math.isnan in a comprehension
@@ -343,7 +288,7 @@ class Store:
         track = self._tracks.get(_k(k))
         if track is None:
             return []
-        return [v for v in track.values[self._start(window_s) :] if v == v]  # noqa: PLR0124
+        return [v for v in track.values[windows.start(self._t, window_s) :] if v == v]  # noqa: PLR0124
 
     def last(self, k: SeriesKey | str) -> float | None:
         """The latest poll's value (None if the latest poll did not see it)."""
@@ -371,13 +316,7 @@ class Store:
 
     def quantile(self, q: float, k: SeriesKey | str, window_s: float | None = None) -> float | None:
         """`quantile_over_time`: linear interpolation between the samples' order statistics."""
-        vs = sorted(self._window(k, window_s))
-        if not vs:
-            return None
-        pos = max(0.0, min(1.0, q)) * (len(vs) - 1)
-        lo = math.floor(pos)
-        hi = min(lo + 1, len(vs) - 1)
-        return vs[lo] + (vs[hi] - vs[lo]) * (pos - lo)
+        return windows.quantile(q, self._window(k, window_s))
 
     def count(self, k: SeriesKey | str, window_s: float | None = None) -> int:
         """Number of polls in the window that saw the series."""
@@ -391,15 +330,7 @@ class Store:
         track = self._tracks.get(_k(k))
         if track is None:
             return None
-        vals = track.values
-        first, end = self._start(window_s), len(vals) - 1
-        while first < end and math.isnan(vals[first]):
-            first += 1
-        while end > first and math.isnan(vals[end]):
-            end -= 1
-        if end <= first or math.isnan(vals[first]):
-            return None
-        return (vals[end] - vals[first]) / (self._t[end] - self._t[first])
+        return windows.per_second(self._t, track.values, windows.start(self._t, window_s))
 
     def increase(self, k: SeriesKey | str, window_s: float) -> float | None:
         """`increase(x[w])` with Prometheus's extrapolation to the window's edges."""
@@ -413,52 +344,17 @@ class Store:
         track = self._tracks.get(k)
         if track is None or not self._t:
             return None
-        start = self._start(window_s)
-        vals = track.values
-        first = start
-        end = len(vals) - 1
-        while first <= end and math.isnan(vals[first]):
-            first += 1
-        while end > first and math.isnan(vals[end]):
-            end -= 1
-        if end <= first:
-            return None
-        samples = len([v for v in vals[first : end + 1] if v == v])  # noqa: PLR0124 (not NaN)
-        t_first, t_last = self._t[first], self._t[end]
-        result = vals[end] - vals[first]
-        sampled = t_last - t_first
-        range_end = self._t[-1]
-        range_start = range_end - window_s
-        to_start = t_first - range_start
-        to_end = range_end - t_last
-        avg_gap = sampled / (samples - 1)
-        if track.signal.kind is Kind.COUNTER and result > 0 and vals[first] >= 0:
-            to_zero = sampled * (vals[first] / result)
-            to_start = min(to_start, to_zero)
-        threshold = avg_gap * 1.1
-        interval = sampled
-        interval += to_start if to_start < threshold else avg_gap / 2
-        interval += to_end if to_end < threshold else avg_gap / 2
-        result *= interval / sampled
-        return result / window_s if rate else result
+        t = self._t
+        counter = track.signal.kind is Kind.COUNTER
+        first = windows.start(t, window_s)
+        return windows.extrapolated(t, track.values, first, window_s, counter=counter, rate=rate)
 
     def hist_delta(self, k: SeriesKey | str, window_s: float | None = None) -> Histogram | None:
         """Observations that arrived within the window (bucket increases)."""
         track = self._hists.get(_k(k))
         if track is None:
             return None
-        present = track.present
-        first, end = self._start(window_s), len(present) - 1
-        while first < end and not present[first]:
-            first += 1
-        while end > first and not present[end]:
-            end -= 1
-        if end <= first:
-            return None
-        old, new = track.at(first), track.at(end)
-        if old is None or new is None:
-            return None
-        return hist.delta(new, old)
+        return windows.hist_delta(track, windows.start(self._t, window_s))
 
     def hist_quantile(
         self, q: float, k: SeriesKey | str, window_s: float | None = None
@@ -476,45 +372,12 @@ class Store:
         Charts that draw a percentile per time bucket take the difference of two of these;
         the column builds a `Histogram` only for the polls that are asked for.
         """
-        return HistColumn(self._hists.get(_k(k)), self._start(window_s), len(self._t))
+        return HistColumn(self._hists.get(_k(k)), windows.start(self._t, window_s), len(self._t))
 
     def hist_last(self, k: SeriesKey | str) -> Histogram | None:
         """The latest cumulative (reset-adjusted) histogram."""
         track = self._hists.get(_k(k))
         return track.at(len(track) - 1) if track is not None and len(track) else None
-
-
-class HistColumn(Sequence[Histogram | None]):
-    """A window of one histogram series, read lazily (see `Store.hist_values`)."""
-
-    def __init__(self, track: _HistTrack | None, start: int, end: int) -> None:
-        self._track = track
-        self._start = start
-        self._len = max(0, end - start)
-
-    def __len__(self) -> int:
-        return self._len
-
-    @overload
-    def __getitem__(self, i: int) -> Histogram | None: ...
-
-    @overload
-    def __getitem__(self, i: slice) -> Sequence[Histogram | None]: ...
-
-    def __getitem__(self, i: int | slice) -> Histogram | Sequence[Histogram | None] | None:
-        if isinstance(i, slice):
-            return [self[j] for j in range(*i.indices(self._len))]
-        if i < 0:
-            i += self._len
-        if not 0 <= i < self._len:
-            raise IndexError(i)
-        return None if self._track is None else self._track.at(self._start + i)
-
-    def present(self) -> list[bool]:
-        """Which polls of the window hold a histogram (without building any)."""
-        if self._track is None:
-            return [False] * self._len
-        return [bool(p) for p in self._track.present[self._start : self._start + self._len]]
 
 
 def _k(k: SeriesKey | str) -> SeriesKey:

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 from vtop.model import Histogram
 from vtop.signals import histogram as hist
-from vtop.signals.store import HistColumn
+from vtop.signals.histcolumns import HistColumn
 
 BUCKET_LADDER = (1.0, 2.0, 5.0, 10.0, 15.0, 20.0, 30.0, 60.0, 120.0, 300.0, 600.0, 900.0, 1800.0)
 
