@@ -9,6 +9,7 @@ deterministic for a given document, which is what the golden-file tests hold the
 from __future__ import annotations
 
 import textwrap
+from typing import get_args
 
 from vtop import durations, fmt
 from vtop.report.document import (
@@ -22,15 +23,7 @@ from vtop.report.document import (
 )
 from vtop.triage.explain import shown_formula
 
-SIGNAL_ORDER: tuple[SignalName, ...] = (
-    "running",
-    "waiting",
-    "kv_usage",
-    "preemptions_per_s",
-    "generation_tokens_per_s",
-    "prompt_tokens_per_s",
-    "requests_per_s",
-)
+SIGNAL_ORDER: tuple[SignalName, ...] = get_args(SignalName)
 CHARTED: tuple[TimelineName, ...] = (
     "running",
     "waiting",
