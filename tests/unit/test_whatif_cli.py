@@ -67,3 +67,59 @@ def test_a_bad_set_and_a_missing_trace_are_one_line_each(
     assert vtop_main(["whatif", "--replay", str(missing)]) == EXIT_UNKNOWN
     err = capsys.readouterr().err
     assert err.startswith("vtop: ") and err.count("\n") == 1
+
+
+REAL = Path(__file__).resolve().parents[2] / "traces" / "vllm-cpu-kv-exhaustion.vtrace"
+SIM = Path(__file__).resolve().parents[2] / "traces" / "budget-too-small.vtrace"
+
+
+def test_withheld_latency_prints_a_dash_and_why(capsys: pytest.CaptureFixture[str]) -> None:
+    code = vtop_main(["whatif", "--replay", str(REAL), "--set", "max_num_seqs=8"])
+    out = capsys.readouterr().out
+    assert code == EXIT_OK
+    (row,) = [line for line in out.splitlines() if line.startswith("max_num_seqs=8")]
+    cells = row.split()
+    assert cells[1] != "–" and cells[-4:] == ["–"] * 4  # gen tok/s kept; queue, TTFT, ITL not
+    assert "latency withheld (queue p50, TTFT p50, TTFT p90, ITL p50: –)" in out
+    code = vtop_main(["whatif", "--replay", str(REAL), "--set", "max_num_seqs=8",
+                      "--format", "json"])  # fmt: skip
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["prediction_check"]["families"]["latency"]["withheld"] is True
+    (prediction,) = doc["predictions"]
+    assert "queue_p50" not in prediction["predicted"]
+    assert "queue p50" in prediction["withheld"]["queue_p50"]
+    assert "generation_tokens_per_s" in prediction["predicted"]
+
+
+def test_the_best_row_is_the_fastest_within_the_latency_bound(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    sweep = ["whatif", "--replay", str(SIM), "--sweep", "max_num_seqs=16,32,64"]
+    assert vtop_main([*sweep, "--max-itl-ms", "19"]) == EXIT_OK  # 64's ITL p50 is ~19.5 ms
+    out = capsys.readouterr().out
+    marked = [line.split()[0] for line in out.splitlines() if line.endswith("◀ best")]
+    assert marked == ["max_num_seqs=32"]
+    assert "best under ITL p50 <= 19ms: max_num_seqs=32" in out
+    assert vtop_main([*sweep, "--max-itl-ms", "19", "--format", "json"]) == EXIT_OK
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["best"] == {"max_num_seqs": 32} and doc["bounds"]["max_itl_s"] == 0.019
+    assert vtop_main([*sweep, "--max-itl-ms", "5", "--max-ttft-s", "1", "--format", "json"]) == 0
+    assert json.loads(capsys.readouterr().out)["best"] is None
+    assert vtop_main([*sweep, "--max-itl-ms", "5"]) == EXIT_OK
+    out = capsys.readouterr().out
+    assert "best under ITL p50 <= 5ms: none" in out and "◀ best" not in out
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [["--sweep", "max_num_seqs=8,16", "--max-itl-ms", "fast"],
+     ["--sweep", "max_num_seqs=8,16", "--max-ttft-s", "-1"],
+     ["--sweep", "max_num_seqs=8,16", "--max-ttft-s", "nan"],
+     ["--set", "max_num_seqs=8", "--max-itl-ms", "20"]],
+)  # fmt: skip
+def test_a_bad_bound_is_one_line_and_exit_2(
+    capsys: pytest.CaptureFixture[str], bad: list[str]
+) -> None:
+    assert vtop_main(["whatif", "--replay", str(SIM), *bad]) == EXIT_USAGE
+    err = capsys.readouterr().err
+    assert err.startswith("vtop: --max-") and err.count("\n") == 1

@@ -5,6 +5,7 @@ scenario itself does with it; the self-check gate withholds a twin that misses t
 from __future__ import annotations
 
 from dataclasses import replace
+from pathlib import Path
 
 import pytest
 
@@ -142,3 +143,50 @@ def test_assumed_inputs_widen_the_band(whatif: WhatIf) -> None:
     wide = guessed.figures["generation_tokens_per_s"]
     assert wide.after == known.after
     assert wide.high - wide.low == pytest.approx(known.high - known.low + 0.4 * known.after)
+
+
+REAL_TRACE = Path(__file__).resolve().parents[2] / "traces" / "vllm-cpu-kv-exhaustion.vtrace"
+
+
+def test_the_gate_judges_each_family_on_its_own() -> None:
+    observed = dict.fromkeys(FIGURES, 1.0) | {"generation_tokens_per_s": 100.0}
+    fine = check(observed, observed)
+    assert not fine.withheld_figures()
+    assert all(not v.withheld for v in fine.families.values())
+    # latency as a factor: twice off is the limit, a little more is off; occupancy stays
+    slow = check(observed, observed | {"queue_p50": 2.1})
+    assert slow.families["latency"].worst == "queue_p50"
+    assert slow.families["latency"].error == pytest.approx(2.1)
+    assert set(slow.withheld_figures()) == {"queue_p50", "queue_p90", "ttft_p50",
+                                             "ttft_p90", "itl_p50"}  # fmt: skip
+    assert "2.1x off" in slow.withheld_figures()["ttft_p90"]
+    assert not check(observed, observed | {"queue_p50": 0.5}).withheld_figures()
+    # the same factor below the floor is noise (both read as the floor)
+    tiny = observed | {"queue_p50": 0.001}
+    assert not check(tiny, tiny | {"queue_p50": 0.02}).withheld_figures()
+    crowded = check(observed, observed | {"waiting": 1.6})
+    assert set(crowded.withheld_figures()) == {"running", "waiting", "kv_usage",
+                                               "preemptions_per_s"}  # fmt: skip
+    assert crowded.confidence == "high"  # throughput itself is still right
+    blind = check(observed | dict.fromkeys(("queue_p50", "ttft_p50", "ttft_p90", "itl_p50")),
+                  observed)  # fmt: skip
+    assert blind.families["latency"].worst is None and not blind.withheld_figures()
+
+
+def test_on_the_real_server_the_latency_is_withheld_and_the_throughput_kept() -> None:
+    """The KV-exhausted recording: the twin gets the token rate within 30 % but its queue is
+    ~100x too short, so queue time and TTFT are withheld with that reason; tokens/s stay."""
+    from vtop.cli.whatif import read_trace
+
+    store, knobs, gpu = read_trace(str(REAL_TRACE))
+    times = store.times()
+    fitted = prepare(store, min(300.0, times[-1] - times[0]), knobs, gpu_name=gpu)
+    latency = fitted.check.families["latency"]
+    assert latency.withheld and latency.error is not None and latency.error > 10
+    assert "queue p50" in latency.reason and "20.6s observed" in latency.reason
+    prediction = fitted.predict({"max_num_seqs": 8})
+    assert prediction.confidence == "low"
+    assert "generation_tokens_per_s" in prediction.figures
+    for name in ("queue_p50", "ttft_p50", "ttft_p90", "itl_p50"):
+        assert name not in prediction.figures
+        assert prediction.withheld[name] == latency.reason

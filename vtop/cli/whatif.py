@@ -5,8 +5,14 @@ same frames the monitor and the report read), fits and self-checks the twin over
 `--window` of it, runs every configuration asked for, and prints one row per configuration:
 what was observed, the twin at today's knobs, and the twin after each change (`--set`s are one
 configuration together; each `--sweep` value is one more, on top of the `--set`s). A twin the
-self-check rejects prints its reason instead of predictions. `--format json` writes the same
-as one document (each predicted figure as {now, after, low, high}, the issue's shape).
+self-check rejects prints its reason instead of predictions; a family of figures it finds off
+(occupancy, latency) prints "–" in the after rows and a line saying why. `--format json` writes
+the same as one document (each predicted figure as {now, after, low, high}, the issue's shape;
+each withheld one under `withheld` with its reason).
+
+`--max-itl-ms` / `--max-ttft-s` with `--sweep` mark the best row: the highest predicted
+generated tokens/s among the rows whose predicted ITL p50 / TTFT p90 stay within the bounds. A
+row whose latency is withheld cannot show that it does, so it never qualifies.
 
 Only replays for now: a live `--url` needs the poller to run for the window first, which is
 the monitor's job (a later piece of issue 20).
@@ -15,7 +21,9 @@ the monitor's job (a later piece of issue 20).
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from vtop import durations, fmt
@@ -25,7 +33,15 @@ from vtop.cli.usage import OneLineParser
 from vtop.model import Knob, KnobValue
 from vtop.signals.store import Store
 from vtop.trace.reader import TraceError, TraceReader
-from vtop.whatif.predict import FIGURES, KNOB_FIELDS, Prediction, WhatIf, prepare
+from vtop.whatif.predict import (
+    FAMILIES,
+    FIGURES,
+    KNOB_FIELDS,
+    LABELS,
+    Prediction,
+    WhatIf,
+    prepare,
+)
 
 COLUMNS = (
     ("generation_tokens_per_s", "gen tok/s"),
@@ -39,6 +55,58 @@ COLUMNS = (
     ("itl_p50", "ITL p50"),
 )
 """The figures the table prints, and their headings."""
+BEST_MARK = "◀ best"
+
+
+@dataclass(frozen=True, slots=True)
+class Bounds:
+    """The latency a sweep's best row must stay within; None where no bound was given."""
+
+    max_itl_s: float | None = None
+    max_ttft_s: float | None = None
+
+    @property
+    def given(self) -> bool:
+        return self.max_itl_s is not None or self.max_ttft_s is not None
+
+    def describe(self) -> str:
+        parts = []
+        if self.max_itl_s is not None:
+            parts.append(f"ITL p50 <= {fmt.seconds(self.max_itl_s)}")
+        if self.max_ttft_s is not None:
+            parts.append(f"TTFT p90 <= {fmt.seconds(self.max_ttft_s)}")
+        return ", ".join(parts)
+
+    def admits(self, prediction: Prediction) -> bool:
+        """Whether the prediction's ITL p50 and TTFT p90 are predicted and within the bounds."""
+        for name, bound in (("itl_p50", self.max_itl_s), ("ttft_p90", self.max_ttft_s)):
+            band = prediction.figures.get(name)
+            if bound is not None and (band is None or band.after > bound):
+                return False
+        return True
+
+
+def parse_bound(flag: str, text: str | None, unit_s: float) -> float | None:
+    """A latency bound in seconds from the flag's text in its unit; ValueError names the flag."""
+    if text is None:
+        return None
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not math.isfinite(value) or value <= 0:
+        raise ValueError(f"{flag} {text}: expected a positive number")
+    return value * unit_s
+
+
+def best(predictions: Sequence[Prediction], bounds: Bounds) -> Prediction | None:
+    """The row with the highest predicted generated tokens/s within the bounds; None if none."""
+    admitted = [
+        (band.after, i)
+        for i, p in enumerate(predictions)
+        if bounds.admits(p) and (band := p.figures.get("generation_tokens_per_s")) is not None
+    ]
+    return predictions[max(admitted)[1]] if admitted else None
 
 
 def build_parser() -> OneLineParser:
@@ -56,6 +124,12 @@ def build_parser() -> OneLineParser:
     )
     parser.add_argument(
         "--sweep", metavar="KNOB=V1,V2,...", help="one configuration per value, each a row"
+    )
+    parser.add_argument(
+        "--max-itl-ms", metavar="MS", help="with --sweep: mark the best row with ITL p50 <= MS"
+    )
+    parser.add_argument(
+        "--max-ttft-s", metavar="S", help="with --sweep: mark the best row with TTFT p90 <= S"
     )
     parser.add_argument(
         "--window", metavar="DURATION", default="5m", help="the trace's last DURATION (5m)"
@@ -129,6 +203,8 @@ def _label(changes: dict[str, KnobValue]) -> str:
 
 
 def _cell(name: str, value: float | None) -> str:
+    if value is None:
+        return fmt.DASH
     if name == "kv_usage":
         return fmt.pct(value)
     if name in ("queue_p50", "ttft_p50", "ttft_p90", "itl_p50"):
@@ -136,36 +212,70 @@ def _cell(name: str, value: float | None) -> str:
     return fmt.num(value)
 
 
-def table(whatif: WhatIf, predictions: list[Prediction]) -> str:
-    """Observed, twin today, twin after each configuration: one row each."""
-    rows: list[list[str]] = [["", *(head for _, head in COLUMNS)]]
-    rows.append(["observed", *(_cell(n, whatif.check.observed.get(n)) for n, _ in COLUMNS)])
-    rows.append(["twin today", *(_cell(n, whatif.check.twin.get(n)) for n, _ in COLUMNS)])
+def _family_error(whatif: WhatIf) -> str:
+    """`; occupancy off by 84% (waiting); latency off 84.9x (queue p50)` for the families
+    beyond throughput that the self-check could judge."""
+    parts = []
+    for name, verdict in whatif.check.families.items():
+        if name == "throughput" or verdict.worst is None or verdict.error is None:
+            continue
+        by = f"{verdict.error:.3g}x" if name == "latency" else fmt.pct(verdict.error)
+        parts.append(f"; {name} off by {by} ({LABELS[verdict.worst]})")
+    return "".join(parts)
+
+
+def table(whatif: WhatIf, predictions: list[Prediction], bounds: Bounds | None = None) -> str:
+    """Observed, twin today, twin after each configuration: one row each; "–" where a figure
+    is withheld, and the best row marked when bounds are given."""
+    rows: list[list[str]] = [["", *(head for _, head in COLUMNS), ""]]
+    rows.append(["observed", *(_cell(n, whatif.check.observed.get(n)) for n, _ in COLUMNS), ""])
+    rows.append(["twin today", *(_cell(n, whatif.check.twin.get(n)) for n, _ in COLUMNS), ""])
+    chosen = best(predictions, bounds) if bounds is not None and bounds.given else None
     for p in predictions:
-        rows.append([_label(p.changes), *(_cell(n, p.twin_after.get(n)) for n, _ in COLUMNS)])
+        cells = [fmt.DASH if n in p.withheld else _cell(n, p.twin_after.get(n)) for n, _ in COLUMNS]
+        rows.append([_label(p.changes), *cells, BEST_MARK if p is chosen else ""])
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     lines = [
         "  ".join(
-            c.ljust(w) if i == 0 else c.rjust(w)
+            c.ljust(w) if i in (0, len(r) - 1) else c.rjust(w)
             for i, (c, w) in enumerate(zip(r, widths, strict=True))
-        )
+        ).rstrip()
         for r in rows
     ]
     check = whatif.check
     token_error = check.errors.get("generation_tokens_per_s")
     head = [
         f"workload: {whatif.workload.loop} loop; {whatif.step.describe()}",
-        f"self-check: gen tok/s off by {fmt.pct(token_error)}; confidence {check.confidence}",
+        f"self-check: gen tok/s off by {fmt.pct(token_error)}{_family_error(whatif)}; "
+        f"confidence {check.confidence}",
     ]
     if check.withheld:
         head.append(f"predictions withheld: {check.reason}")
+    else:
+        for family in FAMILIES:
+            verdict = check.families.get(family.name)
+            if verdict is not None and verdict.withheld:
+                shown = ", ".join(LABELS[n] for n, _ in COLUMNS if n in family.members)
+                head.append(f"{family.name} withheld ({shown}: –): {verdict.reason}")
+    if bounds is not None and bounds.given and predictions:
+        if chosen is None:
+            head.append(
+                f"best under {bounds.describe()}: none, no row is predicted within the bounds"
+            )
+        else:
+            head.append(f"best under {bounds.describe()}: {_label(chosen.changes)}")
     tail = [f"read: {r}" for r in whatif.read] + [f"assumed: {a}" for a in whatif.assumed]
     return "\n".join([*head, "", *lines, "", *tail]) + "\n"
 
 
-def document(whatif: WhatIf, predictions: list[Prediction]) -> dict[str, Any]:
-    """The JSON form: observed, twin today, the check, and each configuration's figures."""
+def document(
+    whatif: WhatIf, predictions: list[Prediction], bounds: Bounds | None = None
+) -> dict[str, Any]:
+    """The JSON form: observed, twin today, the check (each family's verdict), each
+    configuration's figures and what is withheld, and the best configuration under the bounds
+    (null when none qualifies or none were given)."""
     check = whatif.check
+    chosen = best(predictions, bounds) if bounds is not None and bounds.given else None
     return {
         "observed": check.observed,
         "twin_today": check.twin,
@@ -173,6 +283,16 @@ def document(whatif: WhatIf, predictions: list[Prediction]) -> dict[str, Any]:
             "errors": check.errors,
             "confidence": check.confidence,
             "reason": check.reason or None,
+            "families": {
+                name: {
+                    "worst": v.worst,
+                    "error": v.error,
+                    "measure": "factor" if name == "latency" else "relative",
+                    "withheld": v.withheld,
+                    "reason": v.reason or None,
+                }
+                for name, v in check.families.items()
+            },
         },
         "workload": {"loop": whatif.workload.loop},
         "fit": {
@@ -192,9 +312,15 @@ def document(whatif: WhatIf, predictions: list[Prediction]) -> dict[str, Any]:
                     for name in FIGURES
                     if (b := p.figures.get(name)) is not None
                 },
+                "withheld": p.withheld,
             }
             for p in predictions
         ],
+        "bounds": {
+            "max_itl_s": bounds.max_itl_s if bounds is not None else None,
+            "max_ttft_s": bounds.max_ttft_s if bounds is not None else None,
+        },
+        "best": chosen.changes if chosen is not None else None,
     }
 
 
@@ -204,6 +330,12 @@ def main(argv: Sequence[str]) -> int:
     try:
         configs = configurations(args.set, args.sweep)
         window_s = durations.parse(args.window)
+        bounds = Bounds(
+            parse_bound("--max-itl-ms", args.max_itl_ms, 0.001),
+            parse_bound("--max-ttft-s", args.max_ttft_s, 1.0),
+        )
+        if bounds.given and args.sweep is None:
+            raise ValueError("--max-itl-ms and --max-ttft-s pick a row of a --sweep: give one")
     except ValueError as exc:
         return fail(str(exc), EXIT_USAGE)
     try:
@@ -218,7 +350,7 @@ def main(argv: Sequence[str]) -> int:
     except ValueError as exc:  # knobs the twin cannot start with (a KV pool too small)
         return fail(str(exc), EXIT_USAGE)
     if args.format == "json":
-        write_stdout(json.dumps(document(whatif, predictions), indent=2) + "\n")
+        write_stdout(json.dumps(document(whatif, predictions, bounds), indent=2) + "\n")
     else:
-        write_stdout(table(whatif, predictions))
+        write_stdout(table(whatif, predictions, bounds))
     return EXIT_OK

@@ -12,6 +12,15 @@ from what the server exposes (its knobs, the workload `workload.estimate` reads,
   generated tokens/s the twin does not describe this server and every prediction is withheld
   with that reason; no observed token rate withholds as well. Below it, the confidence is
   "high" (<= 10 %), "medium" (<= 20 %) or "low".
+- A twin can get the token rate right and the rest wrong (a queue of 243 ms against 20 s
+  observed: a different load, the same throughput), so each family of `FAMILIES` is judged on
+  its own and a family that is off has its figures withheld with its reason, while the others
+  are still predicted. Throughput (generated tokens/s) is the gate above. Occupancy (running,
+  waiting, KV usage; preemptions/s follow it) is off above `MAX_OCCUPANCY_ERROR` relative
+  error on any of them. Latency (queue p50, TTFT p50/p90, ITL p50; queue p90 follows) spans
+  orders of magnitude, so it is judged as a ratio: the larger of twin and observed over the
+  smaller (each at least its floor); above `MAX_LATENCY_FACTOR` on any of them it is off. A
+  family the server shows none of is not judged (its bands widen instead, below).
 - A predicted figure carries a band: the after value times 1 +- that figure's self-check error
   (at least `BAND_FLOOR`; a figure the server did not show gets the token error doubled),
   widened by `UNKNOWN_WIDEN` for each of the inputs a change leans on that had to be assumed
@@ -28,6 +37,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 
+from vtop import fmt
 from vtop.figures import ENDPOINT, Scope
 from vtop.model import Knob, KnobValue
 from vtop.signals import histogram as hist
@@ -49,6 +59,10 @@ PAGE_EVERY_S = 10.0
 
 MAX_TOKENS_ERROR = 0.30
 """Above this self-check error on generated tokens/s, predictions are withheld."""
+MAX_OCCUPANCY_ERROR = 0.50
+"""Above this relative error on running, waiting or KV usage, occupancy is withheld."""
+MAX_LATENCY_FACTOR = 2.0
+"""Above this ratio (twin/observed or its inverse) on a latency figure, latency is withheld."""
 BAND_FLOOR = 0.05
 """The narrowest band a prediction carries (the twin's own run-to-run noise)."""
 UNKNOWN_WIDEN = 0.10
@@ -81,6 +95,43 @@ FLOORS: dict[str, float] = {
     "ttft_p90": 0.05,
     "itl_p50": 0.002,
 }
+
+
+@dataclass(frozen=True, slots=True)
+class Family:
+    """Figures the self-check judges together: `judged` decide, `follows` share the verdict."""
+
+    name: str
+    judged: tuple[str, ...]
+    follows: tuple[str, ...] = ()
+    ratio: bool = False
+    """Judged as a factor (latencies span orders of magnitude), not a relative error."""
+
+    @property
+    def members(self) -> tuple[str, ...]:
+        return (*self.judged, *self.follows)
+
+
+FAMILIES = (
+    Family("throughput", ("generation_tokens_per_s",)),
+    Family("occupancy", ("running", "waiting", "kv_usage"), ("preemptions_per_s",)),
+    Family("latency", ("queue_p50", "ttft_p50", "ttft_p90", "itl_p50"), ("queue_p90",), True),
+)
+"""Every figure of `FIGURES` in exactly one family."""
+
+LABELS = {
+    "generation_tokens_per_s": "gen tok/s",
+    "running": "running",
+    "waiting": "waiting",
+    "kv_usage": "KV usage",
+    "preemptions_per_s": "preemptions/s",
+    "queue_p50": "queue p50",
+    "queue_p90": "queue p90",
+    "ttft_p50": "TTFT p50",
+    "ttft_p90": "TTFT p90",
+    "itl_p50": "ITL p50",
+}
+"""How a reason names a figure."""
 
 KNOB_FIELDS = {
     "max_num_seqs": int,
@@ -121,6 +172,15 @@ def relative_error(name: str, twin: float | None, observed: float | None) -> flo
     if twin is None or observed is None:
         return None
     return abs(twin - observed) / max(abs(observed), FLOORS[name])
+
+
+def latency_factor(name: str, twin: float | None, observed: float | None) -> float | None:
+    """How many times off the twin is: the larger over the smaller, each at least the floor."""
+    if twin is None or observed is None:
+        return None
+    floor = FLOORS[name]
+    a, b = max(twin, floor), max(observed, floor)
+    return max(a, b) / min(a, b)
 
 
 def serve_args(knobs: Mapping[str, Knob]) -> tuple[ServeArgs, list[str], list[str]]:
@@ -214,6 +274,23 @@ class Band:
 
 
 @dataclass(frozen=True, slots=True)
+class FamilyCheck:
+    """One family's verdict: its worst judged figure, how far off, and why withheld if so."""
+
+    family: str
+    worst: str | None
+    """The judged figure furthest off; None when the server shows none of them."""
+    error: float | None
+    """Its relative error, or its factor for a family judged as a ratio."""
+    reason: str = ""
+    """Why the family's figures are withheld (empty when they are predicted)."""
+
+    @property
+    def withheld(self) -> bool:
+        return bool(self.reason)
+
+
+@dataclass(frozen=True, slots=True)
 class SelfCheck:
     """The twin at today's knobs against the observed server."""
 
@@ -224,15 +301,61 @@ class SelfCheck:
     """"high", "medium", "low" or "withheld"."""
     reason: str
     """Why withheld (empty otherwise)."""
+    families: dict[str, FamilyCheck] = field(default_factory=dict)
 
     @property
     def withheld(self) -> bool:
         return self.confidence == "withheld"
 
+    def withheld_figures(self) -> dict[str, str]:
+        """Figure -> why it is not predicted: every figure when the whole check fails, else
+        the members of the families that are off."""
+        if self.withheld:
+            return dict.fromkeys(FIGURES, self.reason)
+        return {
+            name: verdict.reason
+            for family in FAMILIES
+            if (verdict := self.families.get(family.name)) is not None and verdict.withheld
+            for name in family.members
+        }
+
+
+def judge(
+    family: Family, observed: Mapping[str, float | None], twin: Mapping[str, float | None]
+) -> FamilyCheck:
+    """The family's worst judged figure and, past its limit, why its figures are withheld."""
+    measure = latency_factor if family.ratio else relative_error
+    scored = [
+        (error, name)
+        for name in family.judged
+        if (error := measure(name, twin.get(name), observed.get(name))) is not None
+    ]
+    if not scored:
+        return FamilyCheck(family.name, None, None)
+    error, worst = max(scored)
+    seen, got = observed.get(worst), twin.get(worst)
+    label = LABELS[worst]
+    reason = ""
+    if family.ratio and error > MAX_LATENCY_FACTOR:
+        reason = (
+            f"the twin's {label} is {error:.3g}x off today's ({fmt.seconds(got)} against "
+            f"{fmt.seconds(seen)} observed; more than {MAX_LATENCY_FACTOR:g}x): "
+            f"its {family.name} does not describe this server"
+        )
+    elif not family.ratio and family.name != "throughput" and error > MAX_OCCUPANCY_ERROR:
+        reason = (
+            f"the twin's {label} misses today's by {error:.0%} ({fmt.num(got)} against "
+            f"{fmt.num(seen)} observed; more than {MAX_OCCUPANCY_ERROR:.0%}): "
+            f"its {family.name} does not describe this server"
+        )
+    return FamilyCheck(family.name, worst, error, reason)
+
 
 def check(observed: Mapping[str, float | None], twin: Mapping[str, float | None]) -> SelfCheck:
-    """The errors, the confidence they give and, above `MAX_TOKENS_ERROR`, why withheld."""
+    """The errors, the confidence they give and, above `MAX_TOKENS_ERROR`, why withheld; each
+    family's verdict beside them."""
     errors = {n: relative_error(n, twin.get(n), observed.get(n)) for n in FIGURES}
+    families = {f.name: judge(f, observed, twin) for f in FAMILIES}
     tokens = errors["generation_tokens_per_s"]
     seen = observed.get("generation_tokens_per_s")
     reason = ""
@@ -250,18 +373,21 @@ def check(observed: Mapping[str, float | None], twin: Mapping[str, float | None]
         confidence = "medium"
     else:
         confidence = "low"
-    return SelfCheck(dict(observed), dict(twin), errors, confidence, reason)
+    return SelfCheck(dict(observed), dict(twin), errors, confidence, reason, families)
 
 
 @dataclass(frozen=True, slots=True)
 class Prediction:
-    """The figures after `changes`, each with its band; empty with the reason when withheld."""
+    """The figures after `changes`, each with its band; empty with the reason when withheld,
+    and without the figures of a family the self-check found off (`withheld` says why)."""
 
     changes: dict[str, KnobValue]
     figures: dict[str, Band]
     twin_after: dict[str, float | None]
     confidence: str
     reason: str = ""
+    withheld: dict[str, str] = field(default_factory=dict)
+    """Figure -> why it is not predicted."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -280,8 +406,9 @@ class WhatIf:
         """Run the twin with `changes` (several at once are one run) on the same workload."""
         wanted = dict(changes)
         after_args = changed(self.args, self.step.preset, wanted)
+        withheld = self.check.withheld_figures()
         if self.check.withheld:
-            return Prediction(wanted, {}, {}, "withheld", self.check.reason)
+            return Prediction(wanted, {}, {}, "withheld", self.check.reason, withheld)
         after = run_twin(self.step.preset, after_args, self.workload.workload, seed=self.seed)
         token_error = self.check.errors["generation_tokens_per_s"] or 0.0
         widen = UNKNOWN_WIDEN * sum(
@@ -290,12 +417,12 @@ class WhatIf:
         bands: dict[str, Band] = {}
         for name in FIGURES:
             now, value = self.check.twin.get(name), after.get(name)
-            if now is None or value is None:
+            if now is None or value is None or name in withheld:
                 continue
             err = self.check.errors.get(name)
             width = max(BAND_FLOOR, err if err is not None else 2 * token_error) + widen
             bands[name] = Band(now, value, value * (1 - width), value * (1 + width))
-        return Prediction(wanted, bands, after, self.check.confidence)
+        return Prediction(wanted, bands, after, self.check.confidence, withheld=withheld)
 
 
 def prepare(
