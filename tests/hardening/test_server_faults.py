@@ -428,6 +428,9 @@ async def test_dashboard_says_what_and_where_in_one_line_then_recovers(
             assert (first.kind, why.kind) == ("error", "error")
             assert first.text == f"HTTP 401 Unauthorized from {srv.url}/metrics"
             assert why.text == "needs credentials: set VTOP_API_KEY or --header 'Authorization: …'"
+            # The panel grows to hold the DOWN lines at its next layout pass, a frame after the
+            # header turned: a loaded machine can let the test look in between.
+            await until(lambda: app.triage.text("l0").startswith(" DOWN"), "the panel laid out")
             shown = app.triage.text("l0") + "\n" + app.triage.text("l1")
             assert shown == f" DOWN {first.text}\n      {why.text}"  # whole, even at 80 columns
             assert app.header.text("status") == "↻ reconnecting (attempt 1, next in 1 s)"
