@@ -32,6 +32,7 @@ from tests.ui.scripted import (  # noqa: E402
 )
 from vtop.model import Frame  # noqa: E402
 from vtop.monitor import EndpointView, Monitor  # noqa: E402
+from vtop.sources.status import SIMULATED  # noqa: E402
 from vtop.ui.app import VtopApp  # noqa: E402
 
 OUT = ROOT / "screenshots"
@@ -80,7 +81,7 @@ def build(shot: Shot) -> VtopApp:
     if not TRIAGE_IN_MONITOR:
         endpoint = frames[0].scrapes[0].endpoint
         findings = provider(for_endpoint(FINDINGS, endpoint))
-    source = ScriptedSource(frames[HISTORY:], lambda e: "simulated")
+    source = ScriptedSource(frames[HISTORY:], lambda e: SIMULATED)
     return VtopApp(source, monitor, interval=1.0, theme=shot.theme, findings=findings,
                    self_cpu=lambda: 0.4, autopoll=False)  # fmt: skip
 
