@@ -16,95 +16,44 @@ monitor's usage code (`Exits`) is made here, once, from the raw arguments.
 from __future__ import annotations
 
 import argparse
+import importlib
 import logging
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
+from types import ModuleType
 
 from vtop.cli.exits import EXIT_INTERRUPTED, Exits
 
 
 @dataclass(frozen=True, slots=True)
 class Command:
-    """A command word: what `vtop --help` and completion say of it, its parser, its runner."""
+    """A command word: what `vtop --help` and completion say of it, and the module of
+    `vtop.cli` that has its `build_parser()` and `main(argv)`, imported only when used."""
 
     help: str
-    parser: Callable[[], argparse.ArgumentParser]
-    run: Callable[[Sequence[str]], int]
+    module: str
 
+    def _load(self) -> ModuleType:
+        return importlib.import_module(f"vtop.cli.{self.module}")
 
-def _sim_parser() -> argparse.ArgumentParser:
-    from vtop.cli import sim
+    def parser(self) -> argparse.ArgumentParser:
+        parser: argparse.ArgumentParser = self._load().build_parser()
+        return parser
 
-    return sim.build_parser()
-
-
-def _sim(argv: Sequence[str]) -> int:
-    from vtop.cli import sim
-
-    return sim.main(argv)
-
-
-def _rules_parser() -> argparse.ArgumentParser:
-    from vtop.cli import rules
-
-    return rules.build_parser()
-
-
-def _rules(argv: Sequence[str]) -> int:
-    from vtop.cli import rules
-
-    return rules.main(argv)
-
-
-def _trace_parser() -> argparse.ArgumentParser:
-    from vtop.cli import trace
-
-    return trace.build_parser()
-
-
-def _trace(argv: Sequence[str]) -> int:
-    from vtop.cli import trace
-
-    return trace.main(argv)
-
-
-def _whatif_parser() -> argparse.ArgumentParser:
-    from vtop.cli import whatif
-
-    return whatif.build_parser()
-
-
-def _whatif(argv: Sequence[str]) -> int:
-    from vtop.cli import whatif
-
-    return whatif.main(argv)
-
-
-def _completion_parser() -> argparse.ArgumentParser:
-    from vtop.cli import completion
-
-    return completion.build_parser()
-
-
-def _completion(argv: Sequence[str]) -> int:
-    from vtop.cli import completion
-
-    return completion.main(argv)
+    def run(self, argv: Sequence[str]) -> int:
+        code: int = self._load().main(argv)
+        return code
 
 
 COMMANDS: dict[str, Command] = {
-    "sim": Command(
-        "serve a simulated vLLM server (a scheduler twin) on loopback", _sim_parser, _sim
-    ),
-    "rules": Command("list, check, test and export the rules", _rules_parser, _rules),
-    "trace": Command("inspect recorded traces", _trace_parser, _trace),
+    "sim": Command("serve a simulated vLLM server (a scheduler twin) on loopback", "sim"),
+    "rules": Command("list, check, test and export the rules", "rules"),
+    "trace": Command("inspect recorded traces", "trace"),
     "whatif": Command(
-        "predict a server's figures after a knob change (a twin fitted to a trace)",
-        _whatif_parser,
-        _whatif,
+        "predict a server's figures after a knob change (a twin fitted to a trace)", "whatif"
     ),
-    "completion": Command("print a shell completion script", _completion_parser, _completion),
+    "completion": Command("print a shell completion script", "completion"),
 }
 
 
