@@ -1,5 +1,5 @@
 """`python -m vtop` runs the command line."""
 
-from vtop.cli import main
+from vtop.cli import console
 
-raise SystemExit(main())
+console()

@@ -49,8 +49,10 @@ Load = Callable[[str], Awaitable[LoadResult]]
 
 
 # A 30 s report ends by 45 s (its last poll may take a request timeout). Past that, vtop's
-# threads' stacks go to its stderr, and at LATE_S it is interrupted: a live report ends early
-# on SIGINT with what it watched, so a late run still fails with its document and its stacks.
+# threads' stacks go to its stderr and the test reads the kernel's view of it (state, wait
+# channel, CPU time, page faults) and the machine's load; at LATE_S it is interrupted: a live
+# report ends early on SIGINT with what it watched, so a late run still fails with its
+# document, when the document and the exit came, its stacks and those readings.
 STACKS_AFTER_S = 60
 LATE_S = 90.0
 RUN_VTOP = (
@@ -60,10 +62,30 @@ RUN_VTOP = (
 )
 
 
+def _kernel_view(pid: int) -> str:
+    """What Linux says of process `pid` and of the machine: a hang's cause at a glance
+    (blocked in a wait channel, spinning, or paging: major faults)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        wchan = Path(f"/proc/{pid}/wchan").read_text()
+        rss = next(line for line in Path(f"/proc/{pid}/status").read_text().splitlines()
+                   if line.startswith("VmRSS"))  # fmt: skip
+    except (OSError, StopIteration):
+        return f"pid {pid}: gone"
+    tick = 100.0
+    state, minflt, majflt, utime, stime = stat[0], stat[7], stat[9], stat[11], stat[12]
+    meminfo = Path("/proc/meminfo").read_text().splitlines()
+    avail = next((line for line in meminfo if line.startswith("MemAvailable")), "")
+    return (f"pid {pid}: state {state}, wchan {wchan or '-'}, cpu {int(utime) / tick:.1f}+"
+            f"{int(stime) / tick:.1f} s, faults {minflt} minor {majflt} major, {rss}; "
+            f"load {Path('/proc/loadavg').read_text().strip()}; {avail}")  # fmt: skip
+
+
 async def report_under(url: str, load: Load) -> tuple[dict[str, Any], int, str]:
     """Load the server for `LOADED_S`, then run the report while the load goes on."""
     task = asyncio.create_task(load(url))
     proc: asyncio.subprocess.Process | None = None
+    seen: list[str] = []
     try:
         await asyncio.sleep(LOADED_S)
         assert not task.done(), "the load ended before the report began"
@@ -72,14 +94,28 @@ async def report_under(url: str, load: Load) -> tuple[dict[str, Any], int, str]:
             sys.executable, "-c", RUN_VTOP, "--url", url, *REPORT, cwd=ROOT,
             stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
         )  # fmt: skip
-        talk = asyncio.ensure_future(proc.communicate())
-        done, _ = await asyncio.wait({talk}, timeout=LATE_S)
+        assert proc.stdout is not None and proc.stderr is not None
+        when: dict[str, float] = {}
+
+        async def timed(name: str, aw: Awaitable[Any]) -> Any:
+            result = await aw
+            when[name] = time.monotonic() - began
+            return result
+
+        out_task = asyncio.ensure_future(timed("document", proc.stdout.read()))
+        err_task = asyncio.ensure_future(timed("stderr", proc.stderr.read()))
+        talk = asyncio.ensure_future(asyncio.gather(out_task, err_task, timed("exit", proc.wait())))
+        done, _ = await asyncio.wait({talk}, timeout=STACKS_AFTER_S)
         if not done:
+            seen.append(f"at {STACKS_AFTER_S} s: {_kernel_view(proc.pid)}")
+            done, _ = await asyncio.wait({talk}, timeout=LATE_S - STACKS_AFTER_S)
+        if not done:
+            seen.append(f"at {LATE_S:.0f} s: {_kernel_view(proc.pid)}")
             proc.send_signal(signal.SIGINT)
             done, _ = await asyncio.wait({talk}, timeout=15)
         if not done:
             proc.kill()
-        out, err = await talk
+        out, err, _ = await talk
         took = time.monotonic() - began
     finally:
         task.cancel()
@@ -87,7 +123,13 @@ async def report_under(url: str, load: Load) -> tuple[dict[str, Any], int, str]:
         if proc is not None and proc.returncode is None:
             proc.kill()
             await proc.wait()
-    assert took < LATE_S, f"a 30 s report ran {took:.0f} s: {out[-400:]!r}\n{err.decode()}"
+    timing = ", ".join(
+        f"{name} at {t:.0f} s" for name, t in sorted(when.items(), key=lambda i: i[1])
+    )
+    assert took < LATE_S, (
+        f"a 30 s report ran {took:.0f} s ({timing}; exit status {proc.returncode}): "
+        f"{out[-400:]!r}\n" + "\n".join(seen) + f"\n{err.decode()}"
+    )
     assert proc.returncode is not None
     return json.loads(out), proc.returncode, err.decode()
 

@@ -89,3 +89,16 @@ def test_rules_test_defaults_to_the_shipped_rule_tests_outside_a_checkout(
     shipped = sum(len(re.findall(r"^  - name:", p.read_text(), re.M))
                   for p in (ROOT / "tests" / "rules").glob("*.test.yaml"))  # fmt: skip
     assert passed == shipped > 50
+
+
+def test_the_program_ends_with_its_code_and_its_output_but_no_teardown() -> None:
+    # `console` (the `vtop` script, `python -m vtop`) flushes what was written and leaves
+    # without the interpreter's teardown: an atexit hook never runs, a pending line still
+    # arrives, and the exit code is main's.
+    code = ("import atexit, sys\nimport vtop.cli.dispatch as d\n"
+            "atexit.register(lambda: print('teardown ran'))\n"
+            "d.main = lambda: (sys.stdout.write('pending, unflushed'), 3)[1]\n"
+            "d.console()")  # fmt: skip
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                            cwd=ROOT, timeout=60, check=False)  # fmt: skip
+    assert (result.returncode, result.stdout, result.stderr) == (3, "pending, unflushed", "")

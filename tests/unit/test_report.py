@@ -321,13 +321,10 @@ def test_recorded_then_replayed_gives_the_live_numbers(
 
 def test_headless_modes_never_load_textual() -> None:
     code = (
-        "import runpy, sys\n"
-        "sys.argv = ['vtop', '--replay', 'tests/golden/busy.vtrace', '--report', '--format', 'html',"
-        " '-o', '/dev/null']\n"
-        "try:\n"
-        "    runpy.run_module('vtop', run_name='__main__')\n"
-        "except SystemExit:\n"
-        "    pass\n"
+        "import sys\n"
+        "from vtop.cli import main\n"
+        "main(['--replay', 'tests/golden/busy.vtrace', '--report', '--format', 'html',"
+        " '-o', '/dev/null'])\n"
         "print(sorted(m for m in sys.modules if m.split('.')[0] == 'textual'))\n"
     )
     result = subprocess.run(

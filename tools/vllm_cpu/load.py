@@ -174,14 +174,17 @@ def _budget(duration: float | None, requests: int | None) -> None:
 
 
 async def _finish(tasks: list[asyncio.Task[None]], timeout: float | None, drain: bool) -> None:
-    """Wait for the tasks; without `drain`, cancel those still running after `timeout`."""
-    if drain or timeout is None:
-        await asyncio.gather(*tasks)
-        return
-    _, pending = await asyncio.wait(tasks, timeout=max(0.0, timeout))
-    for task in pending:
-        task.cancel()
-    await asyncio.gather(*pending, return_exceptions=True)
+    """Wait for the tasks; without `drain`, cancel those still running after `timeout`. A
+    caller cancelled meanwhile cancels them too: no worker outlives the client it shares."""
+    try:
+        if drain or timeout is None:
+            await asyncio.gather(*tasks)
+        else:
+            await asyncio.wait(tasks, timeout=max(0.0, timeout))
+    finally:
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
 
 
 async def closed_loop(

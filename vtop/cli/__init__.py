@@ -1,9 +1,10 @@
 """The command line: the only layer that parses arguments, dispatches commands, picks exit codes
 and writes what a user reads on stdout and stderr.
 
-`vtop.cli.dispatch.main` is the entry point (`vtop = "vtop.cli:main"`, `python -m vtop`). The
-layers below (report, triage, trace, sim, sources) do the work as functions of plain values
-that return values or raise typed errors; they never import this package. Its modules:
+`vtop.cli.dispatch.console` is the program (`vtop = "vtop.cli:console"`, `python -m vtop`);
+`main` runs a command line and returns its exit code. The layers below (report, triage,
+trace, sim, sources) do the work as functions of plain values that return values or raise
+typed errors; they never import this package. Its modules:
 
     dispatch.py    the first word to a command (`COMMANDS`), else the monitor
     monitor.py     the monitor's parser and modes (`--once`; screens and headless below)
@@ -17,9 +18,9 @@ that return values or raise typed errors; they never import this package. Its mo
 What tests and benches reach for is re-exported here.
 """
 
-from vtop.cli.dispatch import main
+from vtop.cli.dispatch import console, main
 from vtop.cli.monitor import build_parser
 from vtop.cli.screens import replay_screen_wanted, run_tui
 from vtop.cli.sources import make_source
 
-__all__ = ["build_parser", "main", "make_source", "replay_screen_wanted", "run_tui"]
+__all__ = ["build_parser", "console", "main", "make_source", "replay_screen_wanted", "run_tui"]

@@ -22,8 +22,10 @@ import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 from types import ModuleType
+from typing import NoReturn
 
 from vtop.cli.exits import EXIT_INTERRUPTED, Exits
+from vtop.cli.output import hard_exit
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,6 +57,12 @@ COMMANDS: dict[str, Command] = {
     ),
     "completion": Command("print a shell completion script", "completion"),
 }
+
+
+def console() -> NoReturn:
+    """The `vtop` program (`vtop = "vtop.cli:console"`, `python -m vtop`): `main`, then out
+    at once with its exit code (`hard_exit`); tests call `main` and get the code back."""
+    hard_exit(main())
 
 
 def main(argv: Sequence[str] | None = None) -> int:
