@@ -44,6 +44,15 @@ class KnobDoc(TypedDict):
     detail: str
 
 
+class BandDoc(TypedDict):
+    """A predicted figure: the twin's today, after the change, and the band around it."""
+
+    now: float
+    after: float
+    low: float
+    high: float
+
+
 RecommendationDoc = TypedDict(
     "RecommendationDoc",
     {
@@ -59,11 +68,13 @@ RecommendationDoc = TypedDict(
         "confidence": NotRequired[Literal["high", "medium", "low"]],
         "tradeoff": NotRequired[str],
         "assumed": NotRequired[bool],
+        "predicted": NotRequired[dict[str, "BandDoc"]],
     },
 )
 """A recommendation as `--once` and the report write it (functional: `from` is a keyword);
-every key is always written, those after `flag` are optional in the report's schema, which
-documents began without them."""
+every key but `predicted` is always written, those after `flag` are optional in the report's
+schema, which documents began without them; `predicted` is the report's, on a recommendation
+the twin could run (`vtop.whatif.advice`)."""
 
 
 def _round(v: float | None, digits: int = 6) -> float | None:

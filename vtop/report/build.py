@@ -18,6 +18,7 @@ from vtop import summary
 from vtop.model import EndpointInfo, Event, Finding
 from vtop.monitor import EndpointView
 from vtop.report.document import (
+    BandDoc,
     EndpointDoc,
     EndpointStatus,
     EventDoc,
@@ -25,6 +26,8 @@ from vtop.report.document import (
     GpuDoc,
     GpuSource,
     LatencyDoc,
+    PredictionCheckDoc,
+    PredictionDoc,
     SignalDoc,
     SignalsDoc,
     StatDoc,
@@ -33,6 +36,8 @@ from vtop.report.document import (
 )
 from vtop.report.tracks import Track
 from vtop.report.window import EndpointStats, GpuStats, Stat
+from vtop.whatif.advice import Advice
+from vtop.whatif.predict import Band, WhatIf
 
 UNITS = {
     "running": "requests",
@@ -166,10 +171,17 @@ def timeline_doc(series: dict[str, list[float | None]]) -> TimelineDoc:
     }
 
 
-def finding_doc(track: Track) -> FindingDoc:
-    """A finding as the engine last said it, with when it fired and whether it counts."""
+def finding_doc(track: Track, advice: Advice | None = None) -> FindingDoc:
+    """A finding as the engine last said it, with when it fired and whether it counts, and
+    what its advice will buy when the twin could predict it."""
     f = track.finding
     suppressed = f.state == "suppressed"
+    recommendations = [summary.recommendation(r) for r in f.recommendations]
+    if advice is not None:
+        bands = {name: band_doc(b) for name, b in advice.prediction.figures.items()}
+        for doc in recommendations:
+            if bands and doc["knob"] in advice.prediction.changes:
+                doc["predicted"] = bands
     return {
         "rule": f.rule,
         "title": f.title,
@@ -179,7 +191,7 @@ def finding_doc(track: Track) -> FindingDoc:
         "counts": track.counts is not None,
         "summary": f.summary,
         "evidence": [{"name": n, "value": v} for n, v in f.evidence],
-        "recommendations": [summary.recommendation(r) for r in f.recommendations],
+        "recommendations": recommendations,
         "suppressed_by": f.suppressed_by,
         "suppressed_since_t": track.state_since if suppressed else None,
         "suppressed_since": iso(track.state_since) if suppressed else None,
@@ -189,6 +201,54 @@ def finding_doc(track: Track) -> FindingDoc:
         "last": iso(track.last_t),
         "evaluations": track.evaluations,
         "active_at_end": track.active,
+        "prediction": prediction_doc(advice) if advice is not None else None,
+    }
+
+
+def band_doc(b: Band) -> BandDoc:
+    return {"now": b.now, "after": b.after, "low": b.low, "high": b.high}
+
+
+def prediction_doc(advice: Advice) -> PredictionDoc:
+    """A finding's predicted effect as data (`vtop.whatif.advice.Advice`)."""
+    p = advice.prediction
+    return {
+        "changes": dict(p.changes),
+        "confidence": p.confidence,
+        "reason": p.reason or None,
+        "line": advice.line(),
+        "promised": advice.promised,
+        "gain": advice.gain,
+        "demoted": advice.demoted,
+        "verdict": advice.verdict() or None,
+        "withheld": dict(p.withheld),
+    }
+
+
+def check_doc(endpoint: str, window_s: float, whatif: WhatIf) -> PredictionCheckDoc:
+    """The twin at today's knobs against the observed figures: what every prediction of
+    the report stands on."""
+    c = whatif.check
+    return {
+        "endpoint": endpoint,
+        "window_s": window_s,
+        "observed": dict(c.observed),
+        "twin": dict(c.twin),
+        "errors": dict(c.errors),
+        "confidence": c.confidence,
+        "reason": c.reason or None,
+        "families": {
+            name: {
+                "worst": v.worst,
+                "error": v.error,
+                "measure": "factor" if name == "latency" else "relative",
+                "withheld": v.withheld,
+                "reason": v.reason or None,
+            }
+            for name, v in c.families.items()
+        },
+        "read": list(whatif.read),
+        "assumed": list(whatif.assumed),
     }
 
 

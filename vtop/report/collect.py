@@ -36,6 +36,7 @@ from vtop.model import ACCRUING, Event, Finding, Frame, Severity
 from vtop.monitor import Monitor
 from vtop.report import tracks
 from vtop.report.build import (
+    check_doc,
     endpoint_doc,
     event_doc,
     finding_doc,
@@ -44,15 +45,26 @@ from vtop.report.build import (
     timeline_doc,
     undecided_doc,
 )
-from vtop.report.document import Document, ExitCode, NoSignals, SignalsDoc, SourceKind, Status
+from vtop.report.document import (
+    Document,
+    ExitCode,
+    NoSignals,
+    PredictionCheckDoc,
+    SignalsDoc,
+    SourceKind,
+    Status,
+)
 from vtop.report.tracks import Track
 from vtop.report.window import WindowStats
+from vtop.whatif.advice import Advice, Advisor
 
 REPORT_VERSION: Final = 1
 EXIT_CODES: dict[str, ExitCode] = {"OK": 0, "WARNING": 1, "CRITICAL": 2, "UNKNOWN": 3}
 FindingsFn = Callable[[Monitor], Iterable[Finding]]
 """Every current finding of every endpoint the monitor watches."""
 MAX_EVENTS = 200
+PREDICT_WINDOW_S = 300.0
+"""The workload a prediction is fitted to: the window's last five minutes at most."""
 
 
 def monitor_findings(monitor: Monitor) -> Iterable[Finding]:
@@ -259,6 +271,7 @@ class Collector:
         end = st.t_last
         judging = [undecided_doc(f, end) for f in self.undecided()] if end is not None else []
         signals: SignalsDoc | NoSignals = primary["signals"] if primary else {}
+        advice, check = self._predictions(findings, duration)
         return {
             "report_version": REPORT_VERSION,
             "vtop": __version__,
@@ -280,13 +293,46 @@ class Collector:
             "knobs": primary["knobs"] if primary else {},
             "signals": signals,
             "latency": primary["latency"] if primary else {},
-            "findings": [finding_doc(t) for t in findings] + judging,
+            "findings": [
+                finding_doc(t, advice.get((t.finding.endpoint, t.finding.rule))) for t in findings
+            ]
+            + judging,
             "endpoints": endpoints,
             "gpus": gpu_docs(st.gpu),
             "gpu_unavailable": None if st.gpu.gpus else st.gpu.unavailable,
             "events": [event_doc(e) for e in self.events],
             "timeline": timeline_doc(first_ep.timeline.series()) if first_ep else {"t": []},
+            "prediction_check": check,
         }
+
+    def _predictions(
+        self, ranked: list[Track], duration_s: float
+    ) -> tuple[dict[tuple[str, str], Advice], PredictionCheckDoc | None]:
+        """What the advice of each finding that counts will buy (`vtop.whatif.advice`), and
+        the self-check of the twin the first prediction stands on."""
+        advisor = Advisor()
+        window = min(PREDICT_WINDOW_S, duration_s)
+        shown = self.monitor.gpus.gpus
+        gpu = shown[0].name if shown else None
+        out: dict[tuple[str, str], Advice] = {}
+        check: PredictionCheckDoc | None = None
+        for track in ranked:
+            f = track.finding
+            view = self.monitor.endpoints.get(f.endpoint)
+            if track.counts is None or view is None or len(view.store) < 2 or window <= 0:
+                continue
+            advice = advisor.predict(f, view.store, window, view.knobs, gpu_name=gpu)
+            if advice is None:
+                continue
+            out[_key(track)] = advice
+            fitted = advisor.fitted(f.endpoint)
+            if check is None and fitted is not None:
+                check = check_doc(f.endpoint, window, fitted)
+        return out, check
+
+
+def _key(track: Track) -> tuple[str, str]:
+    return (track.finding.endpoint, track.finding.rule)
 
 
 def _span(t0: float | None, t1: float | None) -> str:

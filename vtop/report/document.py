@@ -16,10 +16,13 @@ and strings would make every key required at run time.
 
 from typing import Literal, NotRequired, TypedDict, final
 
-from vtop.model import EventKind, FindingState, Severity
-from vtop.summary import KnobDoc, RecommendationDoc
+from vtop.model import EventKind, FindingState, KnobValue, Severity
+from vtop.summary import BandDoc, KnobDoc, RecommendationDoc
+from vtop.whatif.predict import Confidence
 
 __all__ = [
+    "BandDoc",
+    "CheckFamilyDoc",
     "Document",
     "EndpointDoc",
     "EndpointStatus",
@@ -32,6 +35,8 @@ __all__ = [
     "KnobDoc",
     "LatencyDoc",
     "NoSignals",
+    "PredictionCheckDoc",
+    "PredictionDoc",
     "RecommendationDoc",
     "ServerDoc",
     "SeverityName",
@@ -147,6 +152,49 @@ class EvidenceDoc(TypedDict):
     value: str
 
 
+class PredictionDoc(TypedDict):
+    """What the finding's recommendations will buy, run through the twin together."""
+
+    changes: dict[str, KnobValue]
+    confidence: Confidence
+    reason: str | None
+    """Why nothing is predicted (confidence "withheld")."""
+    line: str
+    """The prediction in words: `gen tok/s 150 → 305 tok/s (+103 %, ±15 %); …`."""
+    promised: str | None
+    """The figure the advice promises to move."""
+    gain: float | None
+    """The predicted improvement on it (0.5: 50 % better)."""
+    demoted: bool
+    verdict: str | None
+    """Why the advice is demoted: the gain is small, and what limits the server instead."""
+    withheld: dict[str, str]
+    """Figure -> why it is not predicted."""
+
+
+class CheckFamilyDoc(TypedDict):
+    worst: str | None
+    error: float | None
+    measure: Literal["relative", "factor"]
+    withheld: bool
+    reason: str | None
+
+
+class PredictionCheckDoc(TypedDict):
+    """The twin at today's knobs against what the server showed: the predictions' footing."""
+
+    endpoint: str
+    window_s: float
+    observed: dict[str, float | None]
+    twin: dict[str, float | None]
+    errors: dict[str, float | None]
+    confidence: Confidence
+    reason: str | None
+    families: dict[str, CheckFamilyDoc]
+    read: list[str]
+    assumed: list[str]
+
+
 class FindingDoc(TypedDict):
     rule: str
     title: NotRequired[str]
@@ -170,6 +218,7 @@ class FindingDoc(TypedDict):
     """Pending or insufficient only."""
     needs_s: NotRequired[float | None]
     """Pending or insufficient only."""
+    prediction: NotRequired[PredictionDoc | None]
 
 
 class ServerDoc(TypedDict):
@@ -242,3 +291,4 @@ class Document(TypedDict):
     gpu_unavailable: NotRequired[str | None]
     events: list[EventDoc]
     timeline: TimelineDoc
+    prediction_check: NotRequired[PredictionCheckDoc | None]

@@ -22,6 +22,7 @@ from vtop.report.text import (
     _health,
     _server_line,
     _window_line,
+    check_line,
     why,
 )
 
@@ -302,7 +303,15 @@ def render_html(doc: Document) -> str:
                 f'<code class="flag">{_e(r.get("engine_arg", ""))}</code> '
                 f"({_e(why(r))})</div>"
             )
+        prediction = f.get("prediction")
+        if prediction:
+            out.append(f"<div>predicted: {_e(prediction['line'])}</div>")
+            if prediction["verdict"]:
+                out.append(f"<div><b>but</b> {_e(prediction['verdict'])}</div>")
         out.append("</div>")
+    checked = check_line(doc)
+    if checked:
+        out.append(f"<p>Predicted by {_e(checked)}.</p>")
     for ep in doc["endpoints"]:
         out.append(f"<h2>Numbers for {_e(ep['url'])}</h2><table>")
         out.append("<tr><th>signal</th><th>avg</th><th>max</th><th>last</th></tr>")

@@ -22,6 +22,7 @@ from vtop.report.document import (
     TimelineName,
 )
 from vtop.triage.explain import shown_formula
+from vtop.whatif.predict import LABELS
 
 SIGNAL_ORDER: tuple[SignalName, ...] = get_args(SignalName)
 CHARTED: tuple[TimelineName, ...] = (
@@ -126,6 +127,27 @@ def _change(r: RecommendationDoc, code: str = "") -> str:
     return f"{flag} / {code}{arg}{code}" if arg else flag
 
 
+def check_line(doc: Document) -> str | None:
+    """What the predictions stand on, in a line: the twin at today's knobs against the
+    server (`prediction_check`); None when nothing was predicted."""
+    c = doc.get("prediction_check")
+    if not c:
+        return None
+    where = f"fitted to {c['endpoint']} over {durations.span(c['window_s'])}"
+    if c["confidence"] == "withheld":
+        return f"the twin {where}; predictions withheld: {c['reason']}"
+    parts = [f"gen tok/s off by {fmt.pct(c['errors'].get('generation_tokens_per_s'))}"]
+    for name, family in c["families"].items():
+        if name == "throughput" or family["worst"] is None or family["error"] is None:
+            continue
+        error = family["error"]
+        by = f"{error:.3g}x" if family["measure"] == "factor" else fmt.pct(error)
+        withheld = ", withheld" if family["withheld"] else ""
+        worst = LABELS.get(family["worst"], family["worst"])
+        parts.append(f"{name} off by {by} ({worst}{withheld})")
+    return f"the twin {where}: {'; '.join(parts)}; confidence {c['confidence']}"
+
+
 def _finding_span(f: FindingDoc) -> str:
     """When it fired, and its state at the end of the window (or when it last stood); for a
     warning still being judged at the end, how long it held and what it still needs."""
@@ -208,6 +230,14 @@ def render_text(doc: Document) -> str:
                 out.extend(
                     _wrap(_recommendation(r), "           change    ", "                     ")
                 )
+            prediction = f.get("prediction")
+            if prediction:
+                out.extend(_wrap(prediction["line"], "           predicted ", " " * 21))
+                if prediction["verdict"]:
+                    out.extend(_wrap(prediction["verdict"], "           but       ", " " * 21))
+    checked = check_line(doc)
+    if checked:
+        out.extend(_wrap(checked, "  predicted by ", " " * 16))
     for ep in doc["endpoints"]:
         if not ep["knobs"]:
             continue
@@ -308,6 +338,15 @@ def render_markdown(doc: Document) -> str:
             out.append(f"  - {_md(e['name'])}: {_md(e['value'])}")
         for r in f["recommendations"]:
             out.append(f"  - change: {_md(_change(r, '`'))} ({_md(why(r))})")
+        prediction = f.get("prediction")
+        if prediction:
+            out.append(f"  - predicted: {_md(prediction['line'])}")
+            if prediction["verdict"]:
+                out.append(f"  - but {_md(prediction['verdict'])}")
+    checked = check_line(doc)
+    if checked:
+        out.append("")
+        out.append(f"Predicted by {_md(checked)}.")
     for ep in doc["endpoints"]:
         if not ep["knobs"]:
             continue

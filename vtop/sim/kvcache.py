@@ -153,6 +153,9 @@ class KVPool:
         lru = self._lru
         entries = self.entries
         while n > 0:
+            if not lru:  # nothing cached is left to evict: the count had drifted from the entries
+                self.evictable = 0
+                return
             key = next(iter(lru))
             entry = entries[key]
             cut = entry.blocks if entry.blocks < n else n

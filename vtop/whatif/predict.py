@@ -36,6 +36,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
+from typing import Literal
 
 from vtop import fmt
 from vtop.figures import ENDPOINT, Scope
@@ -43,6 +44,7 @@ from vtop.model import Knob, KnobValue
 from vtop.signals import histogram as hist
 from vtop.signals.extract import PageReader
 from vtop.signals.store import Store
+from vtop.sim.calibration import StepPoint
 from vtop.sim.frontend import FrontendSpec
 from vtop.sim.hardware import Preset
 from vtop.sim.scenarios import Scenario
@@ -68,6 +70,8 @@ BAND_FLOOR = 0.05
 UNKNOWN_WIDEN = 0.10
 UNKNOWNS = ("prompt lengths", "generation lengths", "max_num_seqs", "KV pool")
 """Assumed inputs (by the start of their `assumed` line) that widen every band."""
+
+Confidence = Literal["high", "medium", "low", "withheld"]
 
 FIGURES = (
     "generation_tokens_per_s",
@@ -211,6 +215,11 @@ def changed(args: ServeArgs, preset: Preset, changes: Mapping[str, KnobValue]) -
         if name not in KNOB_FIELDS:
             raise ValueError(f"unknown knob {name!r}; a what-if can set {', '.join(KNOB_FIELDS)}")
     typed = {name: KNOB_FIELDS[name](value) for name, value in changes.items()}
+    for name, value in typed.items():
+        zero_ok = name == "long_prefill_token_threshold"  # 0: no threshold
+        number = isinstance(value, int | float) and not isinstance(value, bool)
+        if number and (value < 0 or (value == 0 and not zero_ok)):
+            raise ValueError(f"{name}={value}: the twin needs {'>= 0' if zero_ok else '> 0'}")
     new = replace(args, **typed)
     blocks = args.num_gpu_blocks_override
     if blocks is not None:
@@ -297,8 +306,7 @@ class SelfCheck:
     observed: dict[str, float | None]
     twin: dict[str, float | None]
     errors: dict[str, float | None]
-    confidence: str
-    """"high", "medium", "low" or "withheld"."""
+    confidence: Confidence
     reason: str
     """Why withheld (empty otherwise)."""
     families: dict[str, FamilyCheck] = field(default_factory=dict)
@@ -359,6 +367,7 @@ def check(observed: Mapping[str, float | None], twin: Mapping[str, float | None]
     tokens = errors["generation_tokens_per_s"]
     seen = observed.get("generation_tokens_per_s")
     reason = ""
+    confidence: Confidence
     if tokens is None or not seen:
         confidence, reason = "withheld", "no generated tokens observed to check the twin against"
     elif tokens > MAX_TOKENS_ERROR:
@@ -384,7 +393,7 @@ class Prediction:
     changes: dict[str, KnobValue]
     figures: dict[str, Band]
     twin_after: dict[str, float | None]
-    confidence: str
+    confidence: Confidence
     reason: str = ""
     withheld: dict[str, str] = field(default_factory=dict)
     """Figure -> why it is not predicted."""
@@ -425,16 +434,31 @@ class WhatIf:
         return Prediction(wanted, bands, after, self.check.confidence, withheld=withheld)
 
 
-def prepare(
+@dataclass(frozen=True, slots=True)
+class Observation:
+    """What a what-if reads of the server, taken from the store at once (cheap): the fit and
+    the twin's runs (`prepare_from`, seconds) need no store, so they may run on another thread
+    while the store goes on taking polls."""
+
+    workload: WorkloadEstimate
+    args: ServeArgs
+    read: list[str]
+    assumed: list[str]
+    prior: Preset
+    prior_why: str
+    points: list[StepPoint]
+    observed: dict[str, float | None]
+
+
+def observe(
     store: Store,
     window_s: float,
     knobs: Mapping[str, Knob],
     *,
     gpu_name: str | None,
     scope: Scope = ENDPOINT,
-    seed: int = 0,
-) -> WhatIf:
-    """Estimate the workload, fit the step time and self-check the twin over the window."""
+) -> Observation:
+    """Estimate the workload and read the steps and the figures over the window."""
     work = estimate(store, window_s, scope)
     args, read, assumed = serve_args(knobs)
     model = knobs.get("served_model_name")
@@ -450,17 +474,37 @@ def prepare(
         args.num_gpu_blocks_override * args.block_size if args.num_gpu_blocks_override else None
     )
     points = step_points(store, window_s, kv_capacity_tokens=capacity, scope=scope)
-    budget = args.max_num_batched_tokens or prior.default_max_num_batched_tokens
-    chunk = min(work.prompt.mean * (1 - (work.prefix_hit or 0.0)), budget)
-    step = fit(points, prior, why, prefill_chunk=chunk)
     observed = figures(store, window_s, scope)
+    return Observation(work, args, read, assumed, prior, why, points, observed)
+
+
+def prepare_from(seen: Observation, *, seed: int = 0) -> WhatIf:
+    """Fit the step time to what was seen and self-check the twin against it."""
+    work, args = seen.workload, seen.args
+    budget = args.max_num_batched_tokens or seen.prior.default_max_num_batched_tokens
+    chunk = min(work.prompt.mean * (1 - (work.prefix_hit or 0.0)), budget)
+    step = fit(seen.points, seen.prior, seen.prior_why, prefill_chunk=chunk)
     twin = run_twin(step.preset, args, work.workload, seed=seed)
     return WhatIf(
         workload=work,
         step=step,
         args=args,
-        check=check(observed, twin),
-        read=[*work.read, *read, step.describe()],
-        assumed=[*work.assumed, *assumed],
+        check=check(seen.observed, twin),
+        read=[*work.read, *seen.read, step.describe()],
+        assumed=[*work.assumed, *seen.assumed],
         seed=seed,
     )
+
+
+def prepare(
+    store: Store,
+    window_s: float,
+    knobs: Mapping[str, Knob],
+    *,
+    gpu_name: str | None,
+    scope: Scope = ENDPOINT,
+    seed: int = 0,
+) -> WhatIf:
+    """Estimate the workload, fit the step time and self-check the twin over the window."""
+    seen = observe(store, window_s, knobs, gpu_name=gpu_name, scope=scope)
+    return prepare_from(seen, seed=seed)

@@ -1,0 +1,111 @@
+"""What a finding's advice will buy (`vtop.whatif.advice`), on the simulator's scenarios read
+as vtop reads a server: a raise of max_num_seqs on the budget-bound server is predicted to pay
+and is not demoted; the same raise on a server whose batch is not at its cap is demoted, with
+what limits it instead; the advisor keeps a prediction until the workload or the advice moves;
+a configuration the twin cannot start is a withheld prediction, not an error."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import pytest
+
+from tests.unit.test_whatif_predict import observe, warm
+from vtop.model import Finding, Knob, Recommendation, Severity
+from vtop.signals.store import Store
+from vtop.sim.scenarios import get_scenario
+from vtop.sim.twin import Twin
+from vtop.whatif.advice import MIN_GAIN, Advisor, advise, twin_changes
+from vtop.whatif.predict import WhatIf, prepare
+
+WINDOW_S = 240.0
+
+
+def raise_seqs(endpoint: str, knobs: Mapping[str, Knob], to: int) -> Finding:
+    rec = Recommendation("max_num_seqs", knobs.get("max_num_seqs"), to, "raise", "", {})
+    return Finding("budget-too-small", "Budget too small", endpoint, Severity.WARNING,
+                   "firing", "at the cap", recommendations=(rec,))  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def budget() -> tuple[Store, dict[str, Knob], str | None]:
+    return observe(warm())
+
+
+@pytest.fixture(scope="module")
+def healthy() -> tuple[Store, dict[str, Knob], str | None]:
+    twin = Twin(get_scenario("healthy"), seed=3, epoch=0.0)
+    twin.warm_up()
+    return observe(twin)
+
+
+def test_a_raise_on_the_budget_bound_server_is_predicted_to_pay(
+    budget: tuple[Store, dict[str, Knob], str | None],
+) -> None:
+    store, knobs, gpu = budget
+    finding = raise_seqs(store.endpoint, knobs, 64)
+    advice = Advisor().predict(finding, store, WINDOW_S, knobs, gpu_name=gpu)
+    assert advice is not None and advice.promised == "generation_tokens_per_s"
+    assert advice.gain is not None and advice.gain > 0.5, advice
+    assert not advice.demoted and advice.verdict() == ""
+    band = advice.prediction.figures["generation_tokens_per_s"]
+    assert band.low < band.after < band.high and band.after > band.now * 1.5
+    assert advice.line().startswith("gen tok/s ") and "queue p50" in advice.line()
+
+
+def test_the_same_raise_where_the_cap_does_not_bind_is_demoted_and_says_why(
+    healthy: tuple[Store, dict[str, Knob], str | None],
+) -> None:
+    store, knobs, gpu = healthy
+    cap = knobs["max_num_seqs"].value
+    assert isinstance(cap, int)
+    advice = Advisor().predict(raise_seqs(store.endpoint, knobs, cap * 2), store, WINDOW_S,
+                               knobs, gpu_name=gpu)  # fmt: skip
+    assert advice is not None and advice.gain is not None
+    assert abs(advice.gain) < MIN_GAIN and advice.demoted, advice
+    verdict = advice.verdict()
+    assert "this change alone will not fix it" in verdict
+    assert "the load limits it" in verdict, verdict
+
+
+def test_the_advisor_keeps_a_prediction_until_the_advice_or_the_knobs_change(
+    budget: tuple[Store, dict[str, Knob], str | None],
+) -> None:
+    store, knobs, gpu = budget
+    advisor = Advisor()
+    first = advisor.predict(raise_seqs(store.endpoint, knobs, 64), store, WINDOW_S, knobs,
+                            gpu_name=gpu)  # fmt: skip
+    fit = advisor.fitted(store.endpoint)
+    again = advisor.predict(raise_seqs(store.endpoint, knobs, 64), store, WINDOW_S, knobs,
+                            gpu_name=gpu)  # fmt: skip
+    assert again is first and advisor.fitted(store.endpoint) is fit
+    other = advisor.predict(raise_seqs(store.endpoint, knobs, 32), store, WINDOW_S, knobs,
+                            gpu_name=gpu)  # fmt: skip
+    assert other is not first and advisor.fitted(store.endpoint) is fit  # the same fit
+    moved = {**knobs, "max_num_batched_tokens": Knob("max_num_batched_tokens", 4096, "process")}
+    advisor.predict(raise_seqs(store.endpoint, moved, 64), store, WINDOW_S, moved, gpu_name=gpu)
+    assert advisor.fitted(store.endpoint) is not fit  # another configuration: a new fit
+
+
+def test_a_configuration_the_twin_cannot_start_is_withheld_with_its_reason(
+    budget: tuple[Store, dict[str, Knob], str | None],
+) -> None:
+    store, knobs, gpu = budget
+    whatif: WhatIf = prepare(store, WINDOW_S, knobs, gpu_name=gpu)
+    rec = Recommendation("block_size", knobs.get("block_size"), 0, "set", "", {})
+    finding = Finding("r", "t", store.endpoint, Severity.WARNING, "firing", "s",
+                      recommendations=(rec,))  # fmt: skip
+    advice = advise(finding, whatif, twin_changes(finding))
+    assert advice.prediction.confidence == "withheld" and not advice.prediction.figures
+    assert advice.line().startswith("prediction withheld: ") and advice.gain is None
+    assert not advice.demoted
+
+
+def test_only_the_knobs_the_twin_can_set_are_run() -> None:
+    recs = (
+        Recommendation("max_num_seqs", None, 64, "raise", "", {}),
+        Recommendation("tensor_parallel_size", None, 2, "raise", "", {}),
+        Recommendation("kv_cache_dtype", None, "fp8", "set", "", {}),
+    )
+    finding = Finding("r", "t", "e", Severity.WARNING, "firing", "s", recommendations=recs)
+    assert twin_changes(finding) == {"max_num_seqs": 64, "kv_cache_dtype": "fp8"}

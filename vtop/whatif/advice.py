@@ -1,0 +1,262 @@
+"""What a finding's advice will buy: its recommendations run through the twin, together.
+
+A user who reads `--max-num-seqs 32` asks at once how much faster, and at what cost in
+latency. `Advisor.predict` answers for one finding: the twin fitted to the watched server
+(`predict.prepare`, self-checked against today) runs every recommendation of the finding that
+it can set, all at once (FP8 KV and a lower max_num_seqs go together, so they are predicted
+together), on the observed workload.
+
+Each recommendation promises to move one figure (`PROMISES`: a raise of max_num_seqs promises
+generated tokens/s, FP8 KV fewer preemptions, …). Where the twin predicts less than `MIN_GAIN`
+on it, the advice is demoted: the finding says so and names what limits the server instead
+(the load it is sent, or compute: a bigger batch whose every step is slower by as much),
+rather than promising a fix.
+
+Cost: a what-if runs the twin for minutes of virtual time (about a second). The report asks
+once per finding; the TUI reads the store on its loop (`Advisor.read`, milliseconds) and runs
+the twin on a worker thread (`Advisor.advise`), and `Advisor` keeps the answer until the
+recommendation changes or the workload moves by more than `WORKLOAD_STEP` (a new fit).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from vtop import fmt
+from vtop.figures import ENDPOINT, Scope
+from vtop.model import Finding, Knob, KnobValue, Recommendation
+from vtop.signals.store import Store
+from vtop.whatif.predict import (
+    KNOB_FIELDS,
+    LABELS,
+    Observation,
+    Prediction,
+    WhatIf,
+    observe,
+    prepare_from,
+)
+
+MIN_GAIN = 0.10
+"""Below this predicted improvement on the figure it promises, a recommendation is demoted."""
+WORKLOAD_STEP = 1.25
+"""A fit is reused while the observed token rate and batch stay within this factor."""
+
+PROMISES: dict[tuple[str, str], str] = {
+    ("max_num_seqs", "raise"): "generation_tokens_per_s",
+    ("max_num_seqs", "lower"): "preemptions_per_s",
+    ("kv_cache_dtype", "set"): "preemptions_per_s",
+    ("gpu_memory_utilization", "raise"): "preemptions_per_s",
+    ("max_model_len", "lower"): "preemptions_per_s",
+    ("block_size", "set"): "preemptions_per_s",
+    ("max_num_batched_tokens", "raise"): "ttft_p50",
+    ("max_num_batched_tokens", "lower"): "itl_p50",
+    ("long_prefill_token_threshold", "set"): "itl_p50",
+    ("long_prefill_token_threshold", "lower"): "itl_p50",
+    ("enable_prefix_caching", "enable"): "ttft_p50",
+}
+"""(knob, direction) -> the figure the recommendation promises to move."""
+HIGHER_IS_BETTER = frozenset({"generation_tokens_per_s"})
+SHOWN = ("generation_tokens_per_s", "queue_p50", "ttft_p90", "itl_p50", "preemptions_per_s")
+"""The figures a prediction's line states (the promised one first), when predicted."""
+
+
+def twin_changes(f: Finding) -> dict[str, KnobValue]:
+    """The finding's recommendations the twin can set, as one configuration."""
+    return {r.knob: r.new_value for r in f.recommendations if r.knob in KNOB_FIELDS}
+
+
+def promised(r: Recommendation) -> str | None:
+    """The figure `r` promises to move, or None when it names none the twin predicts."""
+    return PROMISES.get((r.knob, r.direction))
+
+
+def gain(name: str, now: float, after: float) -> float | None:
+    """The improvement on figure `name` as a share of today's (negative: worse); None when
+    today's is nothing to improve on."""
+    if now <= 0 or not math.isfinite(now) or not math.isfinite(after):
+        return None
+    change = (after - now) / now
+    return change if name in HIGHER_IS_BETTER else -change
+
+
+def _value(name: str, value: float) -> str:
+    if name == "kv_usage":
+        return fmt.pct(value)
+    if name in ("queue_p50", "queue_p90", "ttft_p50", "ttft_p90", "itl_p50"):
+        return fmt.seconds(value)
+    return fmt.num(value)
+
+
+@dataclass(frozen=True, slots=True)
+class Advice:
+    """A finding's predicted effect: the prediction, the figure promised, and whether the
+    twin backs the promise."""
+
+    rule: str
+    prediction: Prediction
+    promised: str | None
+    gain: float | None
+    """The predicted improvement on `promised` (0.5: 50 % better); None when not predicted."""
+    limit: str = ""
+    """What limits the server instead, when the gain is under `MIN_GAIN`."""
+
+    @property
+    def demoted(self) -> bool:
+        return self.gain is not None and self.gain < MIN_GAIN
+
+    def line(self) -> str:
+        """`gen tok/s 150 → 305 (+103%, ±15%); queue p50 16s → 300ms (-98%, ±9%); …`, or why
+        there is no prediction."""
+        p = self.prediction
+        if not p.figures:
+            return f"prediction withheld: {p.reason or 'nothing the twin can predict'}"
+        names = [n for n in (self.promised, *SHOWN) if n is not None]
+        parts = []
+        for name in dict.fromkeys(names):
+            band = p.figures.get(name)
+            if band is None or (name != self.promised and band.now == band.after == 0):
+                continue
+            text = f"{LABELS[name]} {_value(name, band.now)} → {_value(name, band.after)}"
+            if band.now > 0 and name != "kv_usage":
+                moved = f"{(band.after - band.now) / band.now:+.0%}"
+                if band.after > 0:
+                    moved += f", ±{(band.high - band.after) / band.after:.0%}"
+                text += f" ({moved})"
+            parts.append(text)
+        return "; ".join(parts) + f" (confidence {p.confidence})"
+
+    def verdict(self) -> str:
+        """ "" when the twin backs the advice; else the sentence that demotes it."""
+        if not self.demoted or self.promised is None:
+            return ""
+        band = self.prediction.figures[self.promised]
+        label = LABELS[self.promised]
+        return (
+            f"the twin predicts {label} {_value(self.promised, band.now)} → "
+            f"{_value(self.promised, band.after)} ({self.gain:+.0%} better): under "
+            f"{MIN_GAIN:.0%}, this change alone will not fix it; {self.limit}"
+        )
+
+
+def _limit(p: Prediction) -> str:
+    """What holds the server back when the change does not move it, from the twin's figures."""
+    run = p.figures.get("running")
+    itl = p.figures.get("itl_p50")
+    if run is not None and run.now > 0 and run.after < run.now * (1 + MIN_GAIN):
+        return (
+            f"the load limits it: the batch stays at {fmt.num(run.after)} running, "
+            "so the clients send no more than the server already serves"
+        )
+    if itl is not None and run is not None and itl.now > 0 and itl.after > itl.now:
+        return (
+            f"compute limits it: the batch grows {fmt.num(run.now)} → {fmt.num(run.after)} "
+            f"but every step slows as much (ITL p50 {fmt.seconds(itl.now)} → "
+            f"{fmt.seconds(itl.after)}), so the same work is only reshuffled"
+        )
+    return "what limits this server is not this knob"
+
+
+class Advisor:
+    """Predictions for the findings of the endpoints it is asked about, kept until they go
+    stale: one fit per endpoint and workload, one prediction per finding and changes.
+
+    `read` takes what a prediction needs from the store (cheap; on the thread that feeds the
+    store) and `advise` runs the twin on it (seconds; any thread, one at a time); `predict`
+    does both."""
+
+    def __init__(self) -> None:
+        self._fits: dict[str, tuple[tuple[object, ...], WhatIf]] = {}
+        self._advice: dict[tuple[str, str], tuple[tuple[object, ...], Advice]] = {}
+
+    @staticmethod
+    def read(
+        store: Store,
+        window_s: float,
+        knobs: Mapping[str, Knob],
+        *,
+        gpu_name: str | None = None,
+        scope: Scope = ENDPOINT,
+    ) -> Reading:
+        """The server as a prediction sees it, and the stamp that says when a fit is stale."""
+        seen = observe(store, window_s, knobs, gpu_name=gpu_name, scope=scope)
+        stamp = (
+            *_workload_stamp(seen.observed),
+            tuple(sorted((k, str(v.value)) for k, v in knobs.items())),
+            gpu_name,
+        )
+        return Reading(store.endpoint, seen, stamp)
+
+    def advise(self, finding: Finding, reading: Reading) -> Advice | None:
+        """What the finding's recommendations will buy; None when the twin can set none."""
+        changes = twin_changes(finding)
+        if not changes:
+            return None
+        cached_fit = self._fits.get(reading.endpoint)
+        if cached_fit is not None and cached_fit[0] == reading.stamp:
+            whatif = cached_fit[1]
+        else:
+            whatif = prepare_from(reading.seen)
+            self._fits[reading.endpoint] = (reading.stamp, whatif)
+        key = (finding.endpoint, finding.rule)
+        stamp = (reading.stamp, tuple(sorted((k, str(v)) for k, v in changes.items())))
+        cached = self._advice.get(key)
+        if cached is not None and cached[0] == stamp:
+            return cached[1]
+        advice = advise(finding, whatif, changes)
+        self._advice[key] = (stamp, advice)
+        return advice
+
+    def predict(
+        self,
+        finding: Finding,
+        store: Store,
+        window_s: float,
+        knobs: Mapping[str, Knob],
+        *,
+        gpu_name: str | None = None,
+        scope: Scope = ENDPOINT,
+    ) -> Advice | None:
+        """`read`, then `advise`, on this thread."""
+        if not twin_changes(finding):
+            return None
+        reading = self.read(store, window_s, knobs, gpu_name=gpu_name, scope=scope)
+        return self.advise(finding, reading)
+
+    def fitted(self, endpoint: str) -> WhatIf | None:
+        """The endpoint's latest fit (its self-check is the predictions' footing), if any."""
+        cached = self._fits.get(endpoint)
+        return cached[1] if cached is not None else None
+
+
+@dataclass(frozen=True, slots=True)
+class Reading:
+    """What `Advisor.read` took of one endpoint, and its stamp."""
+
+    endpoint: str
+    seen: Observation
+    stamp: tuple[object, ...]
+
+
+def _workload_stamp(observed: Mapping[str, float | None]) -> tuple[int | None, ...]:
+    """The observed load in steps of `WORKLOAD_STEP`: equal while it has not moved materially."""
+    out: list[int | None] = []
+    for name in ("generation_tokens_per_s", "running", "waiting"):
+        value = observed.get(name)
+        out.append(None if value is None else round(math.log(1 + value, WORKLOAD_STEP)))
+    return tuple(out)
+
+
+def advise(finding: Finding, whatif: WhatIf, changes: Mapping[str, KnobValue]) -> Advice:
+    """Run `changes` (the finding's, together) and judge the promise of its first
+    recommendation that promises a figure."""
+    try:
+        prediction = whatif.predict(changes)
+    except ValueError as exc:  # a configuration the twin cannot start (a pool too small)
+        prediction = Prediction(dict(changes), {}, {}, "withheld", str(exc))
+    promise = next((n for r in finding.recommendations if (n := promised(r)) is not None), None)
+    band = prediction.figures.get(promise) if promise is not None else None
+    moved = gain(promise, band.now, band.after) if band is not None and promise else None
+    limit = _limit(prediction) if moved is not None and moved < MIN_GAIN else ""
+    return Advice(finding.rule, prediction, promise, moved, limit)
