@@ -1,9 +1,17 @@
 """`vtop whatif --replay`: the table and the JSON on a recording of the real vLLM CPU server
-(its budget-bound regime: 4 seats, 16 clients), and one line for what it cannot do."""
+(its budget-bound regime: 4 seats, 16 clients), and one line for what it cannot do.
+`vtop whatif --url`: a short watch of the simulator's real /metrics page on a loopback socket,
+Ctrl-C in a real process, a port nothing listens on, and the flags that pick one or the other."""
 
 from __future__ import annotations
 
 import json
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -11,6 +19,8 @@ import pytest
 from vtop.cli.dispatch import main as vtop_main
 from vtop.cli.exits import EXIT_OK, EXIT_UNKNOWN, EXIT_USAGE
 from vtop.cli.whatif import configurations
+from vtop.sim.server import serve
+from vtop.sim.twin import Twin
 
 TRACE = Path(__file__).resolve().parents[1] / "fixtures" / "real-regimes" / "budget4.vtrace"
 
@@ -123,3 +133,95 @@ def test_a_bad_bound_is_one_line_and_exit_2(
     assert vtop_main(["whatif", "--replay", str(SIM), *bad]) == EXIT_USAGE
     err = capsys.readouterr().err
     assert err.startswith("vtop: --max-") and err.count("\n") == 1
+
+
+LIVE = ["--duration", "4s", "--interval", "0.5", "--set", "max_num_seqs=64", "--format", "json"]
+"""A short watch of a simulated server: eight polls (more while warming up) at 0.5 s."""
+
+
+@pytest.fixture
+def server() -> Iterator[str]:
+    """`vtop sim`'s budget-too-small server (16 seats, a queue behind them) on a real socket,
+    warmed up so the first polls already see its steady state."""
+    twin = Twin("budget-too-small")
+    twin.warm_up()
+    with serve(twin) as srv:
+        yield srv.url
+
+
+def test_a_live_watch_predicts_from_the_servers_own_page(
+    capsys: pytest.CaptureFixture[str], server: str
+) -> None:
+    code = vtop_main(["whatif", "--url", server, *LIVE])
+    captured = capsys.readouterr()
+    assert code == EXIT_OK
+    assert captured.err == f"vtop: watching {server} for 4 s to fit the twin…\n"
+    doc = json.loads(captured.out)
+    assert doc["observed"]["generation_tokens_per_s"] > 0
+    assert doc["observed"]["running"] > 10  # the 16 seats held full
+    assert doc["twin_today"]["generation_tokens_per_s"] > 0
+    # the knobs the monitor discovered reached the twin: the page's cache_config_info
+    assert any("vllm:cache_config_info" in line for line in doc["read"])
+    (prediction,) = doc["predictions"]
+    assert prediction["changes"] == {"max_num_seqs": 64}
+    if doc["prediction_check"]["confidence"] == "withheld":
+        assert doc["prediction_check"]["reason"]
+    else:
+        gen = prediction["predicted"]["generation_tokens_per_s"]
+        assert gen["low"] <= gen["after"] <= gen["high"]
+
+
+def test_ctrl_c_ends_the_watch_and_still_predicts(server: str, tmp_path: Path) -> None:
+    cmd = [sys.executable, "-m", "vtop", "whatif", "--url", server, "--duration", "60s",
+           "--interval", "0.5", "--set", "max_num_seqs=64", "--format", "json"]  # fmt: skip
+    with subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) as proc:
+        assert proc.stderr is not None
+        line = proc.stderr.readline()  # the first poll was answered
+        assert line.startswith(f"vtop: watching {server} for 1m 00s")
+        time.sleep(1.5)
+        started = time.monotonic()
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=30)
+    assert proc.returncode == EXIT_OK, err
+    assert time.monotonic() - started < 20  # not the minute asked for
+    doc = json.loads(out)
+    assert doc["observed"]["generation_tokens_per_s"] > 0
+    assert doc["predictions"][0]["changes"] == {"max_num_seqs": 64}
+
+
+def test_a_server_that_is_not_there_is_one_line_naming_it(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    with socket.socket() as sock:  # a port that was free a moment ago: nothing listens on it
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    url = f"http://127.0.0.1:{port}"
+    started = time.monotonic()
+    assert vtop_main(["whatif", "--url", url, *LIVE]) == EXIT_UNKNOWN
+    assert time.monotonic() - started < 3  # said at the first poll, not after the duration
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert captured.err.startswith("vtop: ") and captured.err.count("\n") == 1
+    assert url in captured.err and "refused" in captured.err
+
+
+@pytest.mark.parametrize(
+    "words",
+    [["--url", "http://127.0.0.1:9", "--replay", str(TRACE)], ["--set", "max_num_seqs=8"]],
+    ids=["both", "neither"],
+)
+def test_exactly_one_of_url_and_replay(
+    capsys: pytest.CaptureFixture[str], words: list[str]
+) -> None:
+    with pytest.raises(SystemExit) as exit_:
+        vtop_main(["whatif", *words])
+    assert exit_.value.code == EXIT_USAGE
+    err = capsys.readouterr().err
+    assert "--url" in err and "--replay" in err and err.count("\n") == 1
+
+
+def test_the_watch_flags_go_with_url_only(capsys: pytest.CaptureFixture[str]) -> None:
+    assert vtop_main(["whatif", "--replay", str(TRACE), "--duration", "4s"]) == EXIT_USAGE
+    assert capsys.readouterr().err.startswith("vtop: --duration and --interval go with --url")
+    assert vtop_main(["whatif", "--url", "http://127.0.0.1:9", "--interval", "0"]) == EXIT_USAGE
+    assert capsys.readouterr().err == "vtop: --interval must be positive\n"

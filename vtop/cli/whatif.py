@@ -1,37 +1,54 @@
-"""`vtop whatif --replay FILE --set max_num_seqs=32 [--sweep max_num_seqs=8,16,32]`.
+"""`vtop whatif (--url URL | --replay FILE) --set max_num_seqs=32 [--sweep max_num_seqs=8,16]`.
 
-The command line around `vtop.whatif.predict`: it reads a recorded trace into a store (the
-same frames the monitor and the report read), fits and self-checks the twin over the last
-`--window` of it, runs every configuration asked for, and prints one row per configuration:
-what was observed, the twin at today's knobs, and the twin after each change (`--set`s are one
-configuration together; each `--sweep` value is one more, on top of the `--set`s). A twin the
-self-check rejects prints its reason instead of predictions; a family of figures it finds off
-(occupancy, latency) prints "–" in the after rows and a line saying why. `--format json` writes
-the same as one document (each predicted figure as {now, after, low, high}, the issue's shape;
-each withheld one under `withheld` with its reason).
+The command line around `vtop.whatif.predict`. The store it fits to comes from one of two
+places, and everything after is one path (`run`):
+
+- `--replay FILE` reads a recorded trace into a store (the same frames the monitor and the
+  report read).
+- `--url URL` watches the server for `--duration` (30 s) with the monitor's own live source
+  (`vtop.cli.sources.make_source`) and poll loop (`vtop.report.run.watch`), feeding a
+  `Monitor`: its store, the knobs it discovered and its GPUs are what a recording would have
+  held. Ctrl-C ends the watch early and the twin is fitted to what was watched, if that is two
+  polls or more. A server that does not answer the first poll is one line naming it at once,
+  not a wait for the duration that ends in an empty fit.
+
+It fits and self-checks the twin over the last `--window` (at most what was read), runs every
+configuration asked for, and prints one row per configuration: what was observed, the twin at
+today's knobs, and the twin after each change (`--set`s are one configuration together; each
+`--sweep` value is one more, on top of the `--set`s). A twin the self-check rejects prints its
+reason instead of predictions; a family of figures it finds off (occupancy, latency) prints
+"–" in the after rows and a line saying why. `--format json` writes the same as one document
+(each predicted figure as {now, after, low, high}, the issue's shape; each withheld one under
+`withheld` with its reason).
 
 `--max-itl-ms` / `--max-ttft-s` with `--sweep` mark the best row: the highest predicted
 generated tokens/s among the rows whose predicted ITL p50 / TTFT p90 stay within the bounds. A
 row whose latency is withheld cannot show that it does, so it never qualifies.
-
-Only replays for now: a live `--url` needs the poller to run for the window first, which is
-the monitor's job (a later piece of issue 20).
 """
 
 from __future__ import annotations
 
+import argparse
+import asyncio
+import contextlib
 import json
 import math
+import signal
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from vtop import durations, fmt
-from vtop.cli.exits import EXIT_OK, EXIT_UNKNOWN, EXIT_USAGE
-from vtop.cli.output import fail, warning, write_stdout
+from vtop.cli.exits import EXIT_INTERRUPTED, EXIT_OK, EXIT_UNKNOWN, EXIT_USAGE
+from vtop.cli.output import fail, say, warning, write_stdout
+from vtop.cli.sources import UsageError, make_source
 from vtop.cli.usage import OneLineParser
-from vtop.model import Knob, KnobValue
+from vtop.model import Frame, Knob, KnobValue
+from vtop.monitor import EndpointView, Monitor
+from vtop.report.run import watch
 from vtop.signals.store import Store
+from vtop.sources.base import FrameSource, watching
+from vtop.sources.pacing import WARM_INTERVAL_S, WARM_UP_S
 from vtop.trace.reader import TraceError, TraceReader
 from vtop.whatif.predict import (
     FAMILIES,
@@ -56,6 +73,18 @@ COLUMNS = (
 )
 """The figures the table prints, and their headings."""
 BEST_MARK = "◀ best"
+DEFAULT_DURATION = "30s"
+DEFAULT_INTERVAL_S = 1.0
+"""How long `--url` watches, and how often it polls, when not told: the monitor's interval,
+and half a minute, long enough for rates and a latency histogram to fill, short enough to
+wait for at a prompt."""
+
+Observed = tuple[Store, dict[str, Knob], str | None]
+"""What the twin is fitted to: one endpoint's store, its latest knobs and its GPU's name."""
+
+
+class WatchError(Exception):
+    """The server could not be watched enough to fit a twin; the message names it and says why."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -114,7 +143,22 @@ def build_parser() -> OneLineParser:
         prog="vtop whatif",
         description="Predict a server's figures after a knob change, from a twin fitted to it.",
     )
-    parser.add_argument("--replay", metavar="FILE", required=True, help="a trace of the server")
+    source = parser.add_mutually_exclusive_group(required=True)
+    source.add_argument(
+        "--url", metavar="URL", help="a vLLM server to watch for --duration, then predict"
+    )
+    source.add_argument("--replay", metavar="FILE", help="a trace of the server")
+    parser.add_argument(
+        "--duration",
+        metavar="DURATION",
+        help=f"with --url: how long to watch (default {DEFAULT_DURATION}; Ctrl-C ends it early)",
+    )
+    parser.add_argument(
+        "--interval",
+        type=float,
+        metavar="SECONDS",
+        help=f"with --url: poll interval (default {DEFAULT_INTERVAL_S:g} s)",
+    )
     parser.add_argument(
         "--set",
         metavar="KNOB=VALUE",
@@ -132,7 +176,7 @@ def build_parser() -> OneLineParser:
         "--max-ttft-s", metavar="S", help="with --sweep: mark the best row with TTFT p90 <= S"
     )
     parser.add_argument(
-        "--window", metavar="DURATION", default="5m", help="the trace's last DURATION (5m)"
+        "--window", metavar="DURATION", default="5m", help="fit to the last DURATION read (5m)"
     )
     parser.add_argument(
         "--format", choices=("text", "json"), default="text", help="a table (text) or JSON"
@@ -174,7 +218,7 @@ def configurations(sets: Sequence[str], sweep: str | None) -> list[dict[str, Kno
     return [base | {name.strip(): parse_value(name.strip(), t.strip())} for t in texts.split(",")]
 
 
-def read_trace(path: str) -> tuple[Store, dict[str, Knob], str | None]:
+def read_trace(path: str) -> Observed:
     """The trace's first endpoint as a store, its latest knobs and its GPU's name."""
     store: Store | None = None
     knobs: dict[str, Knob] = {}
@@ -324,6 +368,125 @@ def document(
     }
 
 
+def live_timing(args: argparse.Namespace) -> tuple[float, float]:
+    """`--duration` and `--interval` in seconds (their defaults where not given); ValueError
+    for a bad one, or for either with --replay, whose polls were made when it was recorded."""
+    if args.replay is not None and (args.duration is not None or args.interval is not None):
+        raise ValueError("--duration and --interval go with --url: a trace's polls were made")
+    try:
+        duration_s = durations.parse(args.duration or DEFAULT_DURATION)
+    except ValueError as exc:
+        raise ValueError(f"--duration: {exc}") from None
+    interval_s = DEFAULT_INTERVAL_S if args.interval is None else args.interval
+    if not duration_s > 0:
+        raise ValueError("--duration must be positive")
+    if not (math.isfinite(interval_s) and interval_s > 0):
+        raise ValueError("--interval must be positive")
+    return duration_s, interval_s
+
+
+def live_source(url: str, interval_s: float) -> FrameSource:
+    """The monitor's live source for `url`, as `vtop --url URL` makes it with its flags'
+    defaults (knobs from the local process or the page, this host's GPUs); the URL is checked
+    there, and a bad one raises `UsageError`."""
+    flags = argparse.Namespace(
+        url=[url], interval=interval_s, prometheus=None, demo=None, targets=[], discover=False,
+        header=[], insecure=False, ca_cert=None, max_num_seqs=None, max_num_batched_tokens=None,
+    )  # fmt: skip
+    return make_source(flags)
+
+
+def _capacity(duration_s: float, interval_s: float) -> int:
+    """Polls a watch makes: one an interval, four a second while warming up, and a few over.
+    The store keeps all of them, so the window can be the whole watch."""
+    return int(duration_s / interval_s) + int(WARM_UP_S / WARM_INTERVAL_S) + 16
+
+
+async def _feed(
+    source: FrameSource, monitor: Monitor, name: str, duration_s: float, interval_s: float
+) -> str | None:
+    """Poll into `monitor` until the duration is over or Ctrl-C; the first poll's error if the
+    server did not answer it (the watch ends there: waiting on would only fit nothing). The
+    `watching` line comes once the first poll was answered, so a server that is not there is
+    the one line that says so."""
+    loop = asyncio.get_running_loop()
+    stop = asyncio.Event()
+    with contextlib.suppress(NotImplementedError, RuntimeError):
+        loop.add_signal_handler(signal.SIGINT, stop.set)
+    refused: list[str] = []
+
+    def take(frame: Frame) -> None:
+        monitor.feed(frame)
+        if monitor.frames == 1:
+            refused.extend(s.error for s in frame.scrapes if s.error is not None)
+            if refused or not frame.scrapes:
+                stop.set()
+            else:
+                say(f"watching {name} for {durations.span(duration_s)} to fit the twin…")
+
+    try:
+        await watch(source, interval_s, take, duration_s=duration_s, min_polls=2, stop=stop)
+    finally:
+        await source.aclose()
+        with contextlib.suppress(NotImplementedError, RuntimeError):
+            loop.remove_signal_handler(signal.SIGINT)
+    return refused[0] if refused else None
+
+
+def _gpu_name(monitor: Monitor, view: EndpointView) -> str | None:
+    """The watched server's GPU: this host's (NVML) only when the server runs here, else one
+    its own page names; None when neither says (the fit then says what it assumed)."""
+    for reading in monitor.gpus.gpus:
+        if view.local or reading.source == "page":
+            return reading.name
+    return None
+
+
+def watch_live(url: str, duration_s: float, interval_s: float) -> Observed:
+    """Watch `url` for `duration_s` (less on Ctrl-C) as the monitor does. Raises `WatchError`
+    when it did not answer the first poll or answered fewer than two, `UsageError` for a URL
+    that cannot be polled at all."""
+    source = live_source(url, interval_s)
+    name = (watching(source) or [url])[0]
+    monitor = Monitor(capacity=_capacity(duration_s, interval_s))
+    refused = asyncio.run(_feed(source, monitor, name, duration_s, interval_s))
+    if refused is not None:
+        raise WatchError(refused if name in refused else f"{name}: {refused}")
+    view = next(iter(monitor.endpoints.values()), None)
+    if view is None:
+        raise WatchError(f"{name}: no poll was made")
+    answered = view.store.polls - view.store.failed_polls
+    if answered < 2:
+        last = view.last.error if view.last is not None and view.last.error else None
+        why = f" (last: {last})" if last else ""
+        raise WatchError(f"{name}: {answered} poll(s) answered, a twin needs two or more{why}")
+    return view.store, dict(view.knobs), _gpu_name(monitor, view)
+
+
+def run(
+    observed: Observed,
+    window_s: float,
+    configs: Sequence[dict[str, KnobValue]],
+    bounds: Bounds,
+    form: str,
+) -> int:
+    """Fit the twin to what was observed over the window (at most what was read), predict each
+    configuration, and print the table or the document: one path for a trace and a watch."""
+    store, knobs, gpu = observed
+    times = store.times()
+    window_s = min(window_s, times[-1] - times[0])
+    whatif = prepare(store, window_s, knobs, gpu_name=gpu)
+    try:
+        predictions = [whatif.predict(c) for c in configs]
+    except ValueError as exc:  # knobs the twin cannot start with (a KV pool too small)
+        return fail(str(exc), EXIT_USAGE)
+    if form == "json":
+        write_stdout(json.dumps(document(whatif, predictions, bounds), indent=2) + "\n")
+    else:
+        write_stdout(table(whatif, predictions, bounds))
+    return EXIT_OK
+
+
 def main(argv: Sequence[str]) -> int:
     """`vtop whatif …` (the words after `whatif`); returns the exit code."""
     args = build_parser().parse_args(list(argv))
@@ -336,21 +499,19 @@ def main(argv: Sequence[str]) -> int:
         )
         if bounds.given and args.sweep is None:
             raise ValueError("--max-itl-ms and --max-ttft-s pick a row of a --sweep: give one")
+        duration_s, interval_s = live_timing(args)
     except ValueError as exc:
         return fail(str(exc), EXIT_USAGE)
     try:
-        store, knobs, gpu = read_trace(args.replay)
-    except TraceError as exc:
-        return fail(str(exc), EXIT_UNKNOWN)
-    times = store.times()
-    window_s = min(window_s, times[-1] - times[0])
-    whatif = prepare(store, window_s, knobs, gpu_name=gpu)
-    try:
-        predictions = [whatif.predict(c) for c in configs]
-    except ValueError as exc:  # knobs the twin cannot start with (a KV pool too small)
+        if args.url is not None:
+            observed = watch_live(args.url, duration_s, interval_s)
+        else:
+            observed = read_trace(args.replay)
+    except UsageError as exc:
         return fail(str(exc), EXIT_USAGE)
-    if args.format == "json":
-        write_stdout(json.dumps(document(whatif, predictions, bounds), indent=2) + "\n")
-    else:
-        write_stdout(table(whatif, predictions, bounds))
-    return EXIT_OK
+    except (TraceError, WatchError) as exc:
+        return fail(str(exc), EXIT_UNKNOWN)
+    try:
+        return run(observed, window_s, configs, bounds, args.format)
+    except KeyboardInterrupt:  # Ctrl-C while the twin runs: nothing to print, no traceback
+        return EXIT_INTERRUPTED
