@@ -11,7 +11,7 @@ import pytest
 from vtop.model import Histogram, Scrape, SeriesKey
 from vtop.signals.store import Store
 from vtop.sim.workload import ClosedLoop, Lengths, Poisson
-from vtop.whatif.workload import estimate, fit_lengths
+from vtop.whatif.workload import estimate, fit_lengths, steady_window
 
 EP = "http://127.0.0.1:8000"
 GRID = (1.0, 2.0, 5.0, 10.0, 20.0, 50.0, 100.0, 200.0, 500.0, 1000.0, 2000.0, 5000.0, 10000.0)
@@ -109,3 +109,19 @@ def test_without_length_histograms_the_lengths_are_assumed() -> None:
     assert any(a.startswith("generation lengths") for a in est.assumed)
     assert not any(r.startswith("prompt lengths") for r in est.read)
     assert math.isfinite(est.prompt.mean)
+
+
+def test_a_load_that_changed_is_estimated_from_after_the_change() -> None:
+    # 90 s of 16 running + 40 waiting, then 60 s of 16 running and nothing waiting
+    store = store_of([40.0 + (i % 3) for i in range(90)] + [0.0] * 60)
+    span, said = steady_window(store, 150.0)
+    assert span == pytest.approx(59.0, abs=1.0) and said is not None
+    assert "from 57.0 to 16.0 requests in the server" in said
+    assert estimate(store, span).loop == "open"  # the queue of the first part is gone
+    assert estimate(store, 150.0).loop == "closed"  # the whole window mixes both
+
+
+def test_a_steady_load_or_a_short_change_keeps_the_whole_window() -> None:
+    assert steady_window(store_of([40.0 + (i % 3) for i in range(150)]), 150.0) == (150.0, None)
+    # a change 20 s before the end: too short to be a load of its own
+    assert steady_window(store_of([40.0] * 130 + [0.0] * 20), 150.0) == (150.0, None)

@@ -53,7 +53,7 @@ COMMANDS: dict[str, Command] = {
     "rules": Command("list, check, test and export the rules", "rules"),
     "trace": Command("inspect recorded traces", "trace"),
     "whatif": Command(
-        "predict a server's figures after a knob change (a twin fitted to a trace)", "whatif"
+        "predict a server's figures after a knob change (a twin fitted to it)", "whatif"
     ),
     "completion": Command("print a shell completion script", "completion"),
 }

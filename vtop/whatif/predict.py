@@ -52,7 +52,7 @@ from vtop.sim.serve_args import ServeArgs
 from vtop.sim.twin import Twin
 from vtop.sim.workload import Workload
 from vtop.whatif.fit import StepFit, fit, prior_preset, step_points
-from vtop.whatif.workload import WorkloadEstimate, estimate
+from vtop.whatif.workload import WorkloadEstimate, estimate, steady_window
 
 WARMUP_S = 30.0
 SPAN_S = 120.0
@@ -458,9 +458,13 @@ def observe(
     gpu_name: str | None,
     scope: Scope = ENDPOINT,
 ) -> Observation:
-    """Estimate the workload and read the steps and the figures over the window."""
+    """Estimate the workload and read the steps and the figures over the window (its part
+    after a load change, `workload.steady_window`)."""
+    window_s, changed_load = steady_window(store, window_s, scope)
     work = estimate(store, window_s, scope)
     args, read, assumed = serve_args(knobs)
+    if changed_load is not None:
+        read.insert(0, changed_load)
     model = knobs.get("served_model_name")
     quant = knobs.get("quantization")
     prior, why = prior_preset(
