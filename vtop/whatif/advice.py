@@ -125,6 +125,8 @@ class Advice:
                     moved += f", ±{(band.high - band.after) / band.after:.0%}"
                 text += f" ({moved})"
             parts.append(text)
+        if self.promised is not None and self.promised in p.withheld:
+            parts.insert(0, f"{LABELS[self.promised]} not predicted (the self-check found it off)")
         return "; ".join(parts) + f" (confidence {p.confidence})"
 
     def verdict(self) -> str:
