@@ -275,3 +275,17 @@ def test_headless_goes_with_record() -> None:
     assert result.stderr == (
         "vtop: --headless goes with --record FILE (it records without the dashboard)\n"
     )
+
+
+@pytest.mark.parametrize(
+    ("flags", "code"),
+    [(["--record", "x.vtrace"], 2), (["--report"], 3), (["--replay", "x.vtrace"], 2)],
+)
+def test_once_does_not_silently_drop_another_mode(flags: list[str], code: int) -> None:
+    result = subprocess.run([sys.executable, "-m", "vtop", "--demo", "--once", *flags], cwd=ROOT,
+                            capture_output=True, text=True, timeout=60, check=False)  # fmt: skip
+    assert (result.returncode, result.stdout) == (code, "")
+    assert result.stderr == (
+        "vtop: --once prints one snapshot of a live or simulated server; it does not go with "
+        "--report, --record or --replay\n"
+    )

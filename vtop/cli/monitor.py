@@ -173,6 +173,9 @@ def run_monitor(args: argparse.Namespace, exits: Exits) -> int:
     if args.headless and not args.record:
         return fail("--headless goes with --record FILE (it records without the dashboard)",
                     exits.usage)  # fmt: skip
+    if args.once and (args.report or args.record or args.replay):
+        return fail("--once prints one snapshot of a live or simulated server; it does not go "
+                    "with --report, --record or --replay", exits.usage)  # fmt: skip
     if replay_screen_wanted(args):
         return run_replay_tui(args, exits)
     if record_screen_wanted(args):
