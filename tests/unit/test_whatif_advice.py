@@ -7,6 +7,7 @@ a configuration the twin cannot start is a withheld prediction, not an error."""
 from __future__ import annotations
 
 from collections.abc import Mapping
+from pathlib import Path
 
 import pytest
 
@@ -19,6 +20,7 @@ from vtop.whatif.advice import MIN_GAIN, Advisor, advise, twin_changes
 from vtop.whatif.predict import WhatIf, prepare
 
 WINDOW_S = 240.0
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def raise_seqs(endpoint: str, knobs: Mapping[str, Knob], to: int) -> Finding:
@@ -109,3 +111,19 @@ def test_only_the_knobs_the_twin_can_set_are_run() -> None:
     )
     finding = Finding("r", "t", "e", Severity.WARNING, "firing", "s", recommendations=recs)
     assert twin_changes(finding) == {"max_num_seqs": 64, "kv_cache_dtype": "fp8"}
+
+
+def test_the_report_predicts_within_its_time_budget(monkeypatch: pytest.MonkeyPatch) -> None:
+    from vtop.report import collect
+    from vtop.report.run import replay_document
+
+    trace = str(ROOT / "traces" / "budget-too-small.vtrace")
+    doc = replay_document(trace)
+    top = next(f for f in doc["findings"] if f["counts"])
+    assert top["prediction"] is not None and top["prediction"]["line"].startswith("gen tok/s")
+    assert top["recommendations"][0]["predicted"]["generation_tokens_per_s"]["after"] > 0
+    assert doc["prediction_check"] is not None
+    monkeypatch.setattr(collect, "PREDICT_BUDGET_S", -1.0)  # spent before it began
+    spent = replay_document(trace)
+    assert all(f.get("prediction") is None for f in spent["findings"])
+    assert spent["prediction_check"] is None

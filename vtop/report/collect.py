@@ -27,6 +27,7 @@ disagree.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Iterable
 from dataclasses import replace
 from typing import Final
@@ -65,6 +66,9 @@ FindingsFn = Callable[[Monitor], Iterable[Finding]]
 MAX_EVENTS = 200
 PREDICT_WINDOW_S = 300.0
 """The workload a prediction is fitted to: the window's last five minutes at most."""
+PREDICT_BUDGET_S = 6.0
+"""Time the report spends predicting at most (a fit and a run cost about a second each): a
+fleet's report ends seconds after its window, not a minute; later findings go unpredicted."""
 
 
 def monitor_findings(monitor: Monitor) -> Iterable[Finding]:
@@ -316,7 +320,10 @@ class Collector:
         gpu = shown[0].name if shown else None
         out: dict[tuple[str, str], Advice] = {}
         check: PredictionCheckDoc | None = None
+        began = time.monotonic()
         for track in ranked:
+            if time.monotonic() - began > PREDICT_BUDGET_S:
+                break
             f = track.finding
             view = self.monitor.endpoints.get(f.endpoint)
             if track.counts is None or view is None or len(view.store) < 2 or window <= 0:
