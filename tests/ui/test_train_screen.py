@@ -158,6 +158,21 @@ async def test_the_right_diagnosis_with_the_wrong_way_earns_three() -> None:
         assert "3 of 4 points" in revealed
 
 
+async def test_the_reveal_says_what_the_advice_would_buy() -> None:
+    """The twin runs on a worker once the answer is revealed, on the store at the incident."""
+    app = train()
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.press("n")
+        await pick(pilot, "budget-too-small")
+        await pick(pilot, "raise --max-num-seqs")
+        assert isinstance(app.screen, QuestionScreen) and app.screen.step == "reveal"
+        await app.workers.wait_for_complete()
+        await pilot.pause()
+        text = str(app.screen.query_one("#question-predicted").render())
+        assert text.startswith("Predicted effect\n  gen tok/s "), text
+        assert "(confidence " in text
+
+
 async def test_escape_hides_the_question_and_a_or_space_brings_it_back() -> None:
     app = train()
     async with app.run_test(size=SIZE) as pilot:

@@ -20,6 +20,7 @@ from vtop.report.train import (
     grade,
     moves,
     parse_value,
+    predict,
     questions,
 )
 from vtop.triage.engine import Engine
@@ -125,6 +126,26 @@ def test_a_session_on_stdin_reveals_and_scores() -> None:
     assert "KV cache usage" in text and "config: " in text  # the dashboard, findings hidden
     assert "right: it was kv-cache-full" in text and "--gpu-memory-utilization 0.95" in text
     assert text.rstrip().endswith("score 4 of 4: 1 of 1 diagnoses right")
+
+
+def test_the_answer_says_what_the_advice_would_buy() -> None:
+    """On a shipped trace, with the shipped rules: the reveal carries the twin's prediction,
+    fitted to the store where the rule fired."""
+    trace = str(ROOT / "traces" / "budget-too-small.vtrace")
+    out = io.StringIO()
+    code = train_cli.run(
+        trace, stdin=io.StringIO("budget-too-small\nmax_num_seqs\nraise\n"), stdout=out
+    )
+    text = out.getvalue()
+    assert code == 0 and "right: it was budget-too-small" in text
+    answer = text.split("change: --max-num-seqs 64", 1)[1]
+    assert "\n    predicted: gen tok/s " in answer and "(confidence " in answer, answer
+
+
+def test_a_question_without_a_reading_predicts_nothing() -> None:
+    q = _question(64)
+    assert q.reading is None and predict(q) == ()
+    assert grade(q, Answer("budget-too-small")).predicted == ()
 
 
 def test_end_of_input_ends_with_the_score_so_far() -> None:

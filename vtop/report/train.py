@@ -17,19 +17,27 @@ one of its knobs is worth 1, and the right direction (raise, lower, set, enable,
 value within 25% of the recommendation (the same setting, for non-numeric knobs) 1 more. When
 it recommends none (the client, not the server, has to change), answering "no server knob" is
 worth both. The knobs offered are the same on every question, in the same order.
+
+The reveal says what the finding's advice would buy (`vtop.whatif.advice`), where the twin
+can set its knobs. The store is read where the rule first fires, during the pass (`questions`
+keeps that `Reading` on the question, milliseconds); the twin runs when the answer is
+revealed (`grade`, about a second), so a learner who stops early pays for no twin. The replay
+screen builds its questions without readings and runs the twin on a worker instead.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Literal
 
 from vtop.model import Finding, KnobValue
-from vtop.report.collect import Collector, FindingsFn, monitor_findings
+from vtop.monitor import Monitor
+from vtop.report.collect import PREDICT_WINDOW_S, Collector, FindingsFn, monitor_findings
 from vtop.trace.reader import Warn
 from vtop.triage.explain import shown_formula
+from vtop.whatif.advice import Advice, Advisor, Reading, twin_changes
 
 VALUE_TOLERANCE = 0.25
 
@@ -67,6 +75,8 @@ class Question:
     choices: tuple[Choice, ...]
     knobs: tuple[str, ...]
     """Knobs offered for the change: every knob a rule may recommend, in a fixed order."""
+    reading: Reading | None = field(default=None, compare=False, repr=False)
+    """The store as the rule saw it when it fired, for the twin (None: no prediction here)."""
 
     @property
     def points(self) -> int:
@@ -94,6 +104,8 @@ class Verdict:
     diagnosis: bool
     knob: bool
     value: bool
+    predicted: tuple[str, ...] = ()
+    """The reveal's predicted effect (`predicted_lines`), when the question had a reading."""
 
     @property
     def points(self) -> int:
@@ -114,6 +126,7 @@ class Verdict:
         )
         if not f.recommendations:
             out.append("  change: no server knob; the fix is outside vLLM's flags")
+        out.extend(self.predicted)
         return out
 
 
@@ -148,28 +161,97 @@ def questions(
     """One question per rule (and endpoint) that begins firing in the trace, in time order."""
     from vtop.report.run import replay_collector
 
-    return questions_of(replay_collector(path, findings=findings, warn=warn), catalog)
+    readings: dict[tuple[str, str], Reading | str] = {}
+
+    def watched(monitor: Monitor) -> Iterable[Finding]:
+        # Where a rule first fires is where its question pauses: read the store there.
+        found = list(findings(monitor))
+        for f in found:
+            if f.state == "firing" and (f.endpoint, f.rule) not in readings:
+                readings[(f.endpoint, f.rule)] = reading_of(monitor, f)
+        return found
+
+    collector = replay_collector(path, findings=watched, warn=warn)
+    return questions_of(
+        collector, catalog, {k: r for k, r in readings.items() if isinstance(r, Reading)}
+    )
 
 
-def questions_of(collector: Collector, catalog: Sequence[Choice]) -> list[Question]:
-    """The questions of a finished pass over a trace (the replay screen makes its own pass)."""
+def questions_of(
+    collector: Collector,
+    catalog: Sequence[Choice],
+    readings: Mapping[tuple[str, str], Reading] | None = None,
+) -> list[Question]:
+    """The questions of a finished pass over a trace (the replay screen makes its own pass);
+    `readings`: the store where each (endpoint, rule) first fired, for its prediction."""
     out: list[Question] = []
     for t, f in collector.onsets():
         recommended = tuple(r.knob for r in f.recommendations)
         knobs = tuple(dict.fromkeys((*COMMON_KNOBS, *recommended)))
         known = {c.rule for c in catalog}
         choices = tuple(catalog) if f.rule in known else (*catalog, Choice(f.rule, f.title))
-        out.append(Question(len(out) + 1, t, f.endpoint, f, choices, knobs))
+        reading = (readings or {}).get((f.endpoint, f.rule))
+        out.append(Question(len(out) + 1, t, f.endpoint, f, choices, knobs, reading))
     return out
 
 
+def reading_of(monitor: Monitor, finding: Finding) -> Reading | str:
+    """What a prediction of `finding` needs, read from the monitor's store now (cheap, on the
+    thread that feeds it), as the report reads it (the last `PREDICT_WINDOW_S` at most, the
+    first GPU's name); or why there is nothing to read."""
+    if not twin_changes(finding):
+        return "the twin sets none of these knobs"
+    view = monitor.endpoints.get(finding.endpoint)
+    if view is None:
+        return f"no polls of {finding.endpoint} to fit the twin to"
+    times = view.store.times()
+    span = times[-1] - times[0] if len(times) >= 2 else 0.0
+    if span <= 0:
+        return "too few polls yet to fit the twin to"
+    shown = monitor.gpus.gpus
+    gpu = shown[0].name if shown else None
+    try:
+        return Advisor.read(view.store, min(PREDICT_WINDOW_S, span), view.knobs, gpu_name=gpu)
+    except Exception as exc:  # training goes on without a prediction, and says why
+        return failed(exc)
+
+
+def failed(exc: Exception) -> str:
+    """Why a prediction is missing, when the twin (or the read) raised."""
+    said = str(exc).strip()
+    return f"the twin failed ({type(exc).__name__}{': ' + said if said else ''})"
+
+
+def predicted_lines(advice: Advice | None) -> tuple[str, ...]:
+    """The reveal's `predicted: gen tok/s 150 → 305 (+103%, ±15%); …`, and when the twin does
+    not back the advice, the sentence that demotes it."""
+    if advice is None:
+        return ()
+    verdict = advice.verdict()
+    return (f"  predicted: {advice.line()}", *((f"    but {verdict}",) if verdict else ()))
+
+
+def predict(question: Question, advisor: Advisor | None = None) -> tuple[str, ...]:
+    """The question's predicted effect as the reveal's lines (the twin runs here: about a
+    second); nothing without a reading."""
+    if question.reading is None:
+        return ()
+    try:
+        advice = (advisor or Advisor()).advise(question.finding, question.reading)
+    except Exception as exc:  # a failed prediction costs the learner a line, not the quiz
+        return (f"  predicted: unavailable: {failed(exc)}",)
+    return predicted_lines(advice)
+
+
 def grade(question: Question, answer: Answer) -> Verdict:
-    """`knob`: the right knob, or rightly none; `value`: the right direction or value."""
+    """`knob`: the right knob, or rightly none; `value`: the right direction or value; and
+    the advice's predicted effect, where the question has a reading (`predict`)."""
     f = question.finding
     diagnosis = answer.rule == f.rule
+    predicted = predict(question)
     if not f.recommendations:
         none = answer.knob is None
-        return Verdict(question, answer, diagnosis, none, none)
+        return Verdict(question, answer, diagnosis, none, none, predicted)
     recs = {r.knob: r for r in f.recommendations}
     rec = recs.get(answer.knob or "")
     knob = rec is not None
@@ -179,7 +261,7 @@ def grade(question: Question, answer: Answer) -> Verdict:
         value = _close(answer.value, rec.new_value)
     else:
         value = answer.direction == rec.direction
-    return Verdict(question, answer, diagnosis, knob, value)
+    return Verdict(question, answer, diagnosis, knob, value, predicted)
 
 
 def _close(given: KnobValue, wanted: KnobValue) -> bool:

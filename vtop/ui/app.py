@@ -52,6 +52,7 @@ from vtop.ui.app_layout import LayoutMixin
 from vtop.ui.app_polling import PollingMixin
 from vtop.ui.app_recording import RecordingMixin
 from vtop.ui.findings import FindingsProvider, monitor_findings
+from vtop.ui.prediction import Predictor
 from vtop.ui.thresholds import Table, table_for
 from vtop.ui.widgets.endpoint_list import EndpointList
 from vtop.ui.widgets.gpu_panel import GpuPanel
@@ -135,6 +136,8 @@ class VtopApp(KeysMixin, RecordingMixin, PollingMixin, DrawingMixin, LayoutMixin
         self.paused = False
         self.selected = 0
         self._findings = findings or monitor_findings
+        self.predictor = Predictor()
+        """Findings' predicted effects, kept while the load holds (one `Advisor` per app)."""
         self.thresholds = thresholds if thresholds is not None else table_for(monitor.engine.rules)
         self._self_cpu = self_cpu or ProcessCpu()
         self._autopoll = autopoll

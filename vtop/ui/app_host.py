@@ -28,6 +28,7 @@ if TYPE_CHECKING:
     from vtop.trace.recorder import Recorder
     from vtop.ui.findings import FindingsProvider
     from vtop.ui.panels import View
+    from vtop.ui.prediction import Predictor
     from vtop.ui.thresholds import Table
     from vtop.ui.widgets.endpoint_list import EndpointList
     from vtop.ui.widgets.gpu_panel import GpuPanel
@@ -44,6 +45,7 @@ if TYPE_CHECKING:
         paused: bool
         selected: int
         thresholds: Table
+        predictor: Predictor
         record_dir: Path
         recorder: Recorder | None
         header: HeaderBar

@@ -42,7 +42,8 @@ TRIAGE_HELP = (
     "cause leads ('? likely budget-too-small · 8 of 15 s'), with no advice: flags come "
     "with the verdict. Enter opens a finding: its evidence, "
     "and each recommended flag with the formula and the inputs it was computed from, "
-    "each input with where it came from. c copies the flags."
+    "each input with where it came from, then what the twin predicts they will buy. "
+    "c copies the flags."
 )
 
 
@@ -97,7 +98,8 @@ class KeysMixin(DashboardHost):
         self.action_choose(message.index)
 
     def on_triage_panel_selected(self, message: TriagePanel.Selected) -> None:
-        self.push_screen(FindingScreen(message.finding, self.monitor.t))
+        self.push_screen(FindingScreen(message.finding, self.monitor.t, monitor=self.monitor,
+                                       predictor=self.predictor))  # fmt: skip
 
     def action_explain(self) -> None:
         focused = self.focused

@@ -8,6 +8,11 @@ which it is.
 A finding whose evidence is still accruing says what it waits for (seconds more, or requests
 to finish) and that its advice comes with the verdict: "no flag change" there would read as
 "nothing to change".
+
+The predicted effect (`vtop.whatif.advice`) comes last, as rows of its own (`prediction_rows`,
+`predicting_rows`, `unavailable_rows`): the twin takes about a second, so the screen shows the
+rest at once and these rows when the twin is done; which thread runs it is the screen's
+business, not this module's.
 """
 
 from __future__ import annotations
@@ -21,6 +26,7 @@ from vtop.model import ACCRUING, Finding, Knob, Recommendation, format_value
 from vtop.triage.engine import NOT_ENOUGH_DATA
 from vtop.triage.explain import is_literal
 from vtop.ui.verdict import LABELS, held_of
+from vtop.whatif.advice import Advice
 
 PROVENANCE = {
     "metrics": "read from the server",
@@ -29,6 +35,7 @@ PROVENANCE = {
     "inferred": "inferred from behaviour",
     "default": "version default, assumed",
 }
+PREDICTED = "Predicted effect"
 EVIDENCE_NAME_W = 32
 """Evidence names wider than this push their value right instead of widening the column."""
 MIN_TEXT_W = 24
@@ -121,6 +128,29 @@ def rows(f: Finding, now: float | None = None) -> list[Row]:
         out.append(Row("  none yet: advice comes with the verdict, once the rule fires", 2))
     else:
         out.append(Row("  no flag change"))
+    return out
+
+
+def predicting_rows() -> list[Row]:
+    """What the block says while the twin runs."""
+    return [Row(""), Row(f"{PREDICTED}: running the twin…")]
+
+
+def unavailable_rows(why: str) -> list[Row]:
+    """One line where no prediction can be made, and why (no store, the twin failed)."""
+    return [Row(""), Row(f"{PREDICTED}: prediction unavailable: {why}", 2)]
+
+
+def prediction_rows(advice: Advice | None) -> list[Row]:
+    """The twin's answer: the figures the recommendations move, together, and when the twin
+    does not back the promise, the sentence that demotes it ("but …"); nothing when the
+    twin can set none of the finding's knobs."""
+    if advice is None:
+        return []
+    out = [Row(""), Row(PREDICTED), Row(f"  {advice.line()}", 2)]
+    verdict = advice.verdict()
+    if verdict:
+        out.append(Row(f"  but {verdict}", 6))
     return out
 
 

@@ -1,14 +1,17 @@
 """The replay's quiz (`--train`): the question where a rule starts firing, and what comes after.
 
 The findings stay hidden; the replay stops at each incident and asks (`QuestionScreen`);
-answers are graded by `vtop.report.train`, as the text quiz grades them, and the score comes at
-the end (`ScoreScreen`). Escape hides a question to study the screen; `a` brings it back. A
-mixin of `ReplayApp` (`vtop.ui.replay_host` says how the parts fit).
+answers are graded by `vtop.report.train`, as the text quiz grades them, the reveal says what
+the advice would buy (the twin, on a worker), and the score comes at the end (`ScoreScreen`).
+Escape hides a question to study the screen; `a` brings it back. A mixin of `ReplayApp`
+(`vtop.ui.replay_host` says how the parts fit).
 """
 
 from __future__ import annotations
 
 from vtop.report.train import Verdict
+from vtop.ui.detail import Row
+from vtop.ui.prediction import Job
 from vtop.ui.replay_host import ReplayHost
 from vtop.ui.replay_view import utc
 from vtop.ui.screens.question import QuestionScreen
@@ -36,7 +39,11 @@ class TrainingMixin(ReplayHost):
             assert session is not None
             return session.answer(q, change, rule)
 
-        screen = QuestionScreen(q, len(session.questions), utc(q.t, date=False), grade)
+        def predict() -> list[Row] | Job:
+            # At the reveal, the replay stands at the incident: its store is the rule's.
+            return self.predictor.start(self.monitor, q.finding)
+
+        screen = QuestionScreen(q, len(session.questions), utc(q.t, date=False), grade, predict)
         self._question = screen
         self.push_screen(screen, self._answered)
 

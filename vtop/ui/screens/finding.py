@@ -3,6 +3,12 @@
 `c` here copies this finding's flags only. The body wraps its own lines at its width
 (`detail.wrap`), so a long value continues under itself rather than at the left edge; the
 box's hint is docked at its bottom, so it shows however long the body is.
+
+Under the recommendations, their predicted effect: the store is read as the screen mounts (on
+the loop that feeds it) and the twin runs on a thread worker (`vtop.ui.prediction`), so the
+screen opens at once with "running the twin…" and keeps answering keys while it runs; the rows
+are replaced when it is done. A screen closed before then drops the answer (the app's
+`Predictor` keeps it for the next look).
 """
 
 from __future__ import annotations
@@ -17,9 +23,12 @@ from textual.geometry import Size
 from textual.screen import ModalScreen
 from textual.widget import Widget
 from textual.widgets import Static
+from textual.worker import Worker, WorkerState
 
 from vtop.model import Finding
+from vtop.monitor import Monitor
 from vtop.ui import detail
+from vtop.ui.prediction import Job, Predictor
 
 
 class DetailBody(Widget):
@@ -39,6 +48,12 @@ class DetailBody(Widget):
             self._wrapped = (width, detail.wrap(self._rows, width))
         return self._wrapped[1]
 
+    def set_rows(self, rows: list[detail.Row]) -> None:
+        """New lines (the prediction came): wrapped afresh, and the height follows."""
+        self._rows = rows
+        self._wrapped = (-1, [])
+        self.refresh(layout=True)
+
     def get_content_height(self, container: Size, viewport: Size, width: int) -> int:
         return len(self.wrapped(width))
 
@@ -55,17 +70,54 @@ class FindingScreen(ModalScreen[None]):
         Binding("c", "copy", "Copy flags"),
     ]
 
-    def __init__(self, finding: Finding, now: float | None) -> None:
+    PREDICT = "predict"
+    """The worker group of the twin's run."""
+
+    def __init__(
+        self,
+        finding: Finding,
+        now: float | None,
+        *,
+        monitor: Monitor | None = None,
+        predictor: Predictor | None = None,
+    ) -> None:
+        """`monitor` and `predictor`: where the predicted effect comes from (none: no block)."""
         super().__init__()
         self.finding = finding
         self._now = now
+        self._rows = detail.rows(finding, now)
+        self._predicted: list[detail.Row] = []
+        self._job: Job | None = None
+        if monitor is not None and predictor is not None:
+            started = predictor.start(monitor, finding)  # the store, read on the loop
+            if callable(started):
+                self._job = started
+                self._predicted = detail.predicting_rows()
+            else:
+                self._predicted = started
 
     def compose(self) -> ComposeResult:
         with Vertical(id="finding", classes="dialog") as box:
             box.border_title = f"{self.finding.rule}"
             with VerticalScroll():
-                yield DetailBody(detail.rows(self.finding, self._now))
+                yield DetailBody(self._rows + self._predicted)
             yield Static("[dim]Escape closes · c copies the flags[/dim]", classes="dialog-hint")
+
+    def on_mount(self) -> None:
+        if self._job is not None:
+            self.run_worker(self._job, thread=True, exclusive=True, group=self.PREDICT)
+
+    def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
+        worker = event.worker
+        if worker.group != self.PREDICT:
+            return
+        if event.state == WorkerState.SUCCESS and isinstance(worker.result, list):
+            self._predicted = worker.result
+        elif event.state == WorkerState.ERROR:
+            self._predicted = detail.unavailable_rows(f"the twin failed ({worker.error})")
+        else:
+            return
+        self.query_one(DetailBody).set_rows(self._rows + self._predicted)
 
     def action_copy(self) -> None:
         flags = " ".join(r.flag for r in self.finding.recommendations)

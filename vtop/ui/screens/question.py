@@ -7,6 +7,11 @@ the reveal: right or not, the finding as the rule saw it at that moment, its evi
 recommendation. Escape before answering hides the question, to study the dashboard; `a`
 brings it back. Grading is the caller's (`Session.answer`), so the screen and the text quiz
 grade alike.
+
+Under the reveal, what the finding's advice would buy: the caller's `predict` reads the store
+as the reveal opens (the replay stands at the incident then), and the twin runs on a thread
+worker (`vtop.ui.prediction`), so the reveal shows "running the twin…" and answers keys
+meanwhile.
 """
 
 from __future__ import annotations
@@ -21,11 +26,17 @@ from textual.content import Content
 from textual.screen import ModalScreen
 from textual.widgets import OptionList, Static
 from textual.widgets.option_list import Option
+from textual.worker import Worker, WorkerState
 
 from vtop.report.train import Question, Verdict
+from vtop.ui.detail import Row, predicting_rows, unavailable_rows
+from vtop.ui.prediction import Job
 from vtop.ui.training import Change, answered, changes
 
 Grade = Callable[[Question, Change, str], Verdict]
+Predict = Callable[[], list[Row] | Job]
+"""Reads the store for the finding's prediction (on the loop): rows now, or the twin's job."""
+PREDICT = "predict"
 Step = Literal["diagnosis", "change", "reveal"]
 
 PROMPTS = {
@@ -50,6 +61,11 @@ def reveal(verdict: Verdict) -> Content:
     return Content.assemble(*parts)
 
 
+def predicted(rows: list[Row]) -> Content:
+    """The predicted effect's rows, as text (Content: nothing in them is markup)."""
+    return Content("\n".join(r.text for r in rows).strip("\n"))
+
+
 class QuestionScreen(ModalScreen[Verdict | None]):
     """One incident: diagnosis, change, reveal. Dismisses with the verdict (None: hidden)."""
 
@@ -58,8 +74,16 @@ class QuestionScreen(ModalScreen[Verdict | None]):
         Binding("enter", "continue", "Continue", show=False),
     ]
 
-    def __init__(self, question: Question, total: int, when: str, grade: Grade) -> None:
+    def __init__(
+        self,
+        question: Question,
+        total: int,
+        when: str,
+        grade: Grade,
+        predict: Predict | None = None,
+    ) -> None:
         super().__init__()
+        self._predict = predict
         self.question = question
         self.total = total
         self.when = when
@@ -77,6 +101,7 @@ class QuestionScreen(ModalScreen[Verdict | None]):
             yield OptionList(*self._diagnoses(), id="question-options")
             with VerticalScroll(id="question-reveal"):
                 yield Static(id="question-answer")
+                yield Static(id="question-predicted")
             yield Static(HINTS["diagnosis"], id="question-hint", classes="dialog-hint")
 
     def on_mount(self) -> None:
@@ -109,7 +134,32 @@ class QuestionScreen(ModalScreen[Verdict | None]):
             reveal_box = self.query_one("#question-reveal")
             reveal_box.display = True
             reveal_box.focus()
+            self._start_prediction()
         self.query_one("#question-hint", Static).update(HINTS[self.step])
+
+    def _start_prediction(self) -> None:
+        """Read the store now (the replay stands at the incident) and run the twin off the
+        loop; its rows replace "running the twin…" when it is done."""
+        if self._predict is None:
+            return
+        started = self._predict()
+        if callable(started):
+            self._show_predicted(predicting_rows())
+            self.run_worker(started, thread=True, exclusive=True, group=PREDICT)
+        else:
+            self._show_predicted(started)
+
+    def _show_predicted(self, rows: list[Row]) -> None:
+        self.query_one("#question-predicted", Static).update(predicted(rows))
+
+    def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
+        worker = event.worker
+        if worker.group != PREDICT:
+            return
+        if event.state == WorkerState.SUCCESS and isinstance(worker.result, list):
+            self._show_predicted(worker.result)
+        elif event.state == WorkerState.ERROR:
+            self._show_predicted(unavailable_rows(f"the twin failed ({worker.error})"))
 
     def action_continue(self) -> None:
         """Enter on the reveal; a binding (not a key handler) so the key ends here, and does

@@ -1,0 +1,95 @@
+"""The finding detail's predicted effect: shown at once as running, the twin off the loop, then
+its line; and the rows it turns an `Advice` into, without Textual."""
+
+from __future__ import annotations
+
+import threading
+
+from tests.ui.scripted import build_sim_app
+from vtop.model import Finding, Knob, Recommendation, Severity
+from vtop.monitor import Monitor
+from vtop.ui import detail
+from vtop.ui.prediction import Predictor
+from vtop.ui.screens.finding import DetailBody, FindingScreen
+from vtop.whatif.advice import Advice
+from vtop.whatif.predict import Band, Prediction
+
+SIZE = (100, 40)
+
+
+def _body(app: object) -> str:
+    screen = getattr(app, "screen", None)
+    assert isinstance(screen, FindingScreen)
+    return " ".join(str(screen.query_one(DetailBody).render()).split())
+
+
+async def test_the_root_cause_shows_running_then_the_twin_s_prediction() -> None:
+    app = build_sim_app("budget-too-small", findings=None)
+    threads: list[str] = []
+    go = threading.Event()
+    real = Predictor._run
+
+    def spy(self: Predictor, finding: Finding, reading: object) -> list[detail.Row]:
+        # Held until the test has seen the screen drawn and answering keys: were the twin on
+        # the loop, the screen could not show "running" while it waits here.
+        threads.append(threading.current_thread().name)
+        go.wait(30)
+        return real(self, finding, reading)  # type: ignore[arg-type]
+
+    Predictor._run = spy  # type: ignore[method-assign]
+    try:
+        async with app.run_test(size=SIZE) as pilot:
+            await pilot.pause()
+            await pilot.press("enter")
+            assert isinstance(app.screen, FindingScreen)
+            assert app.screen.finding.rule == "budget-too-small"
+            await pilot.pause(0.1)
+            first = _body(app)
+            assert "Predicted effect: running the twin…" in first, first
+            await pilot.press("c")  # the loop answers keys while the twin runs
+            assert app.clipboard == "--max-num-seqs 64"
+            assert threads and threads[0] != threading.main_thread().name, threads
+            go.set()
+            for _ in range(300):
+                await pilot.pause(0.05)
+                body = _body(app)
+                if "running the twin" not in body:
+                    break
+            after = body.split("Predicted effect", 1)[1]
+            assert "gen tok/s" in after and "confidence" in after, body
+            # A second look at the same finding, same load: the Advisor's answer, at once.
+            await pilot.press("escape")
+            await pilot.press("enter")
+            await pilot.pause(0.2)
+            assert "gen tok/s" in _body(app).split("Predicted effect", 1)[1]
+    finally:
+        go.set()
+        Predictor._run = real  # type: ignore[method-assign]
+
+
+def _finding() -> Finding:
+    rec = Recommendation("max_num_seqs", Knob("max_num_seqs", 16, "process"), 64, "raise", "x4", {})
+    return Finding("budget-too-small", "t", "http://e", Severity.WARNING, "firing", "s",
+                   recommendations=(rec,))  # fmt: skip
+
+
+def test_advice_rows_say_the_line_and_the_demotion() -> None:
+    band = Band(now=100.0, after=104.0, low=100.0, high=108.0)
+    p = Prediction({"max_num_seqs": 64}, {"generation_tokens_per_s": band}, {}, "medium", "")
+    backed = detail.prediction_rows(Advice("r", p, "generation_tokens_per_s", 0.5))
+    assert [r.text for r in backed[:2]] == ["", "Predicted effect"]
+    assert backed[2].text.startswith("  gen tok/s 100 → 104 (+4%, ±4%)")
+    assert backed[2].text.endswith("(confidence medium)") and len(backed) == 3
+    demoted = detail.prediction_rows(Advice("r", p, "generation_tokens_per_s", 0.04, "load"))
+    assert demoted[-1].text.startswith("  but the twin predicts gen tok/s 100 → 104")
+    assert demoted[-1].text.endswith("; load")
+    assert detail.prediction_rows(None) == []
+
+
+def test_no_store_is_one_line_that_says_so() -> None:
+    rows = Predictor().start(Monitor(), _finding())
+    assert isinstance(rows, list)
+    assert [r.text for r in rows][1].startswith("Predicted effect: prediction unavailable: ")
+    assert "no polls of http://e" in rows[1].text
+    nothing = Finding("x", "t", "http://e", Severity.WARNING, "firing", "s")
+    assert Predictor().start(Monitor(), nothing) == [], "no knob the twin sets: no block"
