@@ -57,7 +57,7 @@ from vtop.report.document import (
 )
 from vtop.report.tracks import Track
 from vtop.report.window import WindowStats
-from vtop.whatif.advice import Advice, Advisor
+from vtop.whatif.advice import Advice, Advisor, Reading, twin_changes, unavailable
 
 REPORT_VERSION: Final = 1
 EXIT_CODES: dict[str, ExitCode] = {"OK": 0, "WARNING": 1, "CRITICAL": 2, "UNKNOWN": 3}
@@ -275,7 +275,7 @@ class Collector:
         end = st.t_last
         judging = [undecided_doc(f, end) for f in self.undecided()] if end is not None else []
         signals: SignalsDoc | NoSignals = primary["signals"] if primary else {}
-        advice, check = self._predictions(findings, duration)
+        advice, check = self._predictions(findings)
         return {
             "report_version": REPORT_VERSION,
             "vtop": __version__,
@@ -310,14 +310,11 @@ class Collector:
         }
 
     def _predictions(
-        self, ranked: list[Track], duration_s: float
+        self, ranked: list[Track]
     ) -> tuple[dict[tuple[str, str], Advice], PredictionCheckDoc | None]:
         """What the advice of each finding that counts will buy (`vtop.whatif.advice`), and
         the self-check of the twin the first prediction stands on."""
         advisor = Advisor()
-        window = min(PREDICT_WINDOW_S, duration_s)
-        shown = self.monitor.gpus.gpus
-        gpu = shown[0].name if shown else None
         out: dict[tuple[str, str], Advice] = {}
         check: PredictionCheckDoc | None = None
         began = time.monotonic()
@@ -325,17 +322,47 @@ class Collector:
             if time.monotonic() - began > PREDICT_BUDGET_S:
                 break
             f = track.finding
-            view = self.monitor.endpoints.get(f.endpoint)
-            if track.counts is None or view is None or len(view.store) < 2 or window <= 0:
+            reading = prediction_reading(self.monitor, f) if track.counts is not None else ""
+            if isinstance(reading, str):
                 continue
-            advice = advisor.predict(f, view.store, window, view.knobs, gpu_name=gpu)
+            try:
+                advice = advisor.advise(f, reading)
+            except Exception as exc:  # the twin's failure costs the finding its prediction
+                advice = unavailable(f, twin_failed(exc))
             if advice is None:
                 continue
             out[_key(track)] = advice
             fitted = advisor.fitted(f.endpoint)
             if check is None and fitted is not None:
-                check = check_doc(f.endpoint, window, fitted)
+                check = check_doc(f.endpoint, reading.seen.window_s, fitted)
         return out, check
+
+
+def prediction_reading(monitor: Monitor, finding: Finding) -> Reading | str:
+    """What a prediction of `finding` needs, read from the monitor's store now (cheap, on the
+    thread that feeds it), as the report reads it (the last `PREDICT_WINDOW_S` at most, the
+    first GPU's name); or why there is nothing to read."""
+    if not twin_changes(finding):
+        return "the twin sets none of these knobs"
+    view = monitor.endpoints.get(finding.endpoint)
+    if view is None:
+        return f"no polls of {finding.endpoint} to fit the twin to"
+    times = view.store.times()
+    span = times[-1] - times[0] if len(times) >= 2 else 0.0
+    if span <= 0:
+        return "too few polls yet to fit the twin to"
+    shown = monitor.gpus.gpus
+    gpu = shown[0].name if shown else None
+    try:
+        return Advisor.read(view.store, min(PREDICT_WINDOW_S, span), view.knobs, gpu_name=gpu)
+    except Exception as exc:  # a prediction's failure costs its line, never the caller's run
+        return twin_failed(exc)
+
+
+def twin_failed(exc: Exception) -> str:
+    """Why a prediction is missing, when the twin (or the read) raised."""
+    said = str(exc).strip()
+    return f"the twin failed ({type(exc).__name__}{': ' + said if said else ''})"
 
 
 def _key(track: Track) -> tuple[str, str]:

@@ -34,10 +34,16 @@ from typing import Literal
 
 from vtop.model import Finding, KnobValue
 from vtop.monitor import Monitor
-from vtop.report.collect import PREDICT_WINDOW_S, Collector, FindingsFn, monitor_findings
+from vtop.report.collect import (
+    Collector,
+    FindingsFn,
+    monitor_findings,
+    prediction_reading,
+    twin_failed,
+)
 from vtop.trace.reader import Warn
 from vtop.triage.explain import shown_formula
-from vtop.whatif.advice import Advice, Advisor, Reading, twin_changes
+from vtop.whatif.advice import Advice, Advisor, Reading
 
 VALUE_TOLERANCE = 0.25
 
@@ -168,7 +174,7 @@ def questions(
         found = list(findings(monitor))
         for f in found:
             if f.state == "firing" and (f.endpoint, f.rule) not in readings:
-                readings[(f.endpoint, f.rule)] = reading_of(monitor, f)
+                readings[(f.endpoint, f.rule)] = prediction_reading(monitor, f)
         return found
 
     collector = replay_collector(path, findings=watched, warn=warn)
@@ -195,33 +201,6 @@ def questions_of(
     return out
 
 
-def reading_of(monitor: Monitor, finding: Finding) -> Reading | str:
-    """What a prediction of `finding` needs, read from the monitor's store now (cheap, on the
-    thread that feeds it), as the report reads it (the last `PREDICT_WINDOW_S` at most, the
-    first GPU's name); or why there is nothing to read."""
-    if not twin_changes(finding):
-        return "the twin sets none of these knobs"
-    view = monitor.endpoints.get(finding.endpoint)
-    if view is None:
-        return f"no polls of {finding.endpoint} to fit the twin to"
-    times = view.store.times()
-    span = times[-1] - times[0] if len(times) >= 2 else 0.0
-    if span <= 0:
-        return "too few polls yet to fit the twin to"
-    shown = monitor.gpus.gpus
-    gpu = shown[0].name if shown else None
-    try:
-        return Advisor.read(view.store, min(PREDICT_WINDOW_S, span), view.knobs, gpu_name=gpu)
-    except Exception as exc:  # training goes on without a prediction, and says why
-        return failed(exc)
-
-
-def failed(exc: Exception) -> str:
-    """Why a prediction is missing, when the twin (or the read) raised."""
-    said = str(exc).strip()
-    return f"the twin failed ({type(exc).__name__}{': ' + said if said else ''})"
-
-
 def predicted_lines(advice: Advice | None) -> tuple[str, ...]:
     """The reveal's `predicted: gen tok/s 150 → 305 (+103%, ±15%); …`, and when the twin does
     not back the advice, the sentence that demotes it."""
@@ -239,7 +218,7 @@ def predict(question: Question, advisor: Advisor | None = None) -> tuple[str, ..
     try:
         advice = (advisor or Advisor()).advise(question.finding, question.reading)
     except Exception as exc:  # a failed prediction costs the learner a line, not the quiz
-        return (f"  predicted: unavailable: {failed(exc)}",)
+        return (f"  predicted: unavailable: {twin_failed(exc)}",)
     return predicted_lines(advice)
 
 

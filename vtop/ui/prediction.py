@@ -18,7 +18,7 @@ from collections.abc import Callable
 
 from vtop.model import Finding
 from vtop.monitor import Monitor
-from vtop.report.train import failed, reading_of
+from vtop.report.collect import prediction_reading, twin_failed
 from vtop.ui.detail import Row, prediction_rows, unavailable_rows
 from vtop.whatif.advice import Advisor, Reading, twin_changes
 
@@ -36,10 +36,10 @@ class Predictor:
     def start(self, monitor: Monitor, finding: Finding) -> list[Row] | Job:
         """On the loop: the rows to show now (none: nothing to predict; one: why not), or the
         job that runs the twin on what the store holds now (read as the report and the text
-        quiz read it: `vtop.report.train.reading_of`)."""
+        quiz read it: `vtop.report.collect.prediction_reading`)."""
         if not twin_changes(finding):
             return []
-        reading = reading_of(monitor, finding)
+        reading = prediction_reading(monitor, finding)
         if isinstance(reading, str):
             return unavailable_rows(reading)
         return lambda: self._run(finding, reading)
@@ -50,5 +50,5 @@ class Predictor:
             with self._lock:
                 advice = self._advisor.advise(finding, reading)
         except Exception as exc:  # a worker that raises would close the app
-            return unavailable_rows(failed(exc))
+            return unavailable_rows(twin_failed(exc))
         return prediction_rows(advice)

@@ -250,6 +250,12 @@ def _workload_stamp(observed: Mapping[str, float | None]) -> tuple[int | None, .
     return tuple(out)
 
 
+def unavailable(finding: Finding, reason: str) -> Advice:
+    """A finding's advice with no prediction, and why (the twin failed)."""
+    changes = twin_changes(finding)
+    return Advice(finding.rule, Prediction(changes, {}, {}, "withheld", reason), None, None)
+
+
 def advise(finding: Finding, whatif: WhatIf, changes: Mapping[str, KnobValue]) -> Advice:
     """Run `changes` (the finding's, together) and judge the promise of its first
     recommendation that promises a figure."""

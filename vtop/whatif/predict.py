@@ -448,6 +448,8 @@ class Observation:
     prior_why: str
     points: list[StepPoint]
     observed: dict[str, float | None]
+    window_s: float
+    """The span read: the window asked for, or its part after a load change."""
 
 
 def observe(
@@ -479,7 +481,7 @@ def observe(
     )
     points = step_points(store, window_s, kv_capacity_tokens=capacity, scope=scope)
     observed = figures(store, window_s, scope)
-    return Observation(work, args, read, assumed, prior, why, points, observed)
+    return Observation(work, args, read, assumed, prior, why, points, observed, window_s)
 
 
 def prepare_from(seen: Observation, *, seed: int = 0) -> WhatIf:
