@@ -127,3 +127,21 @@ def test_the_report_predicts_within_its_time_budget(monkeypatch: pytest.MonkeyPa
     spent = replay_document(trace)
     assert all(f.get("prediction") is None for f in spent["findings"])
     assert spent["prediction_check"] is None
+
+
+def test_a_twin_that_raises_costs_the_finding_its_prediction_not_the_report(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from vtop.report.run import replay_document
+
+    def broken(self: Advisor, finding: Finding, reading: object) -> None:
+        raise RuntimeError("boom")
+
+    monkeypatch.setattr(Advisor, "advise", broken)
+    doc = replay_document(str(ROOT / "traces" / "budget-too-small.vtrace"))
+    top = next(f for f in doc["findings"] if f["counts"])
+    assert doc["status"] == "WARNING" and top["rule"] == "budget-too-small"
+    prediction = top["prediction"]
+    assert prediction is not None and prediction["confidence"] == "withheld"
+    assert prediction["line"] == "prediction withheld: the twin failed (RuntimeError: boom)"
+    assert "predicted" not in top["recommendations"][0]
