@@ -93,3 +93,17 @@ def test_no_store_is_one_line_that_says_so() -> None:
     assert "no polls of http://e" in rows[1].text
     nothing = Finding("x", "t", "http://e", Severity.WARNING, "firing", "s")
     assert Predictor().start(Monitor(), nothing) == [], "no knob the twin sets: no block"
+
+
+def test_the_prediction_comes_before_the_evidence() -> None:
+    rows = detail.rows(_finding(), None)
+    block = detail.unavailable_rows("why")
+    texts = [r.text for r in detail.with_prediction(rows, block)]
+    at = texts.index("Evidence")
+    assert texts[at - 3 : at] == ["", "Predicted effect: prediction unavailable: why", ""]
+    assert detail.with_prediction(rows, []) == rows
+    bare = [detail.Row("summary")]
+    assert [r.text for r in detail.with_prediction(bare, block)] == [
+        "summary",
+        *[r.text for r in block],
+    ]

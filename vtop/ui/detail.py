@@ -131,6 +131,13 @@ def rows(f: Finding, now: float | None = None) -> list[Row]:
     return out
 
 
+def with_prediction(rows: list[Row], predicted: list[Row]) -> list[Row]:
+    """`rows` (a finding's detail) with the `predicted` block (blank line first) just before
+    its evidence, or at the end of a detail without any."""
+    at = next((i for i, r in enumerate(rows) if r.text == "Evidence"), len(rows) + 1) - 1
+    return [*rows[:at], *predicted, *rows[at:]]
+
+
 def predicting_rows() -> list[Row]:
     """What the block says while the twin runs."""
     return [Row(""), Row(f"{PREDICTED}: running the twin…")]

@@ -100,7 +100,7 @@ class FindingScreen(ModalScreen[None]):
         with Vertical(id="finding", classes="dialog") as box:
             box.border_title = f"{self.finding.rule}"
             with VerticalScroll():
-                yield DetailBody(self._rows + self._predicted)
+                yield DetailBody(self._body())
             yield Static("[dim]Escape closes · c copies the flags[/dim]", classes="dialog-hint")
 
     def on_mount(self) -> None:
@@ -117,7 +117,12 @@ class FindingScreen(ModalScreen[None]):
             self._predicted = detail.unavailable_rows(f"the twin failed ({worker.error})")
         else:
             return
-        self.query_one(DetailBody).set_rows(self._rows + self._predicted)
+        self.query_one(DetailBody).set_rows(self._body())
+
+    def _body(self) -> list[detail.Row]:
+        """The detail with the predicted effect before the evidence: what the advice will
+        buy is read with the verdict, not found below the arithmetic."""
+        return detail.with_prediction(self._rows, self._predicted)
 
     def action_copy(self) -> None:
         flags = " ".join(r.flag for r in self.finding.recommendations)
