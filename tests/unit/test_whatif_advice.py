@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from pathlib import Path
+from typing import cast
 
 import pytest
 
@@ -17,7 +18,7 @@ from vtop.signals.store import Store
 from vtop.sim.scenarios import get_scenario
 from vtop.sim.twin import Twin
 from vtop.whatif.advice import MIN_GAIN, Advisor, advise, twin_changes
-from vtop.whatif.predict import WhatIf, prepare
+from vtop.whatif.predict import Band, Prediction, WhatIf, prepare
 
 WINDOW_S = 240.0
 ROOT = Path(__file__).resolve().parents[2]
@@ -145,3 +146,29 @@ def test_a_twin_that_raises_costs_the_finding_its_prediction_not_the_report(
     assert prediction is not None and prediction["confidence"] == "withheld"
     assert prediction["line"] == "prediction withheld: the twin failed (RuntimeError: boom)"
     assert "predicted" not in top["recommendations"][0]
+
+
+class _Fixed:
+    """A fitted twin that predicts what it is given (for the demotion's wording)."""
+
+    def __init__(self, bands: dict[str, Band]) -> None:
+        self.bands = bands
+
+    def predict(self, changes: Mapping[str, object]) -> Prediction:
+        return Prediction(dict(changes), self.bands, {}, "high")  # type: ignore[arg-type]
+
+
+def test_a_demoted_fix_for_preemptions_names_the_pool_that_still_fills() -> None:
+    rec = Recommendation("kv_cache_dtype", None, "fp8", "set", "", {})
+    finding = Finding("memory-ceiling", "t", "e", Severity.CRITICAL, "firing", "s",
+                      recommendations=(rec,))  # fmt: skip
+    twin = _Fixed({"preemptions_per_s": Band(2.0, 1.9, 1.8, 2.0),
+                   "kv_usage": Band(0.99, 0.98, 0.93, 1.0)})  # fmt: skip
+    advice = advise(finding, cast(WhatIf, twin), twin_changes(finding))
+    assert advice.promised == "preemptions_per_s" and advice.demoted
+    assert advice.gain == pytest.approx(0.05)
+    assert advice.verdict() == (
+        "the twin predicts preemptions/s 2 → 1.9 (5% better): under 10%, this change alone "
+        "will not fix it; the KV pool still fills (KV usage 98.0% after): this load needs more "
+        "room than the change makes"
+    )

@@ -130,20 +130,28 @@ class Advice:
         return "; ".join(parts) + f" (confidence {p.confidence})"
 
     def verdict(self) -> str:
-        """ "" when the twin backs the advice; else the sentence that demotes it."""
-        if not self.demoted or self.promised is None:
+        """The sentence that demotes the advice; "" when the twin backs it."""
+        if not self.demoted or self.promised is None or self.gain is None:
             return ""
         band = self.prediction.figures[self.promised]
         label = LABELS[self.promised]
         return (
             f"the twin predicts {label} {_value(self.promised, band.now)} → "
-            f"{_value(self.promised, band.after)} ({self.gain:+.0%} better): under "
+            f"{_value(self.promised, band.after)} ({abs(self.gain):.0%} "
+            f"{'better' if self.gain >= 0 else 'worse'}): under "
             f"{MIN_GAIN:.0%}, this change alone will not fix it; {self.limit}"
         )
 
 
-def _limit(p: Prediction) -> str:
-    """What holds the server back when the change does not move it, from the twin's figures."""
+def _limit(p: Prediction, promised: str) -> str:
+    """What holds the server back when the change does not move `promised`, from the twin's
+    figures."""
+    kv = p.figures.get("kv_usage")
+    if promised == "preemptions_per_s" and kv is not None:
+        return (
+            f"the KV pool still fills (KV usage {fmt.pct(kv.after)} after): this load needs "
+            "more room than the change makes"
+        )
     run = p.figures.get("running")
     itl = p.figures.get("itl_p50")
     if run is not None and run.now > 0 and run.after < run.now * (1 + MIN_GAIN):
@@ -266,5 +274,7 @@ def advise(finding: Finding, whatif: WhatIf, changes: Mapping[str, KnobValue]) -
     promise = next((n for r in finding.recommendations if (n := promised(r)) is not None), None)
     band = prediction.figures.get(promise) if promise is not None else None
     moved = gain(promise, band.now, band.after) if band is not None and promise else None
-    limit = _limit(prediction) if moved is not None and moved < MIN_GAIN else ""
+    limit = (
+        _limit(prediction, promise) if moved is not None and moved < MIN_GAIN and promise else ""
+    )
     return Advice(finding.rule, prediction, promise, moved, limit)
