@@ -83,22 +83,25 @@ REAL = Path(__file__).resolve().parents[2] / "traces" / "vllm-cpu-kv-exhaustion.
 SIM = Path(__file__).resolve().parents[2] / "traces" / "budget-too-small.vtrace"
 
 
-def test_withheld_latency_prints_a_dash_and_why(capsys: pytest.CaptureFixture[str]) -> None:
+def test_a_withheld_family_prints_a_dash_and_why(capsys: pytest.CaptureFixture[str]) -> None:
+    # the real server's recording, fitted to its last load: the twin's queue is off there
     code = vtop_main(["whatif", "--replay", str(REAL), "--set", "max_num_seqs=8"])
     out = capsys.readouterr().out
     assert code == EXIT_OK
     (row,) = [line for line in out.splitlines() if line.startswith("max_num_seqs=8")]
     cells = row.split()
-    assert cells[1] != "–" and cells[-4:] == ["–"] * 4  # gen tok/s kept; queue, TTFT, ITL not
-    assert "latency withheld (queue p50, TTFT p50, TTFT p90, ITL p50: –)" in out
+    assert cells[1] != "–" and cells[2:6] == ["–"] * 4  # gen tok/s kept; occupancy not
+    assert cells[6] != "–"  # latency predicted
+    assert "occupancy withheld (running, waiting, KV usage, preemptions/s: –)" in out
     code = vtop_main(["whatif", "--replay", str(REAL), "--set", "max_num_seqs=8",
                       "--format", "json"])  # fmt: skip
     doc = json.loads(capsys.readouterr().out)
-    assert doc["prediction_check"]["families"]["latency"]["withheld"] is True
+    assert doc["prediction_check"]["families"]["occupancy"]["withheld"] is True
     (prediction,) = doc["predictions"]
-    assert "queue_p50" not in prediction["predicted"]
-    assert "queue p50" in prediction["withheld"]["queue_p50"]
+    assert "waiting" not in prediction["predicted"]
+    assert "waiting" in prediction["withheld"]["waiting"]
     assert "generation_tokens_per_s" in prediction["predicted"]
+    assert "queue_p50" in prediction["predicted"]
 
 
 def test_the_best_row_is_the_fastest_within_the_latency_bound(

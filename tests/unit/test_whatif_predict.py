@@ -192,3 +192,11 @@ def test_on_the_real_server_the_last_load_is_fitted_and_what_is_off_withheld() -
     for name in ("running", "waiting", "kv_usage", "preemptions_per_s"):
         assert name not in prediction.figures
         assert prediction.withheld[name] == occupancy.reason
+
+
+def test_a_band_is_never_narrower_than_the_figures_floor(whatif: WhatIf) -> None:
+    bands = whatif.predict(RECOMMENDED).figures
+    none = bands["preemptions_per_s"]
+    assert none.after == 0 and (none.low, none.high) == (0.0, 0.1)  # not 0-0
+    tokens = bands["generation_tokens_per_s"]
+    assert tokens.high - tokens.after >= 0.1 * tokens.after  # the real server's own spread

@@ -25,7 +25,8 @@ from what the server exposes (its knobs, the workload `workload.estimate` reads,
   (at least `BAND_FLOOR`; a figure the server did not show gets the token error doubled),
   widened by `UNKNOWN_WIDEN` for each of the inputs a change leans on that had to be assumed
   (`UNKNOWNS`: the length distributions, the batch cap, the KV pool): today's self-check can
-  pass on an assumption that the changed configuration exposes.
+  pass on an assumption that the changed configuration exposes. The band is never narrower
+  than the figure's floor either side (a predicted 0 preemptions/s reads 0-0.1, not 0-0).
 - Cost: the twin runs `WARMUP_S` virtual seconds to fill its batch, then `SPAN_S` measured
   seconds read every `PAGE_EVERY_S`: five minutes of workload. Pages are what costs (rendering
   and parsing one is ~25 ms); counters and histogram increases only need the two ends, and 25
@@ -65,8 +66,9 @@ MAX_OCCUPANCY_ERROR = 0.50
 """Above this relative error on running, waiting or KV usage, occupancy is withheld."""
 MAX_LATENCY_FACTOR = 2.0
 """Above this ratio (twin/observed or its inverse) on a latency figure, latency is withheld."""
-BAND_FLOOR = 0.05
-"""The narrowest band a prediction carries (the twin's own run-to-run noise)."""
+BAND_FLOOR = 0.10
+"""The narrowest band a prediction carries: the real server's own run-to-run spread (the same
+configuration and load measured 392 and 439 tokens/s in two runs of bench/whatif_real.py)."""
 UNKNOWN_WIDEN = 0.10
 UNKNOWNS = ("prompt lengths", "generation lengths", "max_num_seqs", "KV pool")
 """Assumed inputs (by the start of their `assumed` line) that widen every band."""
@@ -430,7 +432,9 @@ class WhatIf:
                 continue
             err = self.check.errors.get(name)
             width = max(BAND_FLOOR, err if err is not None else 2 * token_error) + widen
-            bands[name] = Band(now, value, value * (1 - width), value * (1 + width))
+            floor = FLOORS[name]
+            low = max(0.0, min(value * (1 - width), value - floor))
+            bands[name] = Band(now, value, low, max(value * (1 + width), value + floor))
         return Prediction(wanted, bands, after, self.check.confidence, withheld=withheld)
 
 
