@@ -17,11 +17,17 @@ from vtop.model import Finding, Knob, Recommendation, Severity
 from vtop.signals.store import Store
 from vtop.sim.scenarios import get_scenario
 from vtop.sim.twin import Twin
-from vtop.whatif.advice import MIN_GAIN, Advisor, advise, twin_changes
+from vtop.whatif.advice import MIN_GAIN, Advice, Advisor, advise, twin_changes
 from vtop.whatif.predict import Band, Prediction, WhatIf, prepare
 
 WINDOW_S = 240.0
 ROOT = Path(__file__).resolve().parents[2]
+
+
+def predict(advisor: Advisor, finding: Finding, store: Store, knobs: Mapping[str, Knob],
+            gpu: str | None) -> Advice | None:  # fmt: skip
+    """Read the store and run the twin, as the report does (both on this thread)."""
+    return advisor.advise(finding, Advisor.read(store, WINDOW_S, knobs, gpu_name=gpu))
 
 
 def raise_seqs(endpoint: str, knobs: Mapping[str, Knob], to: int) -> Finding:
@@ -47,7 +53,7 @@ def test_a_raise_on_the_budget_bound_server_is_predicted_to_pay(
 ) -> None:
     store, knobs, gpu = budget
     finding = raise_seqs(store.endpoint, knobs, 64)
-    advice = Advisor().predict(finding, store, WINDOW_S, knobs, gpu_name=gpu)
+    advice = predict(Advisor(), finding, store, knobs, gpu)
     assert advice is not None and advice.promised == "generation_tokens_per_s"
     assert advice.gain is not None and advice.gain > 0.5, advice
     assert not advice.demoted and advice.verdict() == ""
@@ -62,8 +68,7 @@ def test_the_same_raise_where_the_cap_does_not_bind_is_demoted_and_says_why(
     store, knobs, gpu = healthy
     cap = knobs["max_num_seqs"].value
     assert isinstance(cap, int)
-    advice = Advisor().predict(raise_seqs(store.endpoint, knobs, cap * 2), store, WINDOW_S,
-                               knobs, gpu_name=gpu)  # fmt: skip
+    advice = predict(Advisor(), raise_seqs(store.endpoint, knobs, cap * 2), store, knobs, gpu)
     assert advice is not None and advice.gain is not None
     assert abs(advice.gain) < MIN_GAIN and advice.demoted, advice
     verdict = advice.verdict()
@@ -76,17 +81,14 @@ def test_the_advisor_keeps_a_prediction_until_the_advice_or_the_knobs_change(
 ) -> None:
     store, knobs, gpu = budget
     advisor = Advisor()
-    first = advisor.predict(raise_seqs(store.endpoint, knobs, 64), store, WINDOW_S, knobs,
-                            gpu_name=gpu)  # fmt: skip
+    first = predict(advisor, raise_seqs(store.endpoint, knobs, 64), store, knobs, gpu)
     fit = advisor.fitted(store.endpoint)
-    again = advisor.predict(raise_seqs(store.endpoint, knobs, 64), store, WINDOW_S, knobs,
-                            gpu_name=gpu)  # fmt: skip
+    again = predict(advisor, raise_seqs(store.endpoint, knobs, 64), store, knobs, gpu)
     assert again is first and advisor.fitted(store.endpoint) is fit
-    other = advisor.predict(raise_seqs(store.endpoint, knobs, 32), store, WINDOW_S, knobs,
-                            gpu_name=gpu)  # fmt: skip
+    other = predict(advisor, raise_seqs(store.endpoint, knobs, 32), store, knobs, gpu)
     assert other is not first and advisor.fitted(store.endpoint) is fit  # the same fit
     moved = {**knobs, "max_num_batched_tokens": Knob("max_num_batched_tokens", 4096, "process")}
-    advisor.predict(raise_seqs(store.endpoint, moved, 64), store, WINDOW_S, moved, gpu_name=gpu)
+    predict(advisor, raise_seqs(store.endpoint, moved, 64), store, moved, gpu)
     assert advisor.fitted(store.endpoint) is not fit  # another configuration: a new fit
 
 

@@ -1,8 +1,8 @@
 """What a finding's advice will buy: its recommendations run through the twin, together.
 
 A user who reads `--max-num-seqs 32` asks at once how much faster, and at what cost in
-latency. `Advisor.predict` answers for one finding: the twin fitted to the watched server
-(`predict.prepare`, self-checked against today) runs every recommendation of the finding that
+latency. `Advisor.advise` answers for one finding: the twin fitted to the watched server
+(`predict.prepare_from`, self-checked against today) runs every recommendation of the finding that
 it can set, all at once (FP8 KV and a lower max_num_seqs go together, so they are predicted
 together), on the observed workload.
 
@@ -173,8 +173,7 @@ class Advisor:
     stale: one fit per endpoint and workload, one prediction per finding and changes.
 
     `read` takes what a prediction needs from the store (cheap; on the thread that feeds the
-    store) and `advise` runs the twin on it (seconds; any thread, one at a time); `predict`
-    does both."""
+    store) and `advise` runs the twin on it (seconds; any thread, one at a time)."""
 
     def __init__(self) -> None:
         self._fits: dict[str, tuple[tuple[object, ...], WhatIf]] = {}
@@ -217,22 +216,6 @@ class Advisor:
         advice = advise(finding, whatif, changes)
         self._advice[key] = (stamp, advice)
         return advice
-
-    def predict(
-        self,
-        finding: Finding,
-        store: Store,
-        window_s: float,
-        knobs: Mapping[str, Knob],
-        *,
-        gpu_name: str | None = None,
-        scope: Scope = ENDPOINT,
-    ) -> Advice | None:
-        """`read`, then `advise`, on this thread."""
-        if not twin_changes(finding):
-            return None
-        reading = self.read(store, window_s, knobs, gpu_name=gpu_name, scope=scope)
-        return self.advise(finding, reading)
 
     def fitted(self, endpoint: str) -> WhatIf | None:
         """The endpoint's latest fit (its self-check is the predictions' footing), if any."""
