@@ -72,10 +72,10 @@ def clean_env(**extra: str) -> dict[str, str]:
     return {**env, **extra}
 
 
-def once(url: str, *extra: str, env: dict[str, str] | None = None
+def once(url: str, *extra: str, env: dict[str, str] | None = None, mode: str = "--once"
          ) -> subprocess.CompletedProcess[str]:  # fmt: skip
     return subprocess.run(
-        [sys.executable, "-m", "vtop", "--url", url, "--once", "--interval", "0.5", *extra],
+        [sys.executable, "-m", "vtop", "--url", url, mode, "--interval", "0.5", *extra],
         capture_output=True, text=True, cwd=ROOT, timeout=60, check=False,
         env=env if env is not None else clean_env(),
     )  # fmt: skip
@@ -176,7 +176,7 @@ def test_a_ca_cert_that_cannot_be_used_is_one_usage_line(
     result = once("https://127.0.0.1:9", "--ca-cert", str(path))
     assert result.returncode == 2 and result.stdout == ""
     assert result.stderr == f"vtop: {message.format(path)}\n"
-    report = once("https://127.0.0.1:9", "--ca-cert", str(path), "--report")
+    report = once("https://127.0.0.1:9", "--ca-cert", str(path), mode="--report")
     assert report.returncode == 3 and report.stderr == result.stderr  # UNKNOWN under --report
 
 
