@@ -228,3 +228,22 @@ def test_the_watch_flags_go_with_url_only(capsys: pytest.CaptureFixture[str]) ->
     assert capsys.readouterr().err.startswith("vtop: --duration and --interval go with --url")
     assert vtop_main(["whatif", "--url", "http://127.0.0.1:9", "--interval", "0"]) == EXIT_USAGE
     assert capsys.readouterr().err == "vtop: --interval must be positive\n"
+
+
+def test_the_monitors_connection_and_knob_flags_reach_the_watch(
+    capsys: pytest.CaptureFixture[str], server: str
+) -> None:
+    code = vtop_main(["whatif", "--url", server, *LIVE, "--max-num-seqs", "20",
+                      "--header", "X-Team: infra"])  # fmt: skip
+    doc = json.loads(capsys.readouterr().out)
+    assert code == EXIT_OK
+    (cap,) = [line for line in doc["read"] + doc["assumed"] if line.startswith("max_num_seqs=")]
+    assert cap.startswith("max_num_seqs=20 (") and "--max-num-seqs" in cap, cap
+    assert vtop_main(["whatif", "--url", server, "--header", "nocolon", "--set",
+                      "max_num_seqs=8"]) == EXIT_USAGE  # fmt: skip
+    assert "--header" in capsys.readouterr().err
+    assert vtop_main(["whatif", "--replay", str(TRACE), "--max-num-seqs", "20"]) == EXIT_USAGE
+    assert capsys.readouterr().err == (
+        "vtop: --header, --ca-cert, --insecure, --max-num-seqs and --max-num-batched-tokens "
+        "go with --url\n"
+    )

@@ -12,6 +12,7 @@ typed errors; they never import this package. Its modules:
     headless.py    --report, --record, --replay …     train.py     the text training quiz
     rules.py, rules_export.py, trace.py, sim.py, completion.py   the commands
     prometheus_args.py, targets_args.py   the flags that name what to watch
+    connection_args.py   how to reach a server (--header, --ca-cert), the knobs it hides
     exits.py       the exit codes, and `Exits`        usage.py     one-line usage errors
     output.py      `vtop: …` on stderr, documents on stdout; actions.py  --version, --schema
 

@@ -24,7 +24,7 @@ import asyncio
 import json
 
 from vtop import __version__
-from vtop.cli import headless, prometheus_args, targets_args
+from vtop.cli import connection_args, headless, prometheus_args, targets_args
 from vtop.cli.actions import VersionAction
 from vtop.cli.exits import EXIT_OK, EXIT_UNKNOWN, EXIT_USAGE, Exits
 from vtop.cli.output import fail
@@ -64,24 +64,7 @@ def build_parser(exit_code: int = EXIT_USAGE) -> argparse.ArgumentParser:
     src.add_argument(
         "--interval", type=float, default=1.0, metavar="SECONDS", help="poll interval (default 1 s)"
     )
-    src.add_argument(
-        "--header",
-        action="append",
-        default=[],
-        metavar="'K: V'",
-        help="extra request header (repeatable); VTOP_API_KEY sets a bearer token",
-    )
-    src.add_argument(
-        "--ca-cert",
-        metavar="FILE",
-        help="also trust the CA certificates in FILE (PEM, or a directory made by openssl "
-        "rehash); SSL_CERT_FILE / SSL_CERT_DIR replace the system's store",
-    )
-    src.add_argument(
-        "--insecure",
-        action="store_true",
-        help="do not verify TLS certificates (not with --ca-cert)",
-    )
+    connection_args.add_connection(src)
     src.add_argument(
         "--demo",
         nargs="?",
@@ -98,20 +81,7 @@ def build_parser(exit_code: int = EXIT_USAGE) -> argparse.ArgumentParser:
     )
     src.add_argument("--seed", type=int, default=0, help="random seed of the simulation")
     knobs = parser.add_argument_group("configuration the server does not expose")
-    knobs.add_argument(
-        "--max-num-seqs",
-        type=int,
-        metavar="N",
-        help="the server's --max-num-seqs (no metric exposes it): overrides what vtop reads "
-        "from the local process or infers",
-    )
-    knobs.add_argument(
-        "--max-num-batched-tokens",
-        type=int,
-        metavar="N",
-        help="the server's --max-num-batched-tokens (no metric exposes it): overrides what "
-        "vtop reads from the local process",
-    )
+    connection_args.add_knobs(knobs)
     triage = parser.add_argument_group("triage")
     triage.add_argument(
         "--rules",

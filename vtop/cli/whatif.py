@@ -39,6 +39,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from vtop import durations, fmt
+from vtop.cli import connection_args
 from vtop.cli.exits import EXIT_INTERRUPTED, EXIT_OK, EXIT_UNKNOWN, EXIT_USAGE
 from vtop.cli.output import fail, say, warning, write_stdout
 from vtop.cli.sources import UsageError, make_source
@@ -159,6 +160,9 @@ def build_parser() -> OneLineParser:
         metavar="SECONDS",
         help=f"with --url: poll interval (default {DEFAULT_INTERVAL_S:g} s)",
     )
+    live = parser.add_argument_group("with --url")
+    connection_args.add_connection(live)
+    connection_args.add_knobs(live)
     parser.add_argument(
         "--set",
         metavar="KNOB=VALUE",
@@ -385,13 +389,23 @@ def live_timing(args: argparse.Namespace) -> tuple[float, float]:
     return duration_s, interval_s
 
 
-def live_source(url: str, interval_s: float) -> FrameSource:
-    """The monitor's live source for `url`, as `vtop --url URL` makes it with its flags'
-    defaults (knobs from the local process or the page, this host's GPUs); the URL is checked
-    there, and a bad one raises `UsageError`."""
+def _reach_given(args: argparse.Namespace) -> bool:
+    """Whether any `connection_args` flag was given."""
+    return bool(args.header or args.ca_cert or args.insecure or args.max_num_seqs is not None
+                or args.max_num_batched_tokens is not None)  # fmt: skip
+
+
+def live_source(url: str, interval_s: float, reach: argparse.Namespace | None = None
+                ) -> FrameSource:  # fmt: skip
+    """The monitor's live source for `url`, as `vtop --url URL` makes it (knobs from the local
+    process or the page, this host's GPUs), with `reach`'s `connection_args` flags (none:
+    their defaults); the URL and the flags are checked there, a bad one raises `UsageError`."""
+    given = vars(reach) if reach is not None else {}
     flags = argparse.Namespace(
         url=[url], interval=interval_s, prometheus=None, demo=None, targets=[], discover=False,
-        header=[], insecure=False, ca_cert=None, max_num_seqs=None, max_num_batched_tokens=None,
+        header=given.get("header") or [], insecure=given.get("insecure", False),
+        ca_cert=given.get("ca_cert"), max_num_seqs=given.get("max_num_seqs"),
+        max_num_batched_tokens=given.get("max_num_batched_tokens"),
     )  # fmt: skip
     return make_source(flags)
 
@@ -442,11 +456,12 @@ def _gpu_name(monitor: Monitor, view: EndpointView) -> str | None:
     return None
 
 
-def watch_live(url: str, duration_s: float, interval_s: float) -> Observed:
+def watch_live(url: str, duration_s: float, interval_s: float,
+               reach: argparse.Namespace | None = None) -> Observed:  # fmt: skip
     """Watch `url` for `duration_s` (less on Ctrl-C) as the monitor does. Raises `WatchError`
     when it did not answer the first poll or answered fewer than two, `UsageError` for a URL
-    that cannot be polled at all."""
-    source = live_source(url, interval_s)
+    that cannot be polled at all (`reach`: the connection flags, `live_source`)."""
+    source = live_source(url, interval_s, reach)
     name = (watching(source) or [url])[0]
     monitor = Monitor(capacity=_capacity(duration_s, interval_s))
     refused = asyncio.run(_feed(source, monitor, name, duration_s, interval_s))
@@ -500,11 +515,14 @@ def main(argv: Sequence[str]) -> int:
         if bounds.given and args.sweep is None:
             raise ValueError("--max-itl-ms and --max-ttft-s pick a row of a --sweep: give one")
         duration_s, interval_s = live_timing(args)
+        if args.replay is not None and _reach_given(args):
+            raise ValueError("--header, --ca-cert, --insecure, --max-num-seqs and "
+                             "--max-num-batched-tokens go with --url")  # fmt: skip
     except ValueError as exc:
         return fail(str(exc), EXIT_USAGE)
     try:
         if args.url is not None:
-            observed = watch_live(args.url, duration_s, interval_s)
+            observed = watch_live(args.url, duration_s, interval_s, args)
         else:
             observed = read_trace(args.replay)
     except UsageError as exc:
