@@ -28,7 +28,7 @@ from vtop.triage.loader import RuleError, load_catalog
 from vtop.triage.measure import Snapshot, holds
 from vtop.triage.recommend import Withheld, build, steady
 from vtop.triage.schema import Rule
-from vtop.triage.template import render, render_value
+from vtop.triage.template import covered, render, render_value
 
 
 class ViewLike(Protocol):
@@ -206,7 +206,10 @@ class Engine:
             st.advised = {r.knob: r.new_value for r in recs}
             withheld = [("withheld", w.note) for w in built if isinstance(w, Withheld)]
         assert st.since is not None
-        evidence = tuple((label, render_value(t, names)) for label, t in rule.evidence)
+        times = snap.store.times()
+        history = times[-1] - times[0] if len(times) > 1 else 0.0
+        evidence = tuple((covered(label, history), covered(render_value(t, names), history))
+                         for label, t in rule.evidence)  # fmt: skip
         held = now - st.since
         if st.firing_since is not None:
             took = st.firing_since - st.since  # the time it took, on whichever path

@@ -5,14 +5,22 @@ attribute or index access, no conversions), so rendering is `format()` of plain 
 strings and booleans; an unknown value renders as '–', never as 0 or "None". An evidence row
 (`render_value`) whose every value is unknown is '–' alone: "– cores" or "– of polls" would
 dress an unread number in a unit, as if it had been measured.
+
+A window an evidence row names in parentheses, `(5 min)` or `(30 s)`, is the one its measure
+asks for; over a younger history the measure covers less, and `covered` says how much
+(`(last 42 s)`), so a 30 s report does not claim five minutes of evidence.
 """
 
 from __future__ import annotations
 
+import re
 import string
 from collections.abc import Mapping
 
+from vtop import durations
 from vtop.triage.expr import Value
+
+_WINDOW = re.compile(r"\((\d+(?:\.\d+)?) (min|s)\)")
 
 
 def _fmt(value: Value, spec: str) -> str:
@@ -42,3 +50,14 @@ def render_value(template: str, names: Mapping[str, Value]) -> str:
     if fields and all(names.get(f) is None for f in fields):
         return "–"
     return render(template, names)
+
+
+def covered(text: str, history_s: float) -> str:
+    """`text` with each parenthesised window longer than the history, `(5 min)`, read as the
+    span the history covers: `(last 42 s)`."""
+
+    def span(m: re.Match[str]) -> str:
+        window = float(m[1]) * (60.0 if m[2] == "min" else 1.0)
+        return m[0] if history_s >= window - 0.5 else f"(last {durations.span(history_s)})"
+
+    return _WINDOW.sub(span, text)
