@@ -46,6 +46,7 @@ from vtop.cli.sources import UsageError, make_source
 from vtop.cli.usage import OneLineParser
 from vtop.model import Frame, Knob, KnobValue
 from vtop.monitor import EndpointView, Monitor
+from vtop.report.build import families_doc
 from vtop.report.run import watch
 from vtop.signals.store import Store
 from vtop.sources.base import FrameSource, watching
@@ -331,16 +332,7 @@ def document(
             "errors": check.errors,
             "confidence": check.confidence,
             "reason": check.reason or None,
-            "families": {
-                name: {
-                    "worst": v.worst,
-                    "error": v.error,
-                    "measure": "factor" if name == "latency" else "relative",
-                    "withheld": v.withheld,
-                    "reason": v.reason or None,
-                }
-                for name, v in check.families.items()
-            },
+            "families": families_doc(check),
         },
         "workload": {"loop": whatif.workload.loop},
         "fit": {

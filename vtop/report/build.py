@@ -19,6 +19,7 @@ from vtop.model import EndpointInfo, Event, Finding
 from vtop.monitor import EndpointView
 from vtop.report.document import (
     BandDoc,
+    CheckFamilyDoc,
     EndpointDoc,
     EndpointStatus,
     EventDoc,
@@ -37,7 +38,7 @@ from vtop.report.document import (
 from vtop.report.tracks import Track
 from vtop.report.window import EndpointStats, GpuStats, Stat
 from vtop.whatif.advice import Advice
-from vtop.whatif.predict import Band, WhatIf
+from vtop.whatif.predict import Band, SelfCheck, WhatIf
 
 UNITS = {
     "running": "requests",
@@ -225,6 +226,20 @@ def prediction_doc(advice: Advice) -> PredictionDoc:
     }
 
 
+def families_doc(check: SelfCheck) -> dict[str, CheckFamilyDoc]:
+    """Each family's self-check verdict as data (the report's and `vtop whatif`'s JSON)."""
+    return {
+        name: {
+            "worst": v.worst,
+            "error": v.error,
+            "measure": "factor" if name == "latency" else "relative",
+            "withheld": v.withheld,
+            "reason": v.reason or None,
+        }
+        for name, v in check.families.items()
+    }
+
+
 def check_doc(endpoint: str, window_s: float, whatif: WhatIf) -> PredictionCheckDoc:
     """The twin at today's knobs against the observed figures: what every prediction of
     the report stands on."""
@@ -237,16 +252,7 @@ def check_doc(endpoint: str, window_s: float, whatif: WhatIf) -> PredictionCheck
         "errors": dict(c.errors),
         "confidence": c.confidence,
         "reason": c.reason or None,
-        "families": {
-            name: {
-                "worst": v.worst,
-                "error": v.error,
-                "measure": "factor" if name == "latency" else "relative",
-                "withheld": v.withheld,
-                "reason": v.reason or None,
-            }
-            for name, v in c.families.items()
-        },
+        "families": families_doc(c),
         "read": list(whatif.read),
         "assumed": list(whatif.assumed),
     }
