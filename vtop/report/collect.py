@@ -297,10 +297,7 @@ class Collector:
             "knobs": primary["knobs"] if primary else {},
             "signals": signals,
             "latency": primary["latency"] if primary else {},
-            "findings": [
-                finding_doc(t, advice.get((t.finding.endpoint, t.finding.rule))) for t in findings
-            ]
-            + judging,
+            "findings": [finding_doc(t, advice.get(_key(t))) for t in findings] + judging,
             "endpoints": endpoints,
             "gpus": gpu_docs(st.gpu),
             "gpu_unavailable": None if st.gpu.gpus else st.gpu.unavailable,

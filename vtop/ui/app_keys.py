@@ -40,10 +40,9 @@ TRIAGE_HELP = (
     "cause already explains it (then it gives no advice, so vtop never says 'raise "
     "max_num_seqs' while the KV cache is the wall). While nothing fires, the likely "
     "cause leads ('? likely budget-too-small · 8 of 15 s'), with no advice: flags come "
-    "with the verdict. Enter opens a finding: its evidence, "
-    "and each recommended flag with the formula and the inputs it was computed from, "
-    "each input with where it came from, then what the twin predicts they will buy. "
-    "c copies the flags."
+    "with the verdict. Enter opens a finding: what the twin predicts its flags will buy, its "
+    "evidence, and each recommended flag with the formula and the inputs it was computed "
+    "from, each input with where it came from. c copies the flags."
 )
 
 

@@ -23,12 +23,13 @@ from textual.geometry import Size
 from textual.screen import ModalScreen
 from textual.widget import Widget
 from textual.widgets import Static
-from textual.worker import Worker, WorkerState
+from textual.worker import Worker
 
 from vtop.model import Finding
 from vtop.monitor import Monitor
 from vtop.ui import detail
 from vtop.ui.prediction import Job, Predictor
+from vtop.ui.screens import predicting
 
 
 class DetailBody(Widget):
@@ -70,9 +71,6 @@ class FindingScreen(ModalScreen[None]):
         Binding("c", "copy", "Copy flags"),
     ]
 
-    PREDICT = "predict"
-    """The worker group of the twin's run."""
-
     def __init__(
         self,
         finding: Finding,
@@ -105,18 +103,13 @@ class FindingScreen(ModalScreen[None]):
 
     def on_mount(self) -> None:
         if self._job is not None:
-            self.run_worker(self._job, thread=True, exclusive=True, group=self.PREDICT)
+            predicting.run(self, self._job)
 
     def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
-        worker = event.worker
-        if worker.group != self.PREDICT:
+        rows = predicting.ended(event)
+        if rows is None:
             return
-        if event.state == WorkerState.SUCCESS and isinstance(worker.result, list):
-            self._predicted = worker.result
-        elif event.state == WorkerState.ERROR:
-            self._predicted = detail.unavailable_rows(f"the twin failed ({worker.error})")
-        else:
-            return
+        self._predicted = rows
         self.query_one(DetailBody).set_rows(self._body())
 
     def _body(self) -> list[detail.Row]:

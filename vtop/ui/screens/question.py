@@ -26,17 +26,17 @@ from textual.content import Content
 from textual.screen import ModalScreen
 from textual.widgets import OptionList, Static
 from textual.widgets.option_list import Option
-from textual.worker import Worker, WorkerState
+from textual.worker import Worker
 
 from vtop.report.train import Question, Verdict
-from vtop.ui.detail import Row, predicting_rows, unavailable_rows
+from vtop.ui.detail import Row, predicting_rows
 from vtop.ui.prediction import Job
+from vtop.ui.screens import predicting
 from vtop.ui.training import Change, answered, changes
 
 Grade = Callable[[Question, Change, str], Verdict]
 Predict = Callable[[], list[Row] | Job]
 """Reads the store for the finding's prediction (on the loop): rows now, or the twin's job."""
-PREDICT = "predict"
 Step = Literal["diagnosis", "change", "reveal"]
 
 PROMPTS = {
@@ -145,7 +145,7 @@ class QuestionScreen(ModalScreen[Verdict | None]):
         started = self._predict()
         if callable(started):
             self._show_predicted(predicting_rows())
-            self.run_worker(started, thread=True, exclusive=True, group=PREDICT)
+            predicting.run(self, started)
         else:
             self._show_predicted(started)
 
@@ -153,13 +153,9 @@ class QuestionScreen(ModalScreen[Verdict | None]):
         self.query_one("#question-predicted", Static).update(predicted(rows))
 
     def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
-        worker = event.worker
-        if worker.group != PREDICT:
-            return
-        if event.state == WorkerState.SUCCESS and isinstance(worker.result, list):
-            self._show_predicted(worker.result)
-        elif event.state == WorkerState.ERROR:
-            self._show_predicted(unavailable_rows(f"the twin failed ({worker.error})"))
+        rows = predicting.ended(event)
+        if rows is not None:
+            self._show_predicted(rows)
 
     def action_continue(self) -> None:
         """Enter on the reveal; a binding (not a key handler) so the key ends here, and does
