@@ -17,7 +17,8 @@ A rule whose condition still holds at the window's end while its evidence accrue
 waiting for requests to finish) is no verdict, and no all-clear either: it is reported with its
 progress, and when nothing at WARNING or above fired, the status is UNKNOWN (exit 3) with what a
 longer report would need ("budget-too-small: held for all 30 s; needs 15 s more"), never OK. A
-script acting on the exit code must not read "fine" for a server vtop is still judging.
+script acting on the exit code must not read "fine" for a server vtop is still judging, nor for
+one it hardly saw: a live window whose polls were held up (`_short_watch`) is UNKNOWN too.
 
 The headline leads with what counts, worst first, then what still fires at the end, in the
 engine's root-cause order. The document is plain JSON data, versioned (`REPORT_VERSION`) and
@@ -106,6 +107,8 @@ class Collector:
         self.evaluations = 0
         self.last_evaluated: float | None = None
         self.step_s: float | None = None
+        self.interrupted = False
+        """The watch was ended by the user (SIGINT): a window shorter than asked is theirs."""
 
     def add(self, frame: Frame, *, evaluate: bool = True) -> None:
         """One poll. With `evaluate`, the frame must be complete and the rules run on it."""
@@ -230,6 +233,9 @@ class Collector:
         if judging:
             more = f" (+{len(judging) - 1} more)" if len(judging) > 1 else ""
             return "UNKNOWN", f"no verdict yet: {self._progress(judging[0])}{more}"
+        short = self._short_watch()
+        if short is not None:
+            return "UNKNOWN", short
         span = _span(self.stats.t_first, self.stats.t_last)
         polls = f"{span} ({self.stats.polls} polls)"
         if counted:
@@ -242,6 +248,23 @@ class Collector:
             rules = ", ".join(dict.fromkeys(t.finding.rule for t in counted))
             return "OK", f"{len(counted)} info: {rules} (nothing worse over {polls})"
         return "OK", f"no findings over {polls}"
+
+    def _short_watch(self) -> str | None:
+        """Why an all-clear would rest on too little: a live watch whose readings cover less
+        than half the window asked for, though nobody cut it short. Its polls came late (a host
+        starved of CPU, a server that answers in tens of seconds), and the little it saw
+        proves nothing healthy; a script must not read OK."""
+        expected, t0, t1 = self.stats.expected_s, self.stats.t_first, self.stats.t_last
+        if self.source_kind != "live" or self.interrupted or not expected:
+            return None
+        covered = (t1 - t0) if t0 is not None and t1 is not None else 0.0
+        if covered >= expected / 2:
+            return None
+        return (
+            f"no verdict: {self.stats.polls} polls cover only {durations.span(covered)} of the "
+            f"{durations.span(expected)} asked (vtop's polls were held up: is this host short "
+            "of CPU, or the server slow to answer?)"
+        )
 
     def undecided(self) -> list[Finding]:
         """Warnings still being judged at the window's end: their condition holds, their

@@ -51,8 +51,12 @@ async def watch(
     stop: asyncio.Event | None = None,
     late_s: float = LATE_S,
 ) -> int:
-    """Poll until `stop` is set, or `duration_s` has passed and `min_polls` were made; a poll
-    still in flight `late_s` after the duration ends the watch without its frame."""
+    """Poll until `stop` is set, or the polls cover `duration_s` and `min_polls` were made; a
+    poll still in flight `late_s` after the duration ends the watch without its frame.
+
+    The duration counts from the first answer, not from the first request: a first poll that
+    takes 20 s (a starved host, a slow discovery) still leaves the report its 30 s of readings,
+    as long as it ends by the deadline (`duration_s + late_s` from the start) a script relies on."""
     loop = asyncio.get_running_loop()
     # A source that can read the past (Prometheus) hands it over first, a frame per step, so
     # the rules and the report's timeline step through it as if it had been watched live.
@@ -63,6 +67,7 @@ async def watch(
     started = loop.time()
     deadline = None if duration_s is None else started + duration_s + late_s
     polls = 0
+    first: float | None = None
     pacer = Pacer(interval_s, warm_up_s=WARM_UP_S if warms_up(source) else 0.0)
     while stop is None or not stop.is_set():
         tick = loop.time()
@@ -75,8 +80,9 @@ async def watch(
                 break
         on_frame(frame)
         polls += 1
-        elapsed = loop.time() - started
-        if duration_s is not None and elapsed >= duration_s and polls >= min_polls:
+        now = loop.time()
+        first = now if first is None else first
+        if duration_s is not None and now - first >= duration_s and polls >= min_polls:
             break
         after = pacer.next_after(frame)
         pace(source, after)
@@ -115,6 +121,7 @@ async def live_document(
         collector.add(frame)
 
     await watch(source, interval_s, take, duration_s=duration_s, min_polls=2, stop=stop)
+    collector.interrupted = stop is not None and stop.is_set()
     return collector.document()
 
 
