@@ -10,6 +10,8 @@ configuration on the real server itself.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from vtop.sim.calibration import (
@@ -140,3 +142,25 @@ def test_page_sampler_needs_two_pages() -> None:
     s = PageSampler()
     with pytest.raises(ValueError):
         s.figures()
+
+
+def test_at_speed_scales_the_preset_to_a_machine_three_times_slower() -> None:
+    """A twin sampled at 3x the preset's step time is read back as 3x slower, and the preset
+    scaled by that runs the same configuration at the same speed: steps/s within 5 %."""
+    from vtop.sim.calibration import at_speed
+
+    kv = CONFIGS[0]
+    assert CPU_ENGINE.fitted is not None
+    f = CPU_ENGINE.fitted
+    slow_law = FittedStepTime(base_s=3 * f.base_s, per_token_s=3 * f.per_token_s,
+                              per_seq_s=3 * f.per_seq_s)  # fmt: skip
+    slow = replace(CPU_ENGINE, fitted=slow_law)
+    seen = sample_twin(kv.twin(slow), seconds=60, warmup_s=15)
+    here, factor = at_speed(CPU_ENGINE, seen, sample_twin(kv.twin(), seconds=60, warmup_s=15))
+    assert factor == pytest.approx(3.0, rel=0.05)
+    again = sample_twin(kv.twin(here), seconds=60, warmup_s=15)
+    assert again.steps_per_s == pytest.approx(seen.steps_per_s, rel=0.05)
+    assert again.wall(kv.max_num_seqs) == "KV"
+    idle = replace(seen, steps_per_s=0.0)
+    with pytest.raises(ValueError, match="stepped"):
+        at_speed(CPU_ENGINE, idle, seen)

@@ -34,7 +34,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Awaitable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import httpx
 from prometheus_client.parser import text_string_to_metric_families
@@ -380,6 +380,30 @@ class PageSampler:
             tokens_per_step=ratio("iter_sum", "iter_n"),
             itl_s=ratio("itl_sum", "itl_n"),
         )
+
+
+def at_speed(preset: Preset, seen: Figures, twin_seen: Figures) -> tuple[Preset, float]:
+    """`preset` on the machine that `seen` was read on, and how much slower a step is there.
+
+    `twin_seen` is the preset's twin on the same configuration. A step's share of the time (one
+    over steps per second, over the step the law gives at that many tokens per step) is compared
+    between the two, and the step-time law scaled by their ratio. A machine's speed (another
+    CPU, bfloat16 in hardware or emulated) is no property of the scheduler; held to the same
+    speed, what the twin is compared on is the scheduling: who runs, who waits, what is
+    preempted, how many tokens a step carries."""
+    if preset.fitted is None or seen.steps_per_s <= 0 or twin_seen.steps_per_s <= 0:
+        raise ValueError("needs a fitted preset and windows in which both engines stepped")
+    f = preset.fitted
+
+    def share(fig: Figures) -> float:
+        point = StepPoint("seen", fig.tokens_per_step, fig.running, 0.0, 0.0)
+        return 1.0 / fig.steps_per_s / predict(f, point)
+
+    factor = share(seen) / share(twin_seen)
+    fitted = replace(f, base_s=f.base_s * factor, kernel_base_s=f.kernel_base_s * factor,
+                     per_token_s=f.per_token_s * factor, per_seq_s=f.per_seq_s * factor,
+                     per_context_token_s=f.per_context_token_s * factor)  # fmt: skip
+    return replace(preset, fitted=fitted), factor
 
 
 def sample_twin(twin: Twin, seconds: float, warmup_s: float) -> Figures:
