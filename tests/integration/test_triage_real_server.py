@@ -27,12 +27,14 @@ import signal
 import sys
 import time
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from tests.integration.conftest import BUDGET, ENGINE_KV, ServerConfig, ServerPool
+from tests.integration.host import steal_seconds, steal_since
 from tests.integration.kv_run import KV_HEAVY, KvRun
 from tools.vllm_cpu.load import LoadResult, Shape, closed_loop, waves
 from vtop.model import Finding
@@ -50,9 +52,10 @@ Load = Callable[[str], Awaitable[LoadResult]]
 
 # A 30 s report ends by 45 s (its last poll may take a request timeout). Past that, vtop's
 # threads' stacks go to its stderr and the test reads the kernel's view of it (state, wait
-# channel, CPU time, page faults) and the machine's load; at LATE_S it is interrupted: a live
-# report ends early on SIGINT with what it watched, so a late run still fails with its
-# document, when the document and the exit came, its stacks and those readings.
+# channel, CPU time, page faults) and the machine's (load, memory, each CPU's steal time); at
+# LATE_S it is interrupted: a live report ends early on SIGINT with what it watched, so a late
+# run still fails with its document, when the document and the exit came, its stacks and those
+# readings.
 STACKS_AFTER_S = 60
 LATE_S = 90.0
 RUN_VTOP = (
@@ -60,78 +63,136 @@ RUN_VTOP = (
     f"faulthandler.dump_traceback_later({STACKS_AFTER_S}, exit=False); "
     "sys.argv[0] = 'vtop'; runpy.run_module('vtop', run_name='__main__')"
 )
+HELD_UP = "vtop's polls were held up"
+"""The report's own words (vtop.report.collect) when its polls covered under half its window."""
 
 
-def _kernel_view(pid: int) -> str:
-    """What Linux says of process `pid` and of the machine: a hang's cause at a glance
-    (blocked in a wait channel, spinning, or paging: major faults)."""
+@dataclass
+class Kernel:
+    """What Linux says of vtop's process at one moment, and of the machine."""
+
+    state: str
+    cpu_s: float
+    line: str
+
+
+def _kernel_view(pid: int, steal_at_start: list[float]) -> Kernel:
+    """A hang's cause at a glance: blocked in a wait channel (S, D), spinning (R, CPU rising),
+    paging (major faults), or starved (R or D, CPU flat, steal rising)."""
     try:
         stat = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
         wchan = Path(f"/proc/{pid}/wchan").read_text()
         rss = next(line for line in Path(f"/proc/{pid}/status").read_text().splitlines()
                    if line.startswith("VmRSS"))  # fmt: skip
     except (OSError, StopIteration):
-        return f"pid {pid}: gone"
+        return Kernel("gone", 0.0, f"pid {pid}: gone")
     tick = 100.0
-    state, minflt, majflt, utime, stime = stat[0], stat[7], stat[9], stat[11], stat[12]
+    state, minflt, majflt = stat[0], stat[7], stat[9]
+    utime, stime = int(stat[11]) / tick, int(stat[12]) / tick
     meminfo = Path("/proc/meminfo").read_text().splitlines()
     avail = next((line for line in meminfo if line.startswith("MemAvailable")), "")
-    return (f"pid {pid}: state {state}, wchan {wchan or '-'}, cpu {int(utime) / tick:.1f}+"
-            f"{int(stime) / tick:.1f} s, faults {minflt} minor {majflt} major, {rss}; "
-            f"load {Path('/proc/loadavg').read_text().strip()}; {avail}")  # fmt: skip
+    line = (f"pid {pid}: state {state}, wchan {wchan or '-'}, cpu {utime:.1f}+{stime:.1f} s, "
+            f"faults {minflt} minor {majflt} major, {rss}; "
+            f"load {Path('/proc/loadavg').read_text().strip()}; {avail}; "
+            f"since the report began: {steal_since(steal_at_start)}")  # fmt: skip
+    return Kernel(state, utime + stime, line)
 
 
-async def report_under(url: str, load: Load) -> tuple[dict[str, Any], int, str]:
-    """Load the server for `LOADED_S`, then run the report while the load goes on."""
-    task = asyncio.create_task(load(url))
-    proc: asyncio.subprocess.Process | None = None
-    seen: list[str] = []
+@dataclass
+class Run:
+    """One `vtop --report` under load."""
+
+    out: bytes
+    err: str
+    code: int | None
+    took: float
+    timing: str
+    seen: list[Kernel]
+
+    def starved(self) -> str | None:
+        """Why this run says nothing of vtop: the host gave it no CPU. Late, wanting to run or
+        in the kernel (R, D) and its CPU time flat over 30 s (a vtop waiting on something is
+        S; a vtop spinning gains CPU); or it said its own polls were held up."""
+        if len(self.seen) == 2:
+            before, after = self.seen
+            if after.state in ("R", "D") and after.cpu_s - before.cpu_s < 0.5:
+                return f"no CPU for vtop from {STACKS_AFTER_S} s to {LATE_S:.0f} s"
+        if self.took < LATE_S and HELD_UP in self.out.decode(errors="replace"):
+            return "the report says its polls were held up"
+        return None
+
+    def failure(self) -> str:
+        return (f"a 30 s report ran {self.took:.0f} s ({self.timing}; exit status {self.code}): "
+                f"{self.out[-400:]!r}\n" + "\n".join(k.line for k in self.seen) +
+                f"\n{self.err}")  # fmt: skip
+
+
+async def _report(url: str) -> Run:
+    """Run the report on `url` (loaded already) as a script would, watching it if it is late."""
+    steal = steal_seconds()
+    began = time.monotonic()
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-c", RUN_VTOP, "--url", url, *REPORT, cwd=ROOT,
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+    )  # fmt: skip
+    assert proc.stdout is not None and proc.stderr is not None
+    when: dict[str, float] = {}
+    seen: list[Kernel] = []
+
+    async def timed(name: str, aw: Awaitable[Any]) -> Any:
+        result = await aw
+        when[name] = time.monotonic() - began
+        return result
+
     try:
-        await asyncio.sleep(LOADED_S)
-        assert not task.done(), "the load ended before the report began"
-        began = time.monotonic()
-        proc = await asyncio.create_subprocess_exec(
-            sys.executable, "-c", RUN_VTOP, "--url", url, *REPORT, cwd=ROOT,
-            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
-        )  # fmt: skip
-        assert proc.stdout is not None and proc.stderr is not None
-        when: dict[str, float] = {}
-
-        async def timed(name: str, aw: Awaitable[Any]) -> Any:
-            result = await aw
-            when[name] = time.monotonic() - began
-            return result
-
         out_task = asyncio.ensure_future(timed("document", proc.stdout.read()))
         err_task = asyncio.ensure_future(timed("stderr", proc.stderr.read()))
         talk = asyncio.ensure_future(asyncio.gather(out_task, err_task, timed("exit", proc.wait())))
         done, _ = await asyncio.wait({talk}, timeout=STACKS_AFTER_S)
         if not done:
-            seen.append(f"at {STACKS_AFTER_S} s: {_kernel_view(proc.pid)}")
+            seen.append(_kernel_view(proc.pid, steal))
             done, _ = await asyncio.wait({talk}, timeout=LATE_S - STACKS_AFTER_S)
         if not done:
-            seen.append(f"at {LATE_S:.0f} s: {_kernel_view(proc.pid)}")
+            seen.append(_kernel_view(proc.pid, steal))
             proc.send_signal(signal.SIGINT)
             done, _ = await asyncio.wait({talk}, timeout=15)
         if not done:
             proc.kill()
         out, err, _ = await talk
-        took = time.monotonic() - began
     finally:
-        task.cancel()
-        await asyncio.gather(task, return_exceptions=True)
-        if proc is not None and proc.returncode is None:
+        if proc.returncode is None:
             proc.kill()
             await proc.wait()
     timing = ", ".join(
         f"{name} at {t:.0f} s" for name, t in sorted(when.items(), key=lambda i: i[1])
     )
-    assert took < LATE_S, (
-        f"a 30 s report ran {took:.0f} s ({timing}; exit status {proc.returncode}): "
-        f"{out[-400:]!r}\n" + "\n".join(seen) + f"\n{err.decode()}"
-    )
-    assert proc.returncode is not None
-    return json.loads(out), proc.returncode, err.decode()
+    return Run(out, err.decode(), proc.returncode, time.monotonic() - began, timing, seen)
+
+
+async def report_under(url: str, load: Load) -> tuple[dict[str, Any], int, str]:
+    """Load the server for `LOADED_S`, then run the report while the load goes on.
+
+    A run the host starved (`Run.starved`: seen on CI, vtop runnable with no CPU for 30 s) is
+    no evidence either way: it is run once more, on a fresh load, and the second run counts.
+    A vtop that is late or wrong by its own doing is so twice."""
+    notes: list[str] = []
+    for attempt in (1, 2):
+        task = asyncio.create_task(load(url))
+        try:
+            await asyncio.sleep(LOADED_S)
+            assert not task.done(), "the load ended before the report began"
+            run = await _report(url)
+        finally:
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+        why = run.starved()
+        if why is None or attempt == 2:
+            break
+        notes.append(f"run {attempt} starved ({why}), run again:\n{run.failure()}")
+        print(notes[-1])
+    assert run.took < LATE_S, "\n".join([*notes, run.failure()])
+    assert run.code is not None
+    return json.loads(run.out), run.code, run.err + "".join(f"\n{n}" for n in notes)
 
 
 def verdict(doc: dict[str, Any]) -> dict[str, Any]:
