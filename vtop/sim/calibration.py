@@ -27,6 +27,9 @@ the same configurations on both, is the one place where the twin meets reality.
   figures a poller would quote (mean gauges, counter rates). Comparing page with page keeps
   the twin's internal state out of the comparison. Pages are parsed with prometheus-client's
   reference parser: a bench reads a few hundred pages, speed does not matter here.
+- `at_speed()` scales the preset to another machine's speed (how much slower a step is there
+  than on the preset's twin, same configuration), so a test on a slower CPU holds the twin's
+  scheduling, not the machine, to the real server.
 """
 
 from __future__ import annotations
