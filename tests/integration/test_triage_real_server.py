@@ -34,10 +34,11 @@ from typing import Any
 import pytest
 
 from tests.integration.conftest import BUDGET, ENGINE_KV, ServerConfig, ServerPool
-from tests.integration.host import steal_seconds, steal_since
+from tests.integration.host import TICK_S, steal_seconds, steal_since
 from tests.integration.kv_run import KV_HEAVY, KvRun
 from tools.vllm_cpu.load import LoadResult, Shape, closed_loop, waves
 from vtop.model import Finding
+from vtop.report.collect import HELD_UP
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -63,8 +64,6 @@ RUN_VTOP = (
     f"faulthandler.dump_traceback_later({STACKS_AFTER_S}, exit=False); "
     "sys.argv[0] = 'vtop'; runpy.run_module('vtop', run_name='__main__')"
 )
-HELD_UP = "vtop's polls were held up"
-"""The report's own words (vtop.report.collect) when its polls covered under half its window."""
 
 
 @dataclass
@@ -76,7 +75,7 @@ class Kernel:
     line: str
 
 
-def _kernel_view(pid: int, steal_at_start: list[float]) -> Kernel:
+def _kernel_view(pid: int, at_s: float, steal_at_start: list[float]) -> Kernel:
     """A hang's cause at a glance: blocked in a wait channel (S, D), spinning (R, CPU rising),
     paging (major faults), or starved (R or D, CPU flat, steal rising)."""
     try:
@@ -85,13 +84,12 @@ def _kernel_view(pid: int, steal_at_start: list[float]) -> Kernel:
         rss = next(line for line in Path(f"/proc/{pid}/status").read_text().splitlines()
                    if line.startswith("VmRSS"))  # fmt: skip
     except (OSError, StopIteration):
-        return Kernel("gone", 0.0, f"pid {pid}: gone")
-    tick = 100.0
+        return Kernel("gone", 0.0, f"at {at_s:.0f} s: pid {pid}: gone")
     state, minflt, majflt = stat[0], stat[7], stat[9]
-    utime, stime = int(stat[11]) / tick, int(stat[12]) / tick
+    utime, stime = int(stat[11]) * TICK_S, int(stat[12]) * TICK_S
     meminfo = Path("/proc/meminfo").read_text().splitlines()
     avail = next((line for line in meminfo if line.startswith("MemAvailable")), "")
-    line = (f"pid {pid}: state {state}, wchan {wchan or '-'}, cpu {utime:.1f}+{stime:.1f} s, "
+    line = (f"at {at_s:.0f} s: pid {pid}: state {state}, wchan {wchan or '-'}, cpu {utime:.1f}+{stime:.1f} s, "
             f"faults {minflt} minor {majflt} major, {rss}; "
             f"load {Path('/proc/loadavg').read_text().strip()}; {avail}; "
             f"since the report began: {steal_since(steal_at_start)}")  # fmt: skip
@@ -150,10 +148,10 @@ async def _report(url: str) -> Run:
         talk = asyncio.ensure_future(asyncio.gather(out_task, err_task, timed("exit", proc.wait())))
         done, _ = await asyncio.wait({talk}, timeout=STACKS_AFTER_S)
         if not done:
-            seen.append(_kernel_view(proc.pid, steal))
+            seen.append(_kernel_view(proc.pid, STACKS_AFTER_S, steal))
             done, _ = await asyncio.wait({talk}, timeout=LATE_S - STACKS_AFTER_S)
         if not done:
-            seen.append(_kernel_view(proc.pid, steal))
+            seen.append(_kernel_view(proc.pid, LATE_S, steal))
             proc.send_signal(signal.SIGINT)
             done, _ = await asyncio.wait({talk}, timeout=15)
         if not done:

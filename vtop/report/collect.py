@@ -67,6 +67,8 @@ FindingsFn = Callable[[Monitor], Iterable[Finding]]
 MAX_EVENTS = 200
 PREDICT_WINDOW_S = 300.0
 """The workload a prediction is fitted to: the window's last five minutes at most."""
+HELD_UP = "vtop's polls were held up"
+"""Why a live window covers under half what was asked, in the UNKNOWN it gets (`_short_watch`)."""
 PREDICT_BUDGET_S = 6.0
 """Time the report spends predicting at most (a fit and a run cost about a second each): a
 fleet's report ends seconds after its window, not a minute; later findings go unpredicted."""
@@ -262,8 +264,8 @@ class Collector:
             return None
         return (
             f"no verdict: {self.stats.polls} polls cover only {durations.span(covered)} of the "
-            f"{durations.span(expected)} asked (vtop's polls were held up: is this host short "
-            "of CPU, or the server slow to answer?)"
+            f"{durations.span(expected)} asked ({HELD_UP}: is this host short of CPU, or the "
+            "server slow to answer?)"
         )
 
     def undecided(self) -> list[Finding]:
