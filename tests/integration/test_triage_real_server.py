@@ -36,7 +36,7 @@ import pytest
 from tests.integration.conftest import BUDGET, ENGINE_KV, ServerConfig, ServerPool
 from tests.integration.host import TICK_S, steal_seconds, steal_since
 from tests.integration.kv_run import KV_HEAVY, KvRun
-from tools.vllm_cpu.load import LoadResult, Shape, closed_loop, waves
+from tools.vllm_cpu.load import LoadResult, Shape, closed_loop, wave_shape, waves
 from vtop.model import Finding
 from vtop.report.collect import HELD_UP
 
@@ -227,7 +227,10 @@ def test_a_client_sending_waves_is_client_static_batching_within_30_s(
     vllm_pool: ServerPool,
 ) -> None:
     server = vllm_pool.get(ROOMY)
-    shape = Shape(prompt_tokens=(16, 128), max_tokens=(200, 400))
+    # Waves of ~14 s (200 to 400 tokens on an AVX-512 CPU; fewer on a slower one): a 30 s
+    # report holds two refills, the evidence waves leave. Waves longer than half the report
+    # cannot show two in it, on any machine.
+    shape = asyncio.run(wave_shape(server.url, wave_size=16, wave_s=14.0))
 
     def load(url: str) -> Awaitable[LoadResult]:
         return waves(url, wave_size=16, duration=120.0, shape=shape, seed=7)
@@ -237,7 +240,7 @@ def test_a_client_sending_waves_is_client_static_batching_within_30_s(
     top = verdict(doc)
     assert top["rule"] == "client-static-batching", said(doc)
     assert not any(f["rule"] == "budget-too-small" and f["counts"] for f in doc["findings"])
-    print(f"\nreal server under waves, 30 s report: {said(doc)}")
+    print(f"\nreal server under waves of {shape.max_tokens} tokens, 30 s report: {said(doc)}")
 
 
 def test_a_lightly_loaded_server_is_ok(vllm_pool: ServerPool) -> None:

@@ -124,9 +124,9 @@ REGIMES: dict[str, Regime] = {
 }
 
 
-async def record(name: str, regime: Regime) -> Path:
+async def record(name: str, regime: Regime, folder: Path = OUT, suffix: str = "") -> Path:
     server = make_server(**regime.server).start()
-    out = OUT / f"{name}.vtrace"
+    out = folder / f"{name}{suffix}.vtrace"
     out.unlink(missing_ok=True)
     try:
         load = asyncio.create_task(regime.load(server.url, regime.before + regime.record + 30))
@@ -147,12 +147,13 @@ async def record(name: str, regime: Regime) -> Path:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     parser.add_argument("regimes", nargs="*", help="default: every regime")
+    parser.add_argument("--suffix", default="", help="added to each trace's name (e.g. -slowhost)")
     args = parser.parse_args(argv)
     names = args.regimes or list(REGIMES)
     for name in names:
         if name not in REGIMES:
             parser.error(f"unknown regime {name!r}; known: {', '.join(REGIMES)}")
-        path = asyncio.run(record(name, REGIMES[name]))
+        path = asyncio.run(record(name, REGIMES[name], suffix=args.suffix))
         print(f"{name}: {path}", file=sys.stderr)
     return 0
 

@@ -136,6 +136,10 @@ def counted_value(name: str, counts: Counts, resolve: Callable[[str], Value]) ->
     if name in ("prompt_len_spread", "ttft_spread"):
         h = counts.hist("prompt_len" if name.startswith("prompt") else "ttft")
         return ratio(hist.quantile(0.99, h), hist.quantile(0.5, h))
+    if name == "preemptions_per_request":
+        finished = counts.increase(key("requests_finished", ALL))
+        preempted = counts.increase("preemptions")
+        return ratio(preempted, None if finished is None else max(finished, 1.0))
     if name == "length_finish_share":
         return ratio(counts.increase(key("requests_finished", "length")),
                  counts.increase(key("requests_finished", ALL)))  # fmt: skip

@@ -159,6 +159,13 @@ DERIVED: dict[str, Derived] = {
                 "deltas over the window; unknown with fewer than two engines.",
                 "max(histogram_quantile(0.95, sum by (engine, le) "
                 "(rate(vllm:time_to_first_token_seconds_bucket[W])))) / min(…)"),
+        Derived("preemptions_per_request", "window", "ratio",
+                "Preemptions per finished request over the window: Δpreemptions / "
+                "Δrequests_finished (at least 1). A pool that thrashes preempts about once "
+                "per request or more on any hardware, however slow; a server with room "
+                "preempts none.",
+                "increase(vllm:num_preemptions_total[W]) / "
+                "clamp_min(increase(vllm:request_success_total[W]), 1)"),
         Derived("length_finish_share", "window", "ratio",
                 "Share of finished requests that stopped at their max_tokens. Normal when "
                 "clients set max_tokens; never a fault by itself.",
@@ -170,7 +177,7 @@ DERIVED: dict[str, Derived] = {
 
 SINCE_START_VALUES = frozenset({
     "prefix_hit_rate", "queue_share_of_ttft", "prefill_share_of_ttft", "iteration_fill",
-    "prompt_len_spread", "ttft_spread", "length_finish_share",
+    "prompt_len_spread", "ttft_spread", "length_finish_share", "preemptions_per_request",
 })  # fmt: skip
 """Window-derived values made of counters and histograms alone, so the server's own totals
 give them since it started (`window: since_start`)."""

@@ -265,6 +265,10 @@ class MeasureTranslator(abc.ABC):
                 spread = self.ratio(f"max by ({self.by}) ({h})", f"min by ({self.by}) ({h})")
                 parts.append(f"({spread} and (count by ({self.by}) ({h}) > 1))")
             return self._alternatives(parts)
+        if name == "preemptions_per_request":
+            finished = self.counter("increase", Operand("requests_finished"), w)
+            return (f"({self.counter('increase', Operand('preemptions'), w)} / "
+                    f"clamp_min({finished}, 1))")  # fmt: skip
         if name == "length_finish_share":
             length = Operand("requests_finished", "length")
             return self.ratio(
