@@ -257,17 +257,17 @@ async def wave_shape(
     """The request shape whose waves of `wave_size` take about `wave_s` seconds on this server.
 
     A wave lasts as long as its longest request's decode, and a decode step's time depends on
-    the machine (the CPU build: ~35 ms for 16 sequences on AVX-512, ~100 ms on AVX2 only). Two
-    probe waves, of 8 and of 40 tokens a request, measure it (their difference leaves out the
-    prefill and the HTTP round trips); max_tokens is then drawn from (M/2, M) with M the steps
-    that fit in `wave_s`, at most `most`."""
+    the machine (the CPU build: ~35 ms for 16 sequences on AVX-512, ~100 ms on AVX2 only). Probe
+    waves of 8 and of 40 tokens a request, after one that warms the server up, measure it
+    (their difference leaves out the prefill and the HTTP round trips); max_tokens is then
+    drawn from (M/2, M) with M the steps that fit in `wave_s`, at most `most`."""
     took: list[float] = []
-    for tokens in (8, 40):
+    for tokens in (8, 8, 40):
         async with _Client(url, Shape(prompt_tokens, tokens), 0, wave_size) as client:
             began = time.monotonic()
             await asyncio.gather(*(client.one() for _ in range(wave_size)))
             took.append(time.monotonic() - began)
-    step_s = max(took[1] - took[0], 1e-3) / 32
+    step_s = max(took[2] - took[1], took[2] / 2) / 32
     top = max(16, min(most, int(wave_s / step_s)))
     return Shape(prompt_tokens=prompt_tokens, max_tokens=(top // 2, top))
 
