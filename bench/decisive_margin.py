@@ -109,7 +109,8 @@ def real_regimes() -> dict[str, str | None]:
         # | `kv.vtrace` | memory-ceiling | … : the table rows of the README
         cells = [c.strip().strip("`") for c in line.split("|")[1:-1]]
         if len(cells) >= 2 and cells[0].endswith(".vtrace"):
-            out[cells[0]] = None if cells[1] in ("none", "–") else cells[1]
+            rule = cells[1].split()[0]  # "past-sweet-spot (pending)": still that problem
+            out[cells[0]] = None if rule in ("none", "–") else rule
     return out
 
 

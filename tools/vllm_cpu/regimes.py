@@ -60,6 +60,13 @@ REGIMES: dict[str, Regime] = {
         before=240.0,
         record=60.0,
     ),
+    "sweet": Regime(
+        "past-sweet-spot",
+        "8 seats, a 3,072-token KV pool, 16 closed-loop clients: the batch at its cap "
+        "outgrows the pool and preempts",
+        {"model": "engine", "max_num_seqs": 8, "num_gpu_blocks": 24},
+        lambda u, d: closed_loop(u, concurrency=16, duration=d, drain=False),
+    ),
     "budget2": Regime(
         "budget-too-small",
         "2 seats, a 20,480-token pool, 24 clients: the batch at its cap, 22 waiting",
@@ -91,6 +98,24 @@ REGIMES: dict[str, Regime] = {
         "pool, 24 blocks, preempts too)",
         {"model": "tiny", "max_num_seqs": 16, "num_gpu_blocks": 24},
         lambda u, d: closed_loop(u, concurrency=40, duration=d, drain=False),
+    ),
+    "prefill": Regime(
+        "prefill-budget-bound",
+        "16 seats, a 51,200-token pool, a 256-token step budget, 24 clients with prompts of "
+        "1,000 to 1,500 tokens and short answers: each step is full of prompt",
+        {
+            "model": "engine",
+            "max_num_seqs": 16,
+            "num_gpu_blocks": 400,
+            "max_num_batched_tokens": 256,
+        },
+        lambda u, d: closed_loop(
+            u,
+            concurrency=24,
+            duration=d,
+            drain=False,
+            shape=Shape(prompt_tokens=(1000, 1500), max_tokens=(16, 32)),
+        ),
     ),
     "full": Regime(
         None,
