@@ -149,9 +149,9 @@ REGIMES: dict[str, Regime] = {
 }
 
 
-async def record(name: str, regime: Regime, folder: Path = OUT, suffix: str = "") -> Path:
+async def record(name: str, regime: Regime, suffix: str = "") -> Path:
     server = make_server(**regime.server).start()
-    out = folder / f"{name}{suffix}.vtrace"
+    out = OUT / f"{name}{suffix}.vtrace"
     out.unlink(missing_ok=True)
     try:
         load = asyncio.create_task(regime.load(server.url, regime.before + regime.record + 30))
@@ -178,7 +178,7 @@ def main(argv: list[str] | None = None) -> int:
     for name in names:
         if name not in REGIMES:
             parser.error(f"unknown regime {name!r}; known: {', '.join(REGIMES)}")
-        path = asyncio.run(record(name, REGIMES[name], suffix=args.suffix))
+        path = asyncio.run(record(name, REGIMES[name], args.suffix))
         print(f"{name}: {path}", file=sys.stderr)
     return 0
 
