@@ -17,13 +17,17 @@ How it starts vLLM, and why:
 - cwd is the repo root and the model path is relative, so nothing machine-specific reaches the
   pages or the /v1/models answer that fixtures are captured from. `--served-model-name`
   gives the label a hub-like shape (`vtop/engine`).
-- Its own session (process group), so stop() can clean up the engine-core and worker
-  processes vLLM forks even when the API server dies badly.
+- Its own process group, so stop() can clean up the engine-core and worker processes vLLM
+  forks even when the API server dies badly; not its own session, which where autogroups are
+  on (as on CI's VMs) would give it a scheduling group of its own, weighed against the
+  caller's whatever either's niceness: a CI job whose group is niced then gets ~1 % of the
+  CPU beside it (measured: a task in a nice-19 autogroup, two spinners setsid beside it,
+  0.13 s of CPU in 10 s).
 - The log goes to a file (never a pipe that could fill and block the server).
-- At nice 10, its session's autogroup too: on a CPU the engine takes every core it can (its
-  worker and engine core spin), where on a GPU host they leave the CPU alone; what runs beside
-  it — vtop under test, the load's clients — must not be starved by it (CI saw a report get
-  1 s of CPU in 60). Among vLLM's own processes nothing changes: they are all niced alike.
+- At nice 10: on a CPU the engine takes every core it can (its worker and engine core spin),
+  where on a GPU host they leave the CPU alone; what runs beside it (vtop under test, the
+  load's clients) must not be starved by it (CI saw a report get 1 s of CPU in 60). Among
+  vLLM's own processes nothing changes: they are all niced alike.
 
 The `engine` model (~100M parameters) keeps the engine the bottleneck on 2 cores, so gauges read
 true; `tiny` is so fast that the API server is the bottleneck (see shared/reference/vllm.md).
@@ -60,7 +64,7 @@ MODEL_NAMES: tuple[ModelName, ...] = ("engine", "tiny")
 # The engine model takes ~80 s to start on 2 idle cores; CI machines can be slower and busy.
 DEFAULT_STARTUP_TIMEOUT_S = 420.0
 NICE = 10
-"""The server's niceness, and its autogroup's (see the module's docstring)."""
+"""The server's niceness (see the module's docstring)."""
 
 
 class VllmServerError(RuntimeError):
@@ -201,12 +205,8 @@ class VllmServer:
                 stdin=subprocess.DEVNULL,
                 stdout=log,
                 stderr=subprocess.STDOUT,
-                start_new_session=True,
+                process_group=0,
             )
-        # Its new session has an autogroup of its own (where autogroups are on), which the
-        # scheduler weighs against every other group whatever the niceness inside it.
-        with contextlib.suppress(OSError):
-            Path(f"/proc/{self.process.pid}/autogroup").write_text(f"{NICE}\n")
         try:
             self._wait_healthy(began)
         except BaseException:
