@@ -101,7 +101,7 @@ class PrometheusServer:
                 ],
                 stdout=out,
                 stderr=subprocess.STDOUT,
-                start_new_session=True,
+                process_group=0,
             )
         server = cls(proc, f"http://127.0.0.1:{port}", workdir, log)
         deadline = time.monotonic() + timeout_s

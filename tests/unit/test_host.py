@@ -185,7 +185,7 @@ def start_server(fake_vllm: Path, tmp_path: Path) -> Iterator[StartServer]:
         env = {**os.environ, "PYTHONPATH": str(fake_vllm), "FAKE_VLLM_READY": str(ready)}
         if listen_port is not None:
             env["FAKE_VLLM_LISTEN_PORT"] = listen_port
-        proc = subprocess.Popen([*launcher, *args], env=env, start_new_session=True)
+        proc = subprocess.Popen([*launcher, *args], env=env, process_group=0)
         started.append(proc)
         deadline = time.monotonic() + 20
         while not ready.exists():
@@ -198,7 +198,7 @@ def start_server(fake_vllm: Path, tmp_path: Path) -> Iterator[StartServer]:
     yield start
     for proc in started:
         with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, signal.SIGKILL)  # the session we started: server + children
+            os.killpg(proc.pid, signal.SIGKILL)  # the group we started: server + children
         proc.wait(timeout=10)
 
 

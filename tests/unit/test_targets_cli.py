@@ -95,7 +95,7 @@ def stand_in_vllm(tmp_path: Path) -> Iterator[tuple[int, int]]:
     argv = [sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--port", str(port),
             "--max-num-seqs", "24"]  # fmt: skip
     proc = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, text=True,
-                            start_new_session=True)  # fmt: skip
+                            process_group=0)  # fmt: skip
     try:
         assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
         yield proc.pid, port
