@@ -91,8 +91,11 @@ START = re.compile(r"vtop sim: serving scenario 'healthy' as vLLM 0\.32\.0 on "
 
 
 def test_a_server_says_in_one_line_what_it_serves_and_ctrl_c_stops_it() -> None:
-    """`vtop sim` with no scenario (any free port, as 8000 may be taken here)."""
-    proc = subprocess.Popen([sys.executable, "-m", "vtop", "sim", "--port", "0"],
+    """`vtop sim` with no scenario (any free port, as 8000 may be taken here). A server still
+    up 30 s after Ctrl-C (seen once, on a machine starved by a test run at nice 19) is sent
+    SIGABRT, and faulthandler's stacks say where it was."""
+    argv = [sys.executable, "-X", "faulthandler", "-m", "vtop", "sim", "--port", "0"]
+    proc = subprocess.Popen(argv,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)})  # fmt: skip
     try:
@@ -104,7 +107,12 @@ def test_a_server_says_in_one_line_what_it_serves_and_ctrl_c_stops_it() -> None:
                                     timeout=10) as resp:  # fmt: skip
             assert b"vllm:num_requests_running" in resp.read()
         proc.send_signal(signal.SIGINT)
-        out, err = proc.communicate(timeout=30)
+        try:
+            out, err = proc.communicate(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.send_signal(signal.SIGABRT)
+            _, err = proc.communicate(timeout=15)
+            pytest.fail(f"`vtop sim` still up 30 s after Ctrl-C; its stacks:\n{err}")
     finally:
         proc.kill()
     assert (proc.returncode, out, err) == (0, "", "")
