@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import psutil
+
 TICK_S = 0.01
 """USER_HZ: /proc/stat counts in hundredths of a second on every Linux this runs on."""
 
@@ -42,45 +44,35 @@ def _read(path: str) -> str:
         return ""
 
 
-def _stat(pid: int | str) -> list[str]:
-    """/proc/PID/stat's fields after the command name: [0] is field 3 (state)."""
-    text = _read(f"/proc/{pid}/stat")
-    return text.rsplit(")", 1)[1].split() if ")" in text else []
-
-
 def cpu_seconds_by_process() -> dict[int, tuple[str, float]]:
     """pid -> (command name, its CPU seconds so far, all its threads), for every process."""
-    out: dict[int, tuple[str, float]] = {}
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        text = _read(f"/proc/{entry.name}/stat")
-        if ")" not in text:
-            continue
-        comm = text.split("(", 1)[1].rsplit(")", 1)[0]
-        fields = text.rsplit(")", 1)[1].split()
-        out[int(entry.name)] = (comm, (int(fields[11]) + int(fields[12])) * TICK_S)
-    return out
+    return {p.pid: (p.info["name"], sum(p.info["cpu_times"][:2]))
+            for p in psutil.process_iter(["name", "cpu_times"]) if p.info["cpu_times"]}  # fmt: skip
 
 
 def scheduling(pid: int) -> str:
     """How Linux schedules `pid`: `nice 0, normal, autogroup-12 nice 0, CPUs 0-1, on CPU 1,
     ran 1.2 s, waited 40.0 s runnable, 310 forced switches` (schedstat's wait is the proof of
-    starvation: time spent ready to run and not run)."""
-    fields = _stat(pid)
-    if not fields:
+    starvation: time spent ready to run and not run). psutil has no policy, autogroup or
+    schedstat: those come from /proc."""
+    try:
+        proc = psutil.Process(pid)
+        with proc.oneshot():
+            nice, cpus, cpu = proc.nice(), proc.cpu_affinity(), proc.cpu_num()
+            forced = proc.num_ctx_switches().involuntary
+    except psutil.Error:
         return "gone"
-    status = dict(line.split(":", 1) for line in _read(f"/proc/{pid}/status").splitlines()
-                  if ":" in line)  # fmt: skip
-    parts = [f"nice {fields[16]}", POLICIES.get(fields[38], f"policy {fields[38]}")]
+    stat = _read(f"/proc/{pid}/stat").rsplit(")", 1)[-1].split()
+    policy = stat[38] if len(stat) > 38 else "?"
+    parts = [f"nice {nice}", POLICIES.get(policy, f"policy {policy}")]
     if autogroup := _read(f"/proc/{pid}/autogroup").strip():
         parts.append(autogroup.lstrip("/"))
-    parts += [f"CPUs {status.get('Cpus_allowed_list', '?').strip()}", f"on CPU {fields[36]}"]
+    parts.append(f"CPUs {','.join(map(str, cpus or []))}, on CPU {cpu}")
     if len(sched := _read(f"/proc/{pid}/schedstat").split()) >= 2:
         parts.append(
             f"ran {int(sched[0]) / 1e9:.1f} s, waited {int(sched[1]) / 1e9:.1f} s runnable"
         )
-    parts.append(f"{status.get('nonvoluntary_ctxt_switches', '?').strip()} forced switches")
+    parts.append(f"{forced} forced switches")
     return ", ".join(parts)
 
 

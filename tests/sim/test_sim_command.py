@@ -92,7 +92,7 @@ START = re.compile(r"vtop sim: serving scenario 'healthy' as vLLM 0\.32\.0 on "
 
 def test_a_server_says_in_one_line_what_it_serves_and_ctrl_c_stops_it() -> None:
     """`vtop sim` with no scenario (any free port, as 8000 may be taken here). A server still
-    up 30 s after Ctrl-C (seen once, on a machine starved by a test run at nice 19) is sent
+    up 30 s after Ctrl-C (seen twice, in test runs held at nice 19) is sent
     SIGABRT, and faulthandler's stacks say where it was."""
     argv = [sys.executable, "-X", "faulthandler", "-m", "vtop", "sim", "--port", "0"]
     proc = subprocess.Popen(argv,
