@@ -14,9 +14,13 @@ Then the false-alarm sweep: the scenarios whose rule is not a warning (healthy, 
 information-only underloaded and prefix-cache-ineffective) run 30 simulated minutes at every
 poll interval from 0.25 to 10 s, attached warm and cold; any warning that fires is a failure.
 
-Exit 1 when a target is missed or a false alarm fires.
+With `--matrix`, last, what a short report says at every length from 5 to 45 s and every
+poll interval from 0.25 to 10 s (`bench/report_matrix.py`: never OK while sick, never a wrong
+root cause).
 
-    .venv/bin/python bench/time_to_verdict.py [--quick] [SCENARIO…]
+Exit 1 when a target is missed, a false alarm fires or a matrix cell is wrong.
+
+    .venv/bin/python bench/time_to_verdict.py [--quick] [--matrix] [SCENARIO…]
 """
 
 from __future__ import annotations
@@ -154,6 +158,11 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="the false-alarm sweep over 5 minutes at 0.25, 1 and 10 s only",
     )
+    parser.add_argument(
+        "--matrix",
+        action="store_true",
+        help="then every report length and poll interval (bench/report_matrix.py)",
+    )
     args = parser.parse_args(argv)
     names = args.scenarios or list(SCENARIOS)
     unknown = [n for n in names if n not in SCENARIOS]
@@ -164,6 +173,11 @@ def main(argv: list[str] | None = None) -> int:
         ok = sweep(names, 300.0, (0.25, 1.0, 10.0)) and ok
     else:
         ok = sweep(names, SWEEP_S, INTERVALS) and ok
+    if args.matrix:
+        from bench import report_matrix
+
+        print()
+        ok = report_matrix.main(names) == 0 and ok
     print("\nall targets met, no false alarm" if ok else "\nFAILED: see MISSED / a rule name above")
     return 0 if ok else 1
 

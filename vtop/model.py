@@ -246,6 +246,10 @@ ACCRUING: tuple[FindingState, ...] = ("pending", "insufficient")
 verdict yet, and not an all-clear either."""
 
 
+EvidencePath = Literal["decisive", "borderline", ""]
+"""The path a pending finding counts down on (`Finding.path`)."""
+
+
 @dataclass(frozen=True, slots=True)
 class Finding:
     """What one rule concluded about one endpoint at one evaluation.
@@ -270,3 +274,6 @@ class Finding:
     suppressed_by: str | None = None
     needs_s: float | None = None
     """Seconds of evidence a pending finding still needs (None: not a matter of time)."""
+    path: EvidencePath = ""
+    """Which of the rule's paths `needs_s` counts down on: its fast one (evidence far past the
+    thresholds) or its slow one; a change of path is why a pending "N of M s" changes M."""

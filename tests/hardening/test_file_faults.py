@@ -323,7 +323,8 @@ UNUSABLE = {
     "gzipped": (gzip.compress, "{p} is not a vtop trace"),
     "no-header": (_no_header, "{p} has no readable header; it is not a usable trace"),
     "missing": (None, "cannot open {p}: No such file or directory"),
-    "directory": (None, "cannot open {p}: Is a directory"),
+    "directory": (None, "{p} is a directory, not a regular file; a trace is a file written by "
+                  "vtop --record"),
 }  # fmt: skip
 
 
@@ -420,3 +421,26 @@ def test_a_full_disk_stops_the_dashboards_recording_and_monitoring_goes_on(
     assert not seen["cadence"].startswith("⏺"), "the header no longer says it records"
     with TraceReader(disk.dir / path, warn=pytest.fail) as reader:
         assert sum(1 for _ in reader.frames()) == seen["polls"] > 0
+
+
+# -- a full disk while writing a report ---------------------------------------------------------
+
+OLD_REPORT = "<!doctype html><title>yesterday's report</title>\n"
+
+
+@pytest.mark.parametrize("fmt", ["html", "json"])
+def test_a_full_disk_while_writing_a_report_leaves_the_old_one_whole(
+    tmp_path: Path, fmt: str
+) -> None:
+    """The report (tens of KB) meets a disk with two pages left, one of them the old report's:
+    a short write, then ENOSPC. The old report stays as it was, no temporary file is left, and
+    the failure is one line naming the file (exit 3: no report was delivered)."""
+    with full_disk(tmp_path, 2 * 4096) as disk:
+        out = disk.dir / f"report.{fmt}"
+        out.write_text(OLD_REPORT)
+        result = vtop("--replay", str(SHIPPED_TRACE), "--report", "--format", fmt,
+                      "-o", str(out), quota=disk)  # fmt: skip
+        assert one_line(result.stderr) == f"vtop: cannot write {out}: No space left on device"
+        assert result.returncode == 3 and result.stdout == ""
+        assert out.read_text() == OLD_REPORT
+        assert sorted(p.name for p in disk.dir.iterdir() if p.name != ".filler") == [out.name]

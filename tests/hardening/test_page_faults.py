@@ -411,8 +411,11 @@ def test_hostile_labels_are_inert_in_every_report_format(vtop_process: Callable[
         assert_inert(out, fmt)
         assert "L" * 201 not in out
     shown = ("[31mRED[0m[2J[H[5;5Hmoved", "vLLM ]2;pwned-version 0.32.0")
-    for fmt in ("text", "markdown", "html"):
+    for fmt in ("text", "html"):
         assert all(s in outputs[fmt] for s in shown), fmt
+    # Markdown shows the same text, each bracket escaped so that none opens a link
+    escaped = ("\\[31mRED\\[0m\\[2J\\[H\\[5;5Hmoved", "vLLM \\]2;pwned-version 0.32.0")
+    assert all(s in outputs["markdown"] for s in escaped)
     assert "<script>" not in outputs["html"] and "<script>" not in outputs["markdown"]
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in outputs["html"]
     doc = strict_json(outputs["json"])

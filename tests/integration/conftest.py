@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import warnings
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -53,6 +54,10 @@ class ServerPool:
     def get(self, config: ServerConfig) -> VllmServer:
         if self.server is not None and self.config == config and self.server.is_running():
             return self.server
+        if self.server is not None and self.config == config:  # a start the log must explain
+            tail = self.server.log_tail(15)
+            why = f"the {config} server had exited; started again. Its log:\n{tail}"
+            warnings.warn(why, stacklevel=2)
         self.close()
         server = make_server(
             config.model,

@@ -46,8 +46,13 @@ def test_unknown_scenario_is_one_clear_line(capsys: pytest.CaptureFixture[str]) 
 
 def test_bad_version_and_speed(capsys: pytest.CaptureFixture[str]) -> None:
     assert command.run(parse("--emulate-version", "2.0")) == 2
-    assert command.run(parse("--speed", "0")) == 2
     assert "vtop sim:" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as stopped:  # the parser's range: one usage line
+        command.build_parser().parse_args(["--speed", "0"])
+    assert stopped.value.code == 2
+    err = capsys.readouterr().err
+    assert err == ("vtop sim: error: argument --speed: 0 is not a number from 0.01 to 1000 "
+                   "(see vtop sim --help)\n")  # fmt: skip
 
 
 def test_serves_instances_until_duration(capsys: pytest.CaptureFixture[str]) -> None:

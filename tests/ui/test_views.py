@@ -64,11 +64,12 @@ def test_counter_resets_never_draw_negative() -> None:
 
 
 def test_quantile_buckets_take_histogram_deltas() -> None:
-    def h(c1: float, c2: float) -> Histogram:
-        return Histogram((0.1, 1.0), (c1, c2), c2, 0.0)
+    def h(c1: float, c2: float, total: float) -> Histogram:
+        return Histogram((0.1, 1.0), (c1, c2), c2, total)
 
     times = [979.0, 984.0, 989.0]
-    hists: list[Histogram | None] = [h(0, 0), h(10, 10), h(10, 20)]
+    # observations spread as interpolation assumes: 10 around 0.05, then 10 around 0.55
+    hists: list[Histogram | None] = [h(0, 0, 0.0), h(10, 10, 0.5), h(10, 20, 6.0)]
     b = trend.Buckets.at(990.0, 5.0, 2)
     got = trend.quantile(times, hists, b, 0.5)
     assert got[0] == pytest.approx(0.05)
@@ -510,3 +511,14 @@ def test_triage_rows_go_to_the_lines_that_wrap_top_first() -> None:
     assert allot([3, 1, 2], 4) == [2, 1, 1]  # one spare row: the verdict's
     assert allot([3, 1, 2], 9) == [3, 1, 2]  # room for all: nothing cut
     assert allot([1, 1, 1], 2) is None  # too few rows: a row per line, scrolling
+
+
+def test_no_all_clear_before_the_quickest_verdict_could_come() -> None:
+    # Issue 25: the dashboard said "OK no bottleneck found" for the first 8-14 s of a server
+    # sending waves; no rule can speak in under 10 s of polls.
+    early = verdict.lines([], polls=12, watched_s=4.2, quickest_s=10.0)
+    assert [(line.kind, line.text) for line in early] == [
+        ("info", "judging: 4 of 10 s before an all-clear")
+    ]
+    later = verdict.lines([], polls=40, watched_s=10.0, quickest_s=10.0)
+    assert [(line.kind, line.text) for line in later] == [("ok", "no bottleneck found")]

@@ -1,6 +1,8 @@
-"""Histogram quantiles follow Prometheus's histogram_quantile exactly."""
+"""Histogram quantiles follow Prometheus's histogram_quantile, kept within what the mean allows."""
 
 from __future__ import annotations
+
+import math
 
 import pytest
 
@@ -54,3 +56,21 @@ def test_merge_engines_by_adding_buckets_not_averaging_percentiles() -> None:
     assert p99 is not None and p99 > 1.0  # the slow engine's tail shows in the merged p99
     averaged = (hist.quantile(0.99, fast) + hist.quantile(0.99, slow)) / 2  # type: ignore[operator]
     assert p99 != pytest.approx(averaged)
+
+
+def test_a_quantile_stays_within_what_the_mean_allows() -> None:
+    # Issue 25: 16 queue times of 0.1 ms, all in vLLM's first bucket (0-0.3 s). Interpolated
+    # to the bucket's middle they read p50 150 ms beside a mean of 0.1 ms; at least half of
+    # them are as large as the median, so it is at most twice the mean.
+    x = h((0.3, 0.5, math.inf), (16, 16, 16), 16, 16 * 0.0001)
+    assert hist.quantile(0.5, x) == pytest.approx(0.0002)
+    assert hist.quantile(0.99, x) == pytest.approx(0.01)
+    # Observations spread across buckets as interpolation assumes: the bound does not bind.
+    y = h((0.1, 1.0), (4, 10), 10, 4 * 0.05 + 6 * 0.55)
+    assert hist.quantile(0.5, y) == pytest.approx(0.1 + 0.9 * (1 / 6))
+
+
+def test_a_sum_the_buckets_contradict_bounds_nothing() -> None:
+    # A sum below what the lower bucket edges already add up to is not this data's.
+    x = h((0.1, 1.0), (0, 10), 10, 0.0)
+    assert hist.quantile(0.5, x) == pytest.approx(0.55)

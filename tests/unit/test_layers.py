@@ -18,7 +18,16 @@ from pathlib import Path
 PACKAGE = Path(__file__).resolve().parents[2] / "vtop"
 
 LAYERS: tuple[tuple[str, ...], ...] = (
-    ("vtop", "vtop.model", "vtop.durations", "vtop.fmt", "vtop.about"),
+    (
+        "vtop",
+        "vtop.model",
+        "vtop.durations",
+        "vtop.fmt",
+        "vtop.untrusted",
+        "vtop.about",
+        "vtop.knobranges",
+        "vtop.files",
+    ),
     ("vtop.signals",),
     ("vtop.trace", "vtop.sim", "vtop.figures"),
     ("vtop.sources",),

@@ -154,17 +154,20 @@ def test_skipped_polls_hand_their_knobs_to_the_monitor_and_events_to_the_next_ev
     assert endpoint["server"]["version"] == first.server.version
 
 
-def test_live_report_is_ok_valid_and_never_fewer_than_two_polls(
+def test_live_report_is_valid_and_never_fewer_than_two_polls(
     engine_server: tuple[PageServer, BusyEngine],
 ) -> None:
     srv, _ = engine_server
     result = vtop(
         "--url", srv.url, "--report", "--format", "json", "--interval", "1", "--duration", "0.1"
     )
-    assert result.returncode == 0, result.stderr
+    # Two polls a second apart: too little for any rule to speak, so no all-clear either.
+    assert result.returncode == 3, result.stderr
     doc = json.loads(result.stdout)
     jsonschema.Draft202012Validator(SCHEMA).validate(doc)
-    assert doc["status"] == "OK" and doc["window"]["polls"] == 2
+    assert doc["status"] == "UNKNOWN" and "too short to rule anything out" in doc["reason"]
+    # two at least; a third when the first answers fast enough for the warm-up's quick polls
+    assert 2 <= doc["window"]["polls"] <= 3
     assert doc["signals"]["generation_tokens_per_s"]["avg"] > 0
     assert doc["source"] == {"kind": "live", "name": srv.url}
 
@@ -347,6 +350,18 @@ def test_finding_marks_are_where_findings_begin_firing() -> None:
     assert finding_marks(str(GOLDEN / "busy.vtrace"), findings=kv_full) == []
 
 
+def _rounded(value: Any) -> Any:
+    """`value` with every float to six significant digits: a trace keeps poll times to the
+    microsecond, so a prediction fitted on a replay may differ from the live one in the ninth."""
+    if isinstance(value, float):
+        return float(f"{value:.6g}")
+    if isinstance(value, dict):
+        return {k: _rounded(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_rounded(v) for v in value]
+    return value
+
+
 def test_simulator_recorded_and_replayed_gives_the_same_signals_and_findings(
     tmp_path: Path,
 ) -> None:
@@ -370,9 +385,9 @@ def test_simulator_recorded_and_replayed_gives_the_same_signals_and_findings(
     assert len(a["findings"]) == len(b["findings"])
     for fa, fb in zip(a["findings"], b["findings"], strict=True):
         times = ("first_t", "last_t", "suppressed_since_t")  # a trace stores times as floats
-        assert {k: v for k, v in fa.items() if k not in times} == {
-            k: v for k, v in fb.items() if k not in times
-        }
+        assert _rounded({k: v for k, v in fa.items() if k not in times}) == _rounded(
+            {k: v for k, v in fb.items() if k not in times}
+        )
         assert [fb[k] or 0 for k in times] == pytest.approx([fa[k] or 0 for k in times], abs=1e-6)
         assert (fa["suppressed_since_t"] is None) == (fb["suppressed_since_t"] is None)
     with TraceReader(trace) as r:

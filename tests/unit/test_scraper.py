@@ -182,3 +182,17 @@ def test_info_survives_a_server_without_those_paths() -> None:
 
         info = run(go())
     assert info.version is None and info.models == ()  # type: ignore[attr-defined]
+
+
+def test_info_survives_json_nested_past_the_parsers_depth() -> None:
+    """Issue 26, point 7: JSON a million brackets deep raised an uncaught RecursionError."""
+    nested = b'{"version": ' + b"[" * 200_000 + b"]" * 200_000 + b"}"
+    models = b'{"data": ' + b"[" * 200_000 + b"]" * 200_000 + b"}"
+    with serve(metrics=Answer(PAGE), version=Answer(nested), v1_models=Answer(models)) as srv:
+
+        async def go() -> object:
+            async with VllmScraper(srv.url) as s:
+                return await s.info()
+
+        info = run(go())
+    assert info.version is None and info.models == ()  # type: ignore[attr-defined]

@@ -164,8 +164,9 @@ def test_ssl_cert_dir_is_honoured(
         (lambda d: d / "missing.pem", "--ca-cert {}: no such file"),
         (lambda d: d / "notes.txt", "--ca-cert {}: not a PEM file of CA certificates "
                                     "(no certificate or crl found)"),
+        (lambda d: d / "fifo.pem", "--ca-cert {}: it is a FIFO, not a regular file"),
     ],
-    ids=["missing", "not PEM"],
+    ids=["missing", "not PEM", "FIFO"],
 )  # fmt: skip
 def test_a_ca_cert_that_cannot_be_used_is_one_usage_line(
     make: object, message: str, tmp_path: Path
@@ -173,6 +174,8 @@ def test_a_ca_cert_that_cannot_be_used_is_one_usage_line(
     path = make(tmp_path)  # type: ignore[operator]
     if path.name == "notes.txt":
         path.write_text("not a certificate\n")
+    elif path.name == "fifo.pem":
+        os.mkfifo(path)  # nobody writes it: reading it would wait forever
     result = once("https://127.0.0.1:9", "--ca-cert", str(path))
     assert result.returncode == 2 and result.stdout == ""
     assert result.stderr == f"vtop: {message.format(path)}\n"

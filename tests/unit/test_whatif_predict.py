@@ -167,7 +167,13 @@ def test_the_gate_judges_each_family_on_its_own() -> None:
     crowded = check(observed, observed | {"waiting": 1.6})
     assert set(crowded.withheld_figures()) == {"running", "waiting", "kv_usage",
                                                "preemptions_per_s"}  # fmt: skip
-    assert crowded.confidence == "high"  # throughput itself is still right
+    # Throughput itself is still right, but a twin whose queue is 60% off does not describe
+    # the server: the confidence follows its worst family (issue 25: "confidence high"
+    # beside occupancy off by 1385%).
+    assert crowded.confidence == "low"
+    assert check(observed, observed | {"waiting": 1.3}).confidence == "medium"
+    assert check(observed, observed | {"queue_p50": 1.6}).confidence == "medium"
+    assert fine.confidence == "high"
     blind = check(observed | dict.fromkeys(("queue_p50", "ttft_p50", "ttft_p90", "itl_p50")),
                   observed)  # fmt: skip
     assert blind.families["latency"].worst is None and not blind.withheld_figures()

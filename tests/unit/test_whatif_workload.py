@@ -8,6 +8,7 @@ import random
 
 import pytest
 
+from vtop.figures import load_change
 from vtop.model import Histogram, Scrape, SeriesKey
 from vtop.signals.store import Store
 from vtop.sim.workload import ClosedLoop, Lengths, Poisson
@@ -125,3 +126,16 @@ def test_a_steady_load_or_a_short_change_keeps_the_whole_window() -> None:
     assert steady_window(store_of([40.0 + (i % 3) for i in range(150)]), 150.0) == (150.0, None)
     # a change 20 s before the end: too short to be a load of its own
     assert steady_window(store_of([40.0] * 130 + [0.0] * 20), 150.0) == (150.0, None)
+
+
+def test_a_load_that_swings_is_no_change() -> None:
+    # Issue 25: a burst every minute (18 s at the cap with a queue, 42 s quiet) or waves that
+    # drain and refill put both levels on each side of any split: no change of load, so the
+    # rules keep judging the whole window.
+    bursts = [(40.0 if i % 60 < 18 else 2.0) for i in range(300)]
+    assert load_change(store_of(bursts), 300.0) is None
+    waves = [max(0.0, 32.0 - 8 * ((i % 60) // 10)) for i in range(180)]
+    assert load_change(store_of(waves), 180.0) is None
+    # forty clients, then four: a level that moved
+    change = load_change(store_of([24.0] * 200 + [0.0] * 60), 260.0)
+    assert change is not None and change.span_s == pytest.approx(59.0, abs=1.0)

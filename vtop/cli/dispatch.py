@@ -11,6 +11,10 @@ argparse tree from it, so a command cannot be runnable and missing from completi
 Each command is imported only when it runs (the monitor's modes never load the simulator's
 server or the rule tests). The exit codes are `vtop.cli.exits`'; the context that decides the
 monitor's usage code (`Exits`) is made here, once, from the raw arguments.
+
+An exception nobody expected ends here too: one line on stderr and exit 3 (UNKNOWN), in every
+mode and command. A traceback exits 1, which a `--report` caller reads as WARNING; with
+`VTOP_DEBUG=1` in the environment the exception goes on, traceback and all, for developers.
 """
 
 from __future__ import annotations
@@ -18,14 +22,15 @@ from __future__ import annotations
 import argparse
 import importlib
 import logging
+import os
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 from types import ModuleType
 from typing import NoReturn
 
-from vtop.cli.exits import EXIT_INTERRUPTED, Exits
-from vtop.cli.output import hard_exit
+from vtop.cli.exits import EXIT_INTERRUPTED, EXIT_UNKNOWN, Exits
+from vtop.cli.output import hard_exit, internal_error
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,8 +71,20 @@ def console() -> NoReturn:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """`vtop ARGV`; returns the process's exit code."""
-    words = list(sys.argv[1:] if argv is None else argv)
+    """`vtop ARGV`; returns the process's exit code (3, with one line, for an exception no
+    code expected, unless `VTOP_DEBUG` is set)."""
+    try:
+        return _main(list(sys.argv[1:] if argv is None else argv))
+    except KeyboardInterrupt:
+        return EXIT_INTERRUPTED
+    except Exception as exc:
+        if os.environ.get("VTOP_DEBUG", "") not in ("", "0"):
+            raise
+        internal_error(exc)
+        return EXIT_UNKNOWN
+
+
+def _main(words: list[str]) -> int:
     # A source's warnings (a GPU lost mid-run) reach stderr through logging's last-resort
     # handler, which looks stderr up at each write (so the TUI's capture still holds them);
     # they carry the same `vtop:` prefix as every other message of ours.
@@ -80,7 +97,4 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     exits = Exits.for_argv(words)
     args = build_parser(exits.usage).parse_args(words)
-    try:
-        return run_monitor(args, exits)
-    except KeyboardInterrupt:
-        return EXIT_INTERRUPTED
+    return run_monitor(args, exits)

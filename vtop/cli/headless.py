@@ -19,8 +19,12 @@ import argparse
 import asyncio
 import contextlib
 import signal
+import threading
+from collections.abc import Iterator
+from typing import Any
 
 from vtop import durations
+from vtop.cli import outfile, ranges
 from vtop.cli.actions import SchemaAction
 from vtop.cli.exits import EXIT_FAILED, EXIT_OK, EXIT_UNKNOWN, Exits
 from vtop.cli.output import fail, say, warning, write_stdout
@@ -68,8 +72,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     group.add_argument(
         "--duration",
         metavar="TIME",
-        help="how long to watch: 30s, 5m, 1h30m (report default 30 s, 5 min of simulated time "
-        "with --demo, which runs it flat out; a recording runs until stopped)",
+        type=ranges.WATCH,
+        help=ranges.ranged(
+            "how long to watch: 30s, 5m, 1h30m (report default 30 s, 5 min of "
+            "simulated time with --demo, which runs it flat out; a recording "
+            "runs until stopped)",
+            ranges.WATCH,
+        ),
     )
     group.add_argument(
         "--from",
@@ -110,14 +119,35 @@ def _signals(stop: asyncio.Event) -> None:
             loop.add_signal_handler(sig, stop.set)
 
 
+@contextlib.contextmanager
+def _stopping() -> Iterator[threading.Event]:
+    """An event SIGINT, SIGTERM or SIGHUP sets, for a loop that runs without asyncio (the
+    simulator flat out): it ends at its next poll with what it has. A second Ctrl-C interrupts
+    at once, as the default handler would; the handlers are put back on leaving."""
+    stop = threading.Event()
+    previous: dict[int, Any] = {}
+
+    def handle(signum: int, _frame: object) -> None:
+        if signum == signal.SIGINT and stop.is_set():
+            raise KeyboardInterrupt
+        stop.set()
+
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        with contextlib.suppress(ValueError, OSError):  # not the main thread: no handler
+            previous[sig] = signal.signal(sig, handle)
+    try:
+        yield stop
+    finally:
+        for signum, old in previous.items():
+            signal.signal(signum, old)
+
+
 def _emit(doc: Document, args: argparse.Namespace, exits: Exits) -> int:
     text = render(doc, args.report_format)
     if args.output:
-        try:
-            with open(args.output, "w", encoding="utf-8") as fh:
-                fh.write(text)
-        except OSError as exc:
-            return fail(f"cannot write {args.output}: {exc.strerror}", exits.usage)
+        problem = outfile.write(args.output, text)  # whole or not at all: the old file stays
+        if problem is not None:
+            return fail(problem, exits.usage)
     else:
         write_stdout(text)
     # Nothing could be read: one line on stderr too. A warning still being judged is no error:
@@ -143,6 +173,20 @@ def _usage_problem(args: argparse.Namespace) -> str | None:
     return None
 
 
+def _output_problem(args: argparse.Namespace) -> str | None:
+    """-o naming a file this run reads or records (it would be replaced by the report)."""
+    if not args.output:
+        return None
+    inputs = {
+        "the trace being replayed": [args.replay],
+        "the trace being recorded": [args.record],
+        "a targets file": args.targets,
+        "a rules file": outfile.rules_read(args.rules),
+        "the CA certificates of --ca-cert": [getattr(args, "ca_cert", None)],
+    }
+    return outfile.conflict(args.output, inputs)
+
+
 def run(args: argparse.Namespace, source: FrameSource | None, names: list[str],
         engine: Engine | None, exits: Exits) -> int:  # fmt: skip
     """Run the mode the arguments select. `source` is the live or simulated one (None with
@@ -155,7 +199,7 @@ def run(args: argparse.Namespace, source: FrameSource | None, names: list[str],
         return _closing(source, fail(f"--duration: {exc}", exits.usage))
     if duration is not None and duration <= 0:
         return _closing(source, fail("--duration must be positive", exits.usage))
-    problem = _usage_problem(args)
+    problem = _usage_problem(args) or _output_problem(args)
     if problem is not None:
         return _closing(source, fail(problem, exits.usage))
     if args.train:
@@ -209,13 +253,15 @@ def _demo(
     from vtop.report.run import simulated_document
 
     window = duration or DEFAULT_DEMO_S
-    doc = simulated_document(
-        source,
-        name=" ".join(names),
-        duration_s=window,
-        on_frame=recorder.feed if recorder else None,
-        engine=engine,
-    )
+    with _stopping() as stop:
+        doc = simulated_document(
+            source,
+            name=" ".join(names),
+            duration_s=window,
+            on_frame=recorder.feed if recorder else None,
+            engine=engine,
+            stop=stop,
+        )
     if recorder is not None and not args.report:
         recorder.close()
         if recorder.error:
@@ -290,11 +336,7 @@ def _report_replay(args: argparse.Namespace, exits: Exits, engine: Engine | None
     from vtop.report.run import replay_document
 
     def resolve(reader: TraceReader) -> tuple[float | None, float | None]:
-        start = durations.parse_time(args.from_, reader.start, reader.end) if args.from_ else None
-        end = durations.parse_time(args.to, reader.start, reader.end) if args.to else None
-        if start is not None and end is not None and end < start:
-            raise ValueError("--to is before --from")
-        return start, end
+        return durations.window(args.from_, args.to, reader.start, reader.end)
 
     try:
         doc = replay_document(args.replay, resolve=resolve, engine=engine, warn=warning)

@@ -23,8 +23,8 @@ import argparse
 import asyncio
 import json
 
-from vtop import __version__
-from vtop.cli import connection_args, headless, prometheus_args, targets_args
+from vtop import __version__, untrusted
+from vtop.cli import connection_args, headless, prometheus_args, ranges, targets_args
 from vtop.cli.actions import VersionAction
 from vtop.cli.exits import EXIT_OK, EXIT_UNKNOWN, EXIT_USAGE, Exits
 from vtop.cli.output import fail
@@ -62,7 +62,11 @@ def build_parser(exit_code: int = EXIT_USAGE) -> argparse.ArgumentParser:
     targets_args.add_arguments(src)
     prometheus_args.add_arguments(src)
     src.add_argument(
-        "--interval", type=float, default=1.0, metavar="SECONDS", help="poll interval (default 1 s)"
+        "--interval",
+        type=ranges.INTERVAL,
+        default=1.0,
+        metavar="SECONDS",
+        help=ranges.ranged("poll interval (default 1 s)", ranges.INTERVAL),
     )
     connection_args.add_connection(src)
     src.add_argument(
@@ -75,11 +79,18 @@ def build_parser(exit_code: int = EXIT_USAGE) -> argparse.ArgumentParser:
     )
     src.add_argument(
         "--speed",
-        type=float,
+        type=ranges.SPEED,
         default=1.0,
-        help="simulated seconds per second with --demo; a replay's starting speed (1-1000)",
+        help=ranges.ranged(
+            "simulated seconds per second with --demo; a replay's starting speed", ranges.SPEED
+        ),
     )
-    src.add_argument("--seed", type=int, default=0, help="random seed of the simulation")
+    src.add_argument(
+        "--seed",
+        type=ranges.SEED,
+        default=0,
+        help=ranges.ranged("random seed of the simulation", ranges.SEED),
+    )
     knobs = parser.add_argument_group("configuration the server does not expose")
     connection_args.add_knobs(knobs)
     triage = parser.add_argument_group("triage")
@@ -158,8 +169,8 @@ def run_monitor(args: argparse.Namespace, exits: Exits) -> int:
         return fail(str(exc), exits.usage)
     if args.once:
         polls = DEMO_ONCE_POLLS if args.demo else 2
-        doc = asyncio.run(once(source, args.interval, polls, engine(args)))
-        print(json.dumps(doc, indent=2, sort_keys=False))
+        doc = asyncio.run(once(source, args.interval, polls, engine(args, headless=True)))
+        print(json.dumps(untrusted.tree(doc), indent=2, sort_keys=False))  # no bidi either
         endpoints = doc["endpoints"]
         assert isinstance(endpoints, list)
         return EXIT_OK if any(e["status"] == "ok" for e in endpoints) else EXIT_UNKNOWN
@@ -168,7 +179,7 @@ def run_monitor(args: argparse.Namespace, exits: Exits) -> int:
 
 def _headless(args: argparse.Namespace, exits: Exits) -> int:
     """--report, --record, --replay … --report: `vtop.cli.headless` runs them."""
-    rules = engine(args) if args.report else None  # the rules, --rules included
+    rules = engine(args, headless=True) if args.report else None  # the rules, --rules included
     if args.replay:
         return headless.run(args, None, [], rules, exits)
     try:

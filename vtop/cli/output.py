@@ -6,6 +6,11 @@ report, `trace info`, `--once`'s JSON) go to stdout. Both outlive a reader that 
 session closed) answers writes with EIO. Nobody is left to read then, so the text is dropped
 and the stream sent to /dev/null, and the run ends as cleanly as it would have, not with a
 traceback and a failure status.
+
+Both are also the last net for text from outside (`vtop.untrusted`): a message is one clean
+line, and a document keeps its newlines and tabs and loses every other control and bidi
+character, so an error that quotes a server's reason phrase, or a report of a stranger's
+trace, cannot drive the user's terminal.
 """
 
 from __future__ import annotations
@@ -16,11 +21,13 @@ import os
 import sys
 from typing import NoReturn
 
+from vtop import untrusted
+
 
 def say(message: str) -> None:
     """One `vtop: message` line on stderr; dropped when nobody can read it."""
     try:
-        print(f"vtop: {message}", file=sys.stderr, flush=True)
+        print(f"vtop: {untrusted.clean(message, None)}", file=sys.stderr, flush=True)
     except OSError:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stderr.fileno())
 
@@ -36,8 +43,19 @@ def fail(message: str, code: int) -> int:
     return code
 
 
+def internal_error(exc: BaseException) -> None:
+    """The one line for an error vtop did not expect (a bug, or an input no check foresaw):
+    no traceback, which a monitoring caller would take for a verdict, and the way to see it."""
+    text = f"{type(exc).__name__}: {exc}"
+    text = "".join(c if c.isprintable() else " " for c in text)
+    if len(text) > 300:
+        text = text[:299] + "…"
+    say(f"internal error, no verdict: {text} (VTOP_DEBUG=1 shows the traceback)")
+
+
 def write_stdout(text: str) -> None:
     """Print, and end quietly when the reader went away (a closed pipe, or EIO)."""
+    text = untrusted.block(text)
     try:
         sys.stdout.write(text)
         sys.stdout.flush()

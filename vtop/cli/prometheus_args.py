@@ -13,6 +13,7 @@ import argparse
 from collections.abc import Mapping
 
 from vtop import durations
+from vtop.cli import ranges
 from vtop.model import Knob
 from vtop.sources import promql
 from vtop.sources.prometheus import PrometheusSource
@@ -39,7 +40,10 @@ def add_arguments(group: argparse._ArgumentGroup) -> None:
         "--backfill",
         metavar="DURATION",
         default="1h",
-        help="with --prometheus: history to read on start (default 1h; 0 for none)",
+        type=ranges.BACKFILL,
+        help=ranges.ranged(
+            "with --prometheus: history to read on start (default 1h; 0 for none)", ranges.BACKFILL
+        ),
     )
 
 

@@ -16,7 +16,8 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from vtop import durations
+from vtop import knobranges
+from vtop.cli import outfile, ranges
 from vtop.cli.exits import EXIT_FAILED, EXIT_OK, EXIT_USAGE
 from vtop.cli.usage import OneLineParser
 from vtop.model import KnobValue
@@ -79,15 +80,22 @@ def build_parser() -> OneLineParser:
     )
     p.add_argument(
         "--resolution",
-        default="",
+        default=None,
+        type=ranges.PROM_STEP,
         metavar="DURATION",
-        help="subquery resolution, e.g. 15s (default: the evaluation interval)",
+        help=ranges.ranged(
+            "subquery resolution, e.g. 15s (default: the evaluation interval)", ranges.PROM_STEP
+        ),
     )
     p.add_argument(
         "--interval",
         default=None,
+        type=ranges.PROM_STEP,
         metavar="DURATION",
-        help="the rule group's evaluation interval (default: Prometheus's global)",
+        help=ranges.ranged(
+            "the rule group's evaluation interval (default: Prometheus's global)",
+            ranges.PROM_STEP,
+        ),
     )
     return p
 
@@ -102,7 +110,11 @@ def _options(args: argparse.Namespace) -> Options:
                 f"--knob {item!r}: expected NAME=VALUE with a knob name "
                 f"({', '.join(sorted(KNOBS))})"
             )
-        knobs[name] = _typed(value)
+        try:
+            knobs[name] = knobranges.parse(name, value) if name in knobranges.KNOB_RANGES else (
+                _typed(value))  # fmt: skip
+        except ValueError as exc:
+            raise _Usage(f"--knob {exc}") from None
     per: dict[str, dict[str, KnobValue]] = {}
     try:
         for path in args.targets:
@@ -115,12 +127,9 @@ def _options(args: argparse.Namespace) -> Options:
     by = tuple(b.strip() for b in args.by.split(",") if b.strip())
     if "instance" not in by:
         raise _Usage("--by must include instance (knobs are joined on it)")
-    for what, value in (("--resolution", args.resolution), ("--interval", args.interval)):
-        if value and not durations.is_promql(value):
-            raise _Usage(f"{what} {value!r} is not a duration like 15s or 1m")
     return Options(
         by=by,
-        resolution=args.resolution,
+        resolution=args.resolution or "",
         interval=args.interval,
         knobs=knobs,
         instance_knobs=per,
@@ -140,6 +149,14 @@ def main(argv: Sequence[str]) -> int:
         options = _options(args)
     except _Usage as exc:
         return fail(str(exc))
+    if args.output is not None:
+        read = {
+            "a rules file": outfile.rules_read(args.rules, user=not args.no_user),
+            "a targets file": args.targets,
+        }
+        problem = outfile.conflict(args.output, read)
+        if problem is not None:
+            return fail(problem)
     loaded = load_catalog(args.rules, user=not args.no_user)
     for err in loaded.errors:
         print(f"{PROG}: rule skipped: {err}", file=sys.stderr)
@@ -150,10 +167,9 @@ def main(argv: Sequence[str]) -> int:
     if args.output is None:
         sys.stdout.write(text)
     else:
-        try:
-            args.output.write_text(text)
-        except OSError as exc:
-            return fail(f"cannot write {args.output}: {exc.strerror or exc}")
+        problem = outfile.write(args.output, text)
+        if problem is not None:
+            return fail(problem)
         alerts = len(exp.alerts) if args.format == "prometheus" else len(exp.inhibits)
         what = "alerting rules" if args.format == "prometheus" else "inhibit rules"
         print(f"{PROG}: {alerts} {what} written to {args.output}", file=sys.stderr)

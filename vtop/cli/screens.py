@@ -27,12 +27,15 @@ from vtop.trace.recorder import Recorder
 from vtop.triage.engine import Engine
 
 
-def engine(args: argparse.Namespace) -> Engine:
+def engine(args: argparse.Namespace, *, headless: bool = False) -> Engine:
     """Shipped rules, the user's rule directory, then --rules; bad rules are reported, skipped
-    (the screens' rules, and a report's or `--once`'s)."""
+    (the screens' rules, and a report's or `--once`'s). `headless`: a rule stopped while it is
+    evaluated (`Engine.on_error`) is one line on stderr as it happens (a screen shows it)."""
     loaded = Engine.from_catalog([Path(d) for d in args.rules])
     for err in loaded.errors:
         say(f"rule skipped: {err}")
+    if headless:
+        loaded.on_error = lambda err: say(f"rule {err}")
     return loaded
 
 
@@ -54,6 +57,9 @@ def run_tui(source: FrameSource, args: argparse.Namespace, recorder: Recorder | 
         return fail(str(exc), exits.usage)
     if recorder is not None:  # a disk that fills up says so on the screen, not under it
         recorder.notify = lambda message: app.notify(message, severity="error", timeout=10)
+    monitor.engine.on_error = lambda err: app.notify(
+        str(err), severity="warning", timeout=20, title="a rule stopped; the others run"
+    )
     app.run()
     return app.return_code or EXIT_OK  # 129 when the terminal hung up (vtop.ui.driver)
 
@@ -126,10 +132,7 @@ def run_replay_tui(args: argparse.Namespace, exits: Exits) -> int:
     except TraceError as exc:
         return fail(str(exc), EXIT_UNKNOWN)
     try:
-        start = durations.parse_time(args.from_, reader.start, reader.end) if args.from_ else None
-        end = durations.parse_time(args.to, reader.start, reader.end) if args.to else None
-        if start is not None and end is not None and end < start:
-            raise ValueError("--to is before --from")
+        start, end = durations.window(args.from_, args.to, reader.start, reader.end)
     except ValueError as exc:
         reader.close()
         return fail(str(exc), exits.usage)

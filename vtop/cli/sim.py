@@ -22,6 +22,7 @@ import time
 from collections.abc import Sequence
 from typing import Any, TextIO
 
+from vtop.cli import ranges
 from vtop.cli.exits import EXIT_OK, EXIT_USAGE
 from vtop.cli.usage import OneLineParser
 from vtop.sim.dialects import DEFAULT_DIALECT, normalise
@@ -54,11 +55,13 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument("--list", action="store_true", help="describe the scenarios and exit")
     p.add_argument("--host", default=DEFAULT_HOST, metavar="ADDRESS",
                    help=f"address to bind (default: {DEFAULT_HOST}, this host only)")  # fmt: skip
-    p.add_argument("--port", type=int, default=DEFAULT_PORT, metavar="PORT",
-                   help=f"port of the first server, the next ones on the following ports "
-                   f"(default: {DEFAULT_PORT}; 0: any free port)")  # fmt: skip
-    p.add_argument("--speed", type=float, default=1.0, metavar="X",
-                   help="virtual seconds per wall second (default: 1, real time)")  # fmt: skip
+    p.add_argument("--port", type=ranges.PORT, default=DEFAULT_PORT, metavar="PORT",
+                   help=ranges.ranged("port of the first server, the next ones on the following "
+                                      f"ports (default: {DEFAULT_PORT}; 0: any free port)",
+                                      ranges.PORT))  # fmt: skip
+    p.add_argument("--speed", type=ranges.SIM_SPEED, default=1.0, metavar="X",
+                   help=ranges.ranged("virtual seconds per wall second (default: 1, real time)",
+                                      ranges.SIM_SPEED))  # fmt: skip
     p.add_argument(
         "--emulate-version",
         default=DEFAULT_DIALECT,
@@ -66,19 +69,21 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
         help=f"vLLM version whose /metrics dialect to speak: 0.6, 0.10 or 0.32 "
         f"(default: {DEFAULT_DIALECT})",
     )
-    p.add_argument("--instances", type=int, default=1, metavar="N",
-                   help="how many servers to start (default: 1)")  # fmt: skip
-    p.add_argument("--seed", type=int, default=0, metavar="N",
-                   help="random seed of the first instance, the next ones +1 each "
-                   "(default: 0)")  # fmt: skip
+    p.add_argument("--instances", type=ranges.INSTANCES, default=1, metavar="N",
+                   help=ranges.ranged("how many servers to start (default: 1)",
+                                      ranges.INSTANCES))  # fmt: skip
+    p.add_argument("--seed", type=ranges.SEED, default=0, metavar="N",
+                   help=ranges.ranged("random seed of the first instance, the next ones +1 each "
+                                      "(default: 0)", ranges.SEED))  # fmt: skip
     p.add_argument(
         "--no-warmup",
         action="store_true",
         help="start at virtual second 0 (default: after the scenario's warm-up, its symptom "
         "already on the page)",
     )
-    p.add_argument("--duration", type=float, default=None, metavar="SECONDS",
-                   help="stop after this many wall seconds (default: until Ctrl-C)")  # fmt: skip
+    p.add_argument("--duration", type=ranges.SIM_SECONDS, default=None, metavar="SECONDS",
+                   help=ranges.ranged("stop after this many wall seconds (default: until Ctrl-C)",
+                                      ranges.SIM_SECONDS))  # fmt: skip
     p.set_defaults(func=run)
     return p
 

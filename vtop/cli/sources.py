@@ -28,7 +28,7 @@ class UsageError(Exception):
 def _options(args: argparse.Namespace) -> ScrapeOptions:
     return ScrapeOptions.from_env(
         interval_s=args.interval, headers=args.header, insecure=args.insecure,
-        ca_cert=args.ca_cert,
+        ca_cert=args.ca_cert, trust_redirect=getattr(args, "trust_redirect", []),
     )  # fmt: skip
 
 
@@ -94,7 +94,7 @@ def make_source(args: argparse.Namespace) -> FrameSource:
                          "--prometheus URL (or --demo)")  # fmt: skip
     try:
         return _live_source(args, fleet)
-    except (HeaderError, NetConfigError) as exc:
+    except (HeaderError, NetConfigError, ValueError) as exc:
         raise UsageError(str(exc)) from None
 
 

@@ -18,10 +18,10 @@ import sys
 from collections.abc import Callable
 from typing import TextIO
 
-from vtop import fmt
+from vtop import fmt, knobranges
 from vtop.cli.exits import EXIT_OK, EXIT_UNKNOWN
 from vtop.cli.output import say, warning
-from vtop.model import Finding
+from vtop.model import Finding, KnobValue
 from vtop.monitor import Monitor
 from vtop.report.collect import FindingsFn, monitor_findings
 from vtop.report.document import KnobDoc, LatencyDoc
@@ -92,13 +92,22 @@ def context(path: str, q: Question) -> list[str]:
     return out
 
 
-def _ask(prompt: str, read: Callable[[], str], out: TextIO) -> str:
+def _ask(prompt: str, read: Callable[[], str], out: TextIO, echo: bool = False) -> str:
+    """One answer; `echo`: write it after the prompt, as a terminal would have (answers
+    piped in would otherwise run into the next line)."""
     out.write(prompt)
     out.flush()
     line = read()
     if not line:
         raise EOFError
+    if echo:
+        out.write(line.strip() + "\n")
     return line.strip()
+
+
+def knob_name(text: str) -> str:
+    """A knob as a learner may type it: `max_num_seqs`, `--max-num-seqs` or `max-num-seqs`."""
+    return text.strip().removeprefix("--").replace("-", "_")
 
 
 def run(
@@ -123,6 +132,7 @@ def run(
         say(str(exc))
         return EXIT_UNKNOWN
     verdicts = []
+    echo = not _is_tty(inp)
     out.write(f"training on {path}: {len(qs)} incident(s); findings are hidden until you answer\n")
     try:
         for q in qs:
@@ -133,23 +143,45 @@ def run(
             out.write("\n".join(context(path, q)) + "\n")
             for i, c in enumerate(q.choices, 1):
                 out.write(f"  {i:>2}. {c.rule}: {c.title}\n")
-            pick = _ask("diagnosis (number or rule id): ", inp.readline, out)
+            pick = _ask("diagnosis (number or rule id): ", inp.readline, out, echo)
             rule = _choice(pick, q.choices)
             knob = value = direction = None
             out.write("  knobs: " + ", ".join(q.knobs) + "\n")
-            knob = _ask("knob to change (empty: no server knob): ", inp.readline, out) or None
+            typed = _ask("knob to change (empty: no server knob): ", inp.readline, out, echo)
+            knob = knob_name(typed) or None
             if knob:
-                ways = "/".join(moves(knob))
-                said = _ask(f"{ways} {knob}, or its new value: ", inp.readline, out)
-                direction = _direction(said)
-                value = None if direction is not None else parse_value(said)
+                direction, value = _change(knob, inp.readline, out, echo)
             verdict = grade(q, Answer(rule, knob, value, direction))
             verdicts.append(verdict)
             out.write("\n".join("  " + line for line in verdict.lines()) + "\n")
     except EOFError:
         out.write("\n(end of input)\n")
-    out.write(Score(verdicts).summary() + "\n")
+    out.write(Score(verdicts).summary(len(qs)) + "\n")
     return EXIT_OK
+
+
+def _is_tty(stream: TextIO) -> bool:
+    try:
+        return stream.isatty()
+    except (AttributeError, ValueError):
+        return False
+
+
+def _change(
+    knob: str, read: Callable[[], str], out: TextIO, echo: bool = False
+) -> tuple[Direction | None, KnobValue]:
+    """Which way to move `knob`, or its new value: a value outside the knob's range
+    (`vtop.knobranges`: 0, -5, nan, 1e23, `kv_cache_dtype=evil`) is one line, and asked again."""
+    ways = " or ".join(moves(knob))
+    while True:
+        said = _ask(f"{knob}: {ways}, or its new value: ", read, out, echo)
+        direction = _direction(said)
+        if direction is not None or not said or knob not in knobranges.KNOB_RANGES:
+            return direction, None if direction is not None else parse_value(said)
+        try:
+            return None, knobranges.parse(knob, said)
+        except ValueError as exc:
+            out.write(f"  {exc}\n")
 
 
 def _direction(text: str) -> Direction | None:

@@ -38,8 +38,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from vtop import durations, fmt
-from vtop.cli import connection_args
+from vtop import durations, fmt, knobranges
+from vtop.cli import connection_args, ranges
 from vtop.cli.exits import EXIT_INTERRUPTED, EXIT_OK, EXIT_UNKNOWN, EXIT_USAGE
 from vtop.cli.output import fail, say, warning, write_stdout
 from vtop.cli.sources import UsageError, make_source
@@ -47,6 +47,7 @@ from vtop.cli.usage import OneLineParser
 from vtop.model import Frame, Knob, KnobValue
 from vtop.monitor import EndpointView, Monitor
 from vtop.report.build import families_doc
+from vtop.report.collect import twin_failed
 from vtop.report.run import watch
 from vtop.signals.store import Store
 from vtop.sources.base import FrameSource, watching
@@ -117,7 +118,7 @@ class Bounds:
         return True
 
 
-def parse_bound(flag: str, text: str | None, unit_s: float) -> float | None:
+def parse_bound(flag: str, text: str | float | None, unit_s: float) -> float | None:
     """A latency bound in seconds from the flag's text in its unit; ValueError names the flag."""
     if text is None:
         return None
@@ -153,13 +154,19 @@ def build_parser() -> OneLineParser:
     parser.add_argument(
         "--duration",
         metavar="DURATION",
-        help=f"with --url: how long to watch (default {DEFAULT_DURATION}; Ctrl-C ends it early)",
+        type=ranges.WHATIF_WATCH,
+        help=ranges.ranged(
+            f"with --url: how long to watch (default {DEFAULT_DURATION}; Ctrl-C ends it early)",
+            ranges.WHATIF_WATCH,
+        ),
     )
     parser.add_argument(
         "--interval",
-        type=float,
+        type=ranges.INTERVAL,
         metavar="SECONDS",
-        help=f"with --url: poll interval (default {DEFAULT_INTERVAL_S:g} s)",
+        help=ranges.ranged(
+            f"with --url: poll interval (default {DEFAULT_INTERVAL_S:g} s)", ranges.INTERVAL
+        ),
     )
     live = parser.add_argument_group("with --url")
     connection_args.add_connection(live)
@@ -175,13 +182,23 @@ def build_parser() -> OneLineParser:
         "--sweep", metavar="KNOB=V1,V2,...", help="one configuration per value, each a row"
     )
     parser.add_argument(
-        "--max-itl-ms", metavar="MS", help="with --sweep: mark the best row with ITL p50 <= MS"
+        "--max-itl-ms",
+        metavar="MS",
+        type=ranges.MAX_ITL_MS,
+        help=ranges.ranged("with --sweep: mark the best row with ITL p50 <= MS", ranges.MAX_ITL_MS),
     )
     parser.add_argument(
-        "--max-ttft-s", metavar="S", help="with --sweep: mark the best row with TTFT p90 <= S"
+        "--max-ttft-s",
+        metavar="S",
+        type=ranges.MAX_TTFT_S,
+        help=ranges.ranged("with --sweep: mark the best row with TTFT p90 <= S", ranges.MAX_TTFT_S),
     )
     parser.add_argument(
-        "--window", metavar="DURATION", default="5m", help="fit to the last DURATION read (5m)"
+        "--window",
+        metavar="DURATION",
+        default="5m",
+        type=ranges.WINDOW,
+        help=ranges.ranged("fit to the last DURATION read (5m)", ranges.WINDOW),
     )
     parser.add_argument(
         "--format", choices=("text", "json"), default="text", help="a table (text) or JSON"
@@ -190,21 +207,11 @@ def build_parser() -> OneLineParser:
 
 
 def parse_value(name: str, text: str) -> KnobValue:
-    """A knob's value as its type; ValueError names the knob."""
-    kind = KNOB_FIELDS.get(name)
-    if kind is None:
+    """A knob's value as its type, within its range (`vtop.knobranges`); ValueError, one line,
+    names the knob and what it may be."""
+    if name not in KNOB_FIELDS:
         raise ValueError(f"unknown knob {name!r}; a what-if can set {', '.join(KNOB_FIELDS)}")
-    if kind is bool:
-        if text.lower() in ("true", "on", "1", "yes"):
-            return True
-        if text.lower() in ("false", "off", "0", "no"):
-            return False
-        raise ValueError(f"{name}={text}: expected true or false")
-    try:
-        value: KnobValue = kind(text)
-    except ValueError:
-        raise ValueError(f"{name}={text}: expected {kind.__name__}") from None
-    return value
+    return knobranges.parse(name, text)
 
 
 def configurations(sets: Sequence[str], sweep: str | None) -> list[dict[str, KnobValue]]:
@@ -383,7 +390,8 @@ def live_timing(args: argparse.Namespace) -> tuple[float, float]:
 
 def _reach_given(args: argparse.Namespace) -> bool:
     """Whether any `connection_args` flag was given."""
-    return bool(args.header or args.ca_cert or args.insecure or args.max_num_seqs is not None
+    return bool(args.header or args.trust_redirect or args.ca_cert or args.insecure
+                or args.max_num_seqs is not None
                 or args.max_num_batched_tokens is not None)  # fmt: skip
 
 
@@ -396,6 +404,7 @@ def live_source(url: str, interval_s: float, reach: argparse.Namespace | None = 
     flags = argparse.Namespace(
         url=[url], interval=interval_s, prometheus=None, demo=None, targets=[], discover=False,
         header=given.get("header") or [], insecure=given.get("insecure", False),
+        trust_redirect=given.get("trust_redirect") or [],
         ca_cert=given.get("ca_cert"), max_num_seqs=given.get("max_num_seqs"),
         max_num_batched_tokens=given.get("max_num_batched_tokens"),
     )  # fmt: skip
@@ -482,7 +491,10 @@ def run(
     store, knobs, gpu = observed
     times = store.times()
     window_s = min(window_s, times[-1] - times[0])
-    whatif = prepare(store, window_s, knobs, gpu_name=gpu)
+    try:
+        whatif = prepare(store, window_s, knobs, gpu_name=gpu)
+    except Exception as exc:  # the server's own knobs the twin cannot start with, as a report
+        return fail(f"no prediction: {twin_failed(exc)}", EXIT_UNKNOWN)  # says it
     try:
         predictions = [whatif.predict(c) for c in configs]
     except ValueError as exc:  # knobs the twin cannot start with (a KV pool too small)
@@ -508,8 +520,8 @@ def main(argv: Sequence[str]) -> int:
             raise ValueError("--max-itl-ms and --max-ttft-s pick a row of a --sweep: give one")
         duration_s, interval_s = live_timing(args)
         if args.replay is not None and _reach_given(args):
-            raise ValueError("--header, --ca-cert, --insecure, --max-num-seqs and "
-                             "--max-num-batched-tokens go with --url")  # fmt: skip
+            raise ValueError("--header, --trust-redirect, --ca-cert, --insecure, --max-num-seqs "
+                             "and --max-num-batched-tokens go with --url")  # fmt: skip
     except ValueError as exc:
         return fail(str(exc), EXIT_USAGE)
     try:

@@ -6,6 +6,11 @@ window's figures, `run` drives sources into it, and `text`/`html` render it.
 JSON is the document itself, described by docs/report-schema.json, which ships inside the
 package (`schema_text`, printed by `vtop --schema`) so that a consumer validates against the
 schema of the vtop it runs.
+
+Every string of the document is made a clean line (`vtop.untrusted.tree`) before any format
+renders it: the sources clean what they receive, and this is the net under them, so a string
+one of them missed carries no control or bidi character into a report either. Each format then
+escapes for its own medium (Markdown and HTML: `text._md`, `html._e`).
 """
 
 from __future__ import annotations
@@ -14,6 +19,8 @@ import json
 import math
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+from vtop import untrusted
 
 if TYPE_CHECKING:
     from vtop.report.document import Document
@@ -46,7 +53,8 @@ def _finite(value: Any) -> Any:
 
 
 def render(doc: Document, fmt: str) -> str:
-    """The document in one of `FORMATS`."""
+    """The document in one of `FORMATS`, every string in it inert (`untrusted.tree`)."""
+    doc = untrusted.tree(doc)
     if fmt == "json":
         return json.dumps(_finite(doc), indent=2, ensure_ascii=False, allow_nan=False) + "\n"
     if fmt == "markdown":

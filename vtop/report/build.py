@@ -14,7 +14,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import overload
 
-from vtop import summary
+from vtop import figures, summary
 from vtop.model import EndpointInfo, Event, Finding
 from vtop.monitor import EndpointView
 from vtop.report.document import (
@@ -104,7 +104,7 @@ def endpoint_doc(e: EndpointStats, view: EndpointView | None) -> EndpointDoc:
         "restarts": e.restarts,
         "knobs": knobs_json(view.knobs if view is not None else {}),
         "signals": signals,
-        "latency": {name: _latency(lat.summary()) for name, lat in e.latency.items()},
+        "latency": latencies({name: lat.summary() for name, lat in e.latency.items()}),
     }
 
 
@@ -138,6 +138,18 @@ def _gpu_stat(s: Stat) -> StatDoc | None:
 
 def _signal(summary: dict[str, float | None], unit: str) -> SignalDoc:
     return {"avg": summary["avg"], "max": summary["max"], "last": summary["last"], "unit": unit}
+
+
+def latencies(stats: dict[str, dict[str, float | None]]) -> dict[str, LatencyDoc]:
+    """Each latency's figures, the mean and every quantile of a part at most its whole's
+    (`figures.within_wholes`): the report never says a request queued longer than it waited
+    for its first token (each histogram counts requests at another moment, so a window's
+    queue mean could read 16.3 s beside a TTFT mean of 14.3 s)."""
+    for q in ("mean", "p50", "p90", "p99"):
+        bounded = figures.within_wholes({name: s[q] for name, s in stats.items()})
+        for name, s in stats.items():
+            s[q] = bounded[name]
+    return {name: _latency(s) for name, s in stats.items()}
 
 
 def _latency(stats: dict[str, float | None]) -> LatencyDoc:
@@ -207,7 +219,14 @@ def finding_doc(track: Track, advice: Advice | None = None) -> FindingDoc:
 
 
 def band_doc(b: Band) -> BandDoc:
-    return {"now": b.now, "after": b.after, "low": b.low, "high": b.high}
+    """A predicted figure's band, to 9 significant digits: the twin's figures are estimates,
+    and a live report and the replay of its recording differ beyond that only by the
+    trace's float rounding."""
+    return {"now": _sig(b.now), "after": _sig(b.after), "low": _sig(b.low), "high": _sig(b.high)}
+
+
+def _sig(v: float) -> float:
+    return float(f"{v:.9g}")
 
 
 def prediction_doc(advice: Advice) -> PredictionDoc:

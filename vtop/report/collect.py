@@ -58,6 +58,7 @@ from vtop.report.document import (
 )
 from vtop.report.tracks import Track
 from vtop.report.window import WindowStats
+from vtop.triage.engine import MIN_DECISIVE_POLLS
 from vtop.whatif.advice import Advice, Advisor, Reading, twin_changes, unavailable
 
 REPORT_VERSION: Final = 1
@@ -235,7 +236,7 @@ class Collector:
         if judging:
             more = f" (+{len(judging) - 1} more)" if len(judging) > 1 else ""
             return "UNKNOWN", f"no verdict yet: {self._progress(judging[0])}{more}"
-        short = self._short_watch()
+        short = self._short_watch() or self._too_brief()
         if short is not None:
             return "UNKNOWN", short
         span = _span(self.stats.t_first, self.stats.t_last)
@@ -268,19 +269,42 @@ class Collector:
             "server slow to answer?)"
         )
 
+    def _too_brief(self) -> str | None:
+        """Why an all-clear would come before any rule could have spoken: the window's polls
+        span less than the quickest warning needs (`Engine.quickest_s`). A 5 s report that saw
+        one wave's tail has seen nothing healthy; it says how long a window would judge."""
+        t0, t1 = self.stats.t_first, self.stats.t_last
+        covered = (t1 - t0) if t0 is not None and t1 is not None else 0.0
+        quickest = self.monitor.engine.quickest_s
+        enough_polls = self.stats.polls >= MIN_DECISIVE_POLLS
+        if self.interrupted or (covered >= quickest - 1e-6 and enough_polls):
+            return None
+        return (
+            f"no verdict: {durations.span(covered)} of polls is too short to rule anything out "
+            f"(the quickest verdict needs {durations.span(quickest)}; watch longer)"
+        )
+
     def undecided(self) -> list[Finding]:
         """Warnings still being judged at the window's end: their condition holds, their
-        evidence is not in yet (INFO rules never make a report UNKNOWN)."""
-        return [f for f in self._accruing.values() if f.severity >= Severity.WARNING]
+        evidence is not in yet (INFO rules never make a report UNKNOWN), nearest to firing
+        first: the reason names the rule that would speak next if nothing changed, not the
+        first in root-cause order that needs minutes more."""
+        waiting = [f for f in self._accruing.values() if f.severity >= Severity.WARNING]
+        return sorted(waiting, key=lambda f: (f.needs_s is None, f.needs_s or 0.0))
 
     def _progress(self, f: Finding) -> str:
         """`budget-too-small: held for all 30 s; needs 15 s more`."""
         start = self.stats.t_first
         span = self.stats.t_last - start if start is not None and self.stats.t_last else 0.0
-        held = (f"held for all {durations.span(span)}" if f.held_s >= span - 1.0
-                else f"held for the last {durations.span(f.held_s)}")  # fmt: skip
+        if f.held_s >= span - 1.0:
+            held = f"held for all {durations.span(span)}"
+        elif f.held_s < 1.0:
+            held = "seen at the end of the window"
+        else:
+            held = f"held for the last {durations.span(f.held_s)}"
         if f.needs_s is not None:
-            return f"{f.rule} on {f.endpoint}: {held}; needs {durations.span(f.needs_s)} more"
+            of = f" of {f.path} evidence" if f.path else ""
+            return f"{f.rule} on {f.endpoint}: {held}; needs {durations.span(f.needs_s)} more{of}"
         return f"{f.rule} on {f.endpoint}: {held}; {f.summary}"
 
     def _ranked(self) -> list[Track]:

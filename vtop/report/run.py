@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import math
+import threading
 from collections.abc import Callable
 
 from vtop.model import Frame
@@ -133,8 +134,10 @@ def simulated_document(
     on_frame: Callable[[Frame], None] | None = None,
     findings: FindingsFn = monitor_findings,
     engine: Engine | None = None,
+    stop: threading.Event | None = None,
 ) -> Document:
-    """The simulator for `duration_s` of virtual time, as fast as it computes (≥ two polls)."""
+    """The simulator for `duration_s` of virtual time, as fast as it computes (≥ two polls).
+    `stop` (set by Ctrl-C) ends it early with the polls made so far, as it ends a live watch."""
     step = source.interval_s * source.speed
     collector = Collector(
         source_kind="demo", source_name=name, findings=findings, expected_s=duration_s,
@@ -152,6 +155,9 @@ def simulated_document(
         collector.add(frame)
         start = frame.t if start is None else start
         if polls >= 2 and frame.t - start >= duration_s - 1e-6:
+            return collector.document()
+        if polls >= 2 and stop is not None and stop.is_set():
+            collector.interrupted = True
             return collector.document()
         source.pace(pacer.next_after(frame))
 
@@ -210,6 +216,12 @@ def replay_collector(
     with TraceReader(path, warn=warn) as reader:
         if resolve is not None:
             start, end = resolve(reader)
+        # A window wider than the trace is the trace: its span sets the rule step, which must
+        # not stretch over time the trace does not cover (`--from=-99999999d`).
+        if start is not None and reader.start is not None:
+            start = max(start, reader.start)
+        if end is not None and reader.end is not None:
+            end = min(end, reader.end)
         t0 = start if start is not None else reader.start
         t1 = end if end is not None else reader.end
         span = (t1 - t0) if t0 is not None and t1 is not None else None
@@ -228,7 +240,8 @@ def replay_collector(
         final = t1 if t1 is not None else math.inf
         for poll in reader.polls(start, end):
             last_t = poll.t
-            if poll.t >= next_eval or poll.t >= final:
+            due = poll.t >= next_eval or poll.t >= final
+            if due and collector.evaluations < 2 * max_evaluations:  # times may be crafted
                 collector.add(poll.frame())
                 next_eval = poll.t + step
             else:

@@ -4,11 +4,19 @@ Both are views of the JSON document (never of live objects), laid out for their 
 text version aligns columns for a monospace 100-column terminal; the Markdown version uses
 tables GitHub renders, code spans for flags, and the same unicode sparklines. Both are
 deterministic for a given document, which is what the golden-file tests hold them to.
+
+In Markdown, text is markup: a model name `![x](http://…)` would load an image in the issue
+it is pasted into, `**…**` would shout, `|` would split a table row, `<img …>` and `&#8238;`
+would be HTML. So every value goes in through `_md` (text: each character Markdown reads
+backslash-escaped, autolinks broken, `<` an entity) or `_code` (a code span, whose fence no
+backtick in the value can close), and only the layout around them is live Markdown.
 """
 
 from __future__ import annotations
 
+import re
 import textwrap
+from collections.abc import Callable
 from typing import get_args
 
 from vtop import durations, fmt
@@ -120,11 +128,12 @@ def _recommendation(r: RecommendationDoc) -> str:
     return f"{_change(r)}  ({why(r)})"
 
 
-def _change(r: RecommendationDoc, code: str = "") -> str:
-    """The flag and, beside it, the engine argument: `--max-num-seqs 128 / max_num_seqs=128`."""
+def _change(r: RecommendationDoc, code: Callable[[str], str] = str) -> str:
+    """The flag and, beside it, the engine argument: `--max-num-seqs 128 / max_num_seqs=128`
+    (`code`: how each is written, a code span in Markdown)."""
     arg = r.get("engine_arg")
-    flag = f"{code}{r['flag']}{code}"
-    return f"{flag} / {code}{arg}{code}" if arg else flag
+    flag = code(r["flag"])
+    return f"{flag} / {code(arg)}" if arg else flag
 
 
 def check_line(doc: Document) -> str | None:
@@ -268,17 +277,59 @@ def _wrap(text: str, first: str, rest: str | None = None) -> list[str]:
 # -- Markdown -----------------------------------------------------------------------------------
 
 
-def _md(text: str) -> str:
-    """Inline text made inert in a table cell: no pipes, no HTML, no line breaks."""
-    return text.replace("\\", "\\\\").replace("|", "\\|").replace("<", "&lt;").replace("\n", " ")
+_MD_ACTIVE = re.compile(
+    r"[\\`*\[\]|~&$#@<\n]"  # emphasis, code, links and images, tables, HTML, entities, math
+    r"|(?<![^\W_])_|_(?![^\W_])"  # an underscore not inside a word (in one it is inert)
+    r"|:(?=//)|(?i:(?<=www))\."  # autolinks: http://…, www.…
+)
+_MD_BLOCK_START = re.compile(r"[-+>=]|\d+[.)]")
+"""What makes a line a list item, a quote or a heading underline when it starts one."""
+
+
+def _md_escape(match: re.Match[str]) -> str:
+    char = match.group()
+    if char == "<":
+        return "&lt;"
+    return " " if char == "\n" else "\\" + char
+
+
+def _md(text: str, *, starts_line: bool = False) -> str:
+    """Text made inert in Markdown (a table cell, a list item, a quote): every character
+    Markdown would read as emphasis, a link, an image, code, HTML, an entity, math or a cell's
+    end backslash-escaped, autolinks broken, one line. `starts_line`: it opens a line (after a
+    list marker or `>`), where `-`, `+`, `>`, `=` or `1.` would also start a block."""
+    text = _MD_ACTIVE.sub(_md_escape, text)
+    if starts_line and (m := _MD_BLOCK_START.match(text)):
+        text = f"{text[: m.end() - 1]}\\{text[m.end() - 1 :]}"
+    return text
+
+
+def _code(text: str, *, in_table: bool = True) -> str:
+    """Text as a Markdown code span, where nothing is markup: fenced by more backticks than
+    any run inside it, a `|` escaped in a table (GFM splits cells on it even in code)."""
+    text = text.replace("\n", " ")
+    if in_table:
+        text = text.replace("|", "\\|")
+    fence = "`" * (max((len(run) for run in re.findall("`+", text)), default=0) + 1)
+    pad = " " if text.startswith(("`", " ")) or text.endswith(("`", " ")) else ""
+    return f"{fence}{pad}{text}{pad}{fence}"
+
+
+def _list_code(text: str) -> str:
+    return _code(text, in_table=False)
 
 
 def render_markdown(doc: Document) -> str:
-    out = [f"## vtop report: **{doc['status']}**", "", f"> {_md(doc['reason'])}", ""]
+    out = [
+        f"## vtop report: **{_md(doc['status'])}**",
+        "",
+        f"> {_md(doc['reason'], starts_line=True)}",
+        "",
+    ]
     src = doc["source"]
     out.append("| | |")
     out.append("|---|---|")
-    out.append(f"| source | {_md(src['kind'])} `{_md(src['name'])}` |")
+    out.append(f"| source | {_md(src['kind'])} {_code(src['name'])} |")
     if doc["window"]["from"]:
         out.append(f"| window | {_md(_window_line(doc))} |")
     for ep in doc["endpoints"]:
@@ -290,7 +341,7 @@ def render_markdown(doc: Document) -> str:
     for i, ep in enumerate(doc["endpoints"]):
         out.append("")
         many = len(doc["endpoints"]) > 1
-        out.append(f"### Signals of `{_md(ep['url'])}`" if many else "### Signals")
+        out.append(f"### Signals of {_code(ep['url'], in_table=False)}" if many else "### Signals")
         out.append("")
         out.append(
             "| signal | avg | max | last | trend |" if i == 0 else "| signal | avg | max | last |"
@@ -329,15 +380,16 @@ def render_markdown(doc: Document) -> str:
     if not doc["findings"]:
         out.append("None.")
     for f in doc["findings"]:
-        where = f" on `{_md(f['endpoint'])}`" if len(doc["endpoints"]) > 1 else ""
+        where = f" on {_code(f['endpoint'], in_table=False)}" if len(doc["endpoints"]) > 1 else ""
         out.append(
-            f"- **{f['severity']}** `{_md(f['rule'])}`{where}: {_md(f['summary'])} "
+            f"- **{_md(f['severity'])}** {_code(f['rule'], in_table=False)}{where}: "
+            f"{_md(f['summary'])} "
             f"({_md(_finding_span(f))})"
         )
         for e in f["evidence"]:
-            out.append(f"  - {_md(e['name'])}: {_md(e['value'])}")
+            out.append(f"  - {_md(e['name'], starts_line=True)}: {_md(e['value'])}")
         for r in f["recommendations"]:
-            out.append(f"  - change: {_md(_change(r, '`'))} ({_md(why(r))})")
+            out.append(f"  - change: {_change(r, _list_code)} ({_md(why(r))})")
         prediction = f.get("prediction")
         if prediction:
             out.append(f"  - predicted: {_md(prediction['line'])}")
@@ -352,7 +404,11 @@ def render_markdown(doc: Document) -> str:
             continue
         out.append("")
         many = len(doc["endpoints"]) > 1
-        out.append(f"### Configuration of `{_md(ep['url'])}`" if many else "### Configuration")
+        out.append(
+            f"### Configuration of {_code(ep['url'], in_table=False)}"
+            if many
+            else "### Configuration"
+        )
         out.append("")
         out.append("<details><summary>knobs and where each value came from</summary>")
         out.append("")
@@ -360,11 +416,11 @@ def render_markdown(doc: Document) -> str:
         out.append("|---|---:|---|---|")
         for name, k in ep["knobs"].items():
             out.append(
-                f"| `{_md(name)}` | {_md(fmt.knob(k['value']))} | {k['provenance']} | "
+                f"| {_code(name)} | {_md(fmt.knob(k['value']))} | {_md(k['provenance'])} | "
                 f"{_md(k['detail'])} |"
             )
         out.append("")
         out.append("</details>")
     out.append("")
-    out.append(f"<sub>vtop {doc['vtop']} · report format {doc['report_version']}</sub>")
+    out.append(f"<sub>vtop {_md(doc['vtop'])} · report format {doc['report_version']}</sub>")
     return "\n".join(out) + "\n"

@@ -83,6 +83,9 @@ class Question:
     """Knobs offered for the change: every knob a rule may recommend, in a fixed order."""
     reading: Reading | None = field(default=None, compare=False, repr=False)
     """The store as the rule saw it when it fired, for the twin (None: no prediction here)."""
+    fixes: tuple[tuple[str, str], ...] = ()
+    """Every (knob, direction) the rule's own advice lists, whether or not this firing
+    recommended it (`if:` conditions aside): each is a right answer."""
 
     @property
     def points(self) -> int:
@@ -112,6 +115,8 @@ class Verdict:
     value: bool
     predicted: tuple[str, ...] = ()
     """The reveal's predicted effect (`predicted_lines`), when the question had a reading."""
+    why: tuple[str, ...] = ()
+    """Why the answer scored as it did, a line for the diagnosis and one for the change."""
 
     @property
     def points(self) -> int:
@@ -123,6 +128,7 @@ class Verdict:
         out = [
             f"{'right' if self.diagnosis else 'not quite'}: it was {f.rule} ({f.title}); "
             f"{self.points} of {self.question.points} points",
+            *(f"  {line}" for line in self.why),
             f.summary,
         ]
         out.extend(f"  {name}: {value}" for name, value in f.evidence)
@@ -191,13 +197,18 @@ def questions_of(
     """The questions of a finished pass over a trace (the replay screen makes its own pass);
     `readings`: the store where each (endpoint, rule) first fired, for its prediction."""
     out: list[Question] = []
+    rules = collector.monitor.engine.by_id
     for t, f in collector.onsets():
         recommended = tuple(r.knob for r in f.recommendations)
         knobs = tuple(dict.fromkeys((*COMMON_KNOBS, *recommended)))
         known = {c.rule for c in catalog}
         choices = tuple(catalog) if f.rule in known else (*catalog, Choice(f.rule, f.title))
         reading = (readings or {}).get((f.endpoint, f.rule))
-        out.append(Question(len(out) + 1, t, f.endpoint, f, choices, knobs, reading))
+        rule = rules.get(f.rule)
+        listed = tuple((spec.knob, spec.direction) for spec in rule.recommend) if rule else ()
+        fixes = tuple(dict.fromkeys((*((r.knob, r.direction) for r in f.recommendations),
+                                     *listed)))  # fmt: skip
+        out.append(Question(len(out) + 1, t, f.endpoint, f, choices, knobs, reading, fixes))
     return out
 
 
@@ -227,20 +238,45 @@ def grade(question: Question, answer: Answer) -> Verdict:
     the advice's predicted effect, where the question has a reading (`predict`)."""
     f = question.finding
     diagnosis = answer.rule == f.rule
+    named = "right" if diagnosis else f"{answer.rule or 'none'} is not it"
+    said = [f"diagnosis: {named} ({2 * diagnosis} of 2)"]
     predicted = predict(question)
     if not f.recommendations:
         none = answer.knob is None
-        return Verdict(question, answer, diagnosis, none, none, predicted)
+        said.append(
+            "change: right, no server knob fixes this (2 of 2)" if none else
+            f"change: {answer.knob} is no fix here: the fix is outside vLLM's flags (0 of 2)"
+        )  # fmt: skip
+        return Verdict(question, answer, diagnosis, none, none, predicted, tuple(said))
     recs = {r.knob: r for r in f.recommendations}
+    listed = dict(question.fixes)
     rec = recs.get(answer.knob or "")
-    knob = rec is not None
-    if rec is None:
-        value = False
-    elif answer.value is not None:
+    knob = rec is not None or answer.knob in listed
+    if rec is not None and answer.value is not None:
         value = _close(answer.value, rec.new_value)
-    else:
+        near = "is" if value else "is not"
+        why = f"{answer.value} {near} within {VALUE_TOLERANCE:.0%} of {rec.new_value}"
+    elif rec is not None:
         value = answer.direction == rec.direction
-    return Verdict(question, answer, diagnosis, knob, value, predicted)
+        why = f"the advice is to {rec.direction} it" + (
+            "" if value else f", not {answer.direction or 'leave it'}"
+        )
+    elif answer.knob in listed:
+        # A fix the rule's own advice lists, that its conditions did not pick here (raise
+        # gpu_memory_utilization where it is 0.92 already): right in kind.
+        direction = listed[answer.knob or ""]
+        value = answer.direction == direction
+        why = f"{f.rule} lists it ({direction}), though here it advised " + ", ".join(
+            r.flag for r in f.recommendations
+        )
+    else:
+        value = False
+        why = (
+            f"{f.rule} does not change {answer.knob}" if answer.knob else "a server knob fixes this"
+        )
+    points = int(knob) + int(value)
+    said.append(f"change: {answer.knob or 'none'}: {why} ({points} of 2)")
+    return Verdict(question, answer, diagnosis, knob, value, predicted, tuple(said))
 
 
 def _close(given: KnobValue, wanted: KnobValue) -> bool:
@@ -285,14 +321,15 @@ class Score:
     def possible(self) -> int:
         return sum(v.question.points for v in self.verdicts)
 
-    def summary(self) -> str:
+    def summary(self, asked: int | None = None) -> str:
+        """The score; `asked`: how many questions the trace had, when the session ended
+        before all were answered (or before the first)."""
         right = sum(v.diagnosis for v in self.verdicts)
         n = len(self.verdicts)
-        return (
-            f"score {self.points} of {self.possible}: {right} of {n} diagnoses right"
-            if n
-            else "no incident to diagnose in this trace"
-        )
+        if asked == 0 or (asked is None and not n):
+            return "no incident to diagnose in this trace"
+        of = f" ({n} of {asked} incidents answered)" if asked is not None and asked > n else ""
+        return f"score {self.points} of {self.possible}: {right} of {n} diagnoses right{of}"
 
 
 def _why(*parts: str) -> str:

@@ -9,8 +9,8 @@ Series are keyed by `(signal, model, engine, label)`. Labels beyond those (the `
 multiprocess mode, labels a proxy adds) do not split a series: the samples they separate are
 combined, adding counts and histogram buckets and taking the largest gauge. A line repeated
 verbatim counts once (the last one wins). NaN and ±Inf samples are not measurements and are
-dropped. Label values are made inert here, before anything can print them: control characters
-(ANSI escapes included) are removed and long values cut.
+dropped. Label values are made inert here, before anything can print them (`clean_label`:
+`vtop.untrusted`'s rule, control and bidi characters removed, long values cut).
 """
 
 from __future__ import annotations
@@ -18,23 +18,19 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
+from vtop import untrusted
 from vtop.model import Histogram, Scrape, SeriesKey
 from vtop.signals.catalog import WIRE, Kind, Signal
+from vtop.signals.gpus import PAGE_GPU_NAME
 from vtop.signals.parser import ParseError, parse_head, parse_value, split_sample
 
 MAX_LABEL = 200
 """Longest label value kept; a longer one is cut and marked with an ellipsis."""
 
-_CONTROL = dict.fromkeys([*range(0x20), 0x7F, *range(0x80, 0xA0)])
-
 
 def clean_label(value: str) -> str:
-    """A label value that is safe to print: no control characters, at most MAX_LABEL long."""
-    if not value.isprintable():
-        value = value.translate(_CONTROL)
-    if len(value) > MAX_LABEL:
-        value = value[: MAX_LABEL - 1] + "…"
-    return value
+    """A label value that is safe to print (`untrusted.clean`), at most MAX_LABEL long."""
+    return untrusted.clean(value, MAX_LABEL)
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,6 +46,8 @@ class _LineRoute:
     fast: int = 0
     """The common cases the read loop handles inline: rank 0, nothing merged (see `_FAST`)."""
     scale: float = 1.0
+    gpu_name: str = ""
+    """A dcgm-exporter series' `modelName` label: the card its `gpu` index names."""
 
 
 @dataclass(slots=True)
@@ -72,6 +70,7 @@ def _route(head: str, lineno: int) -> _LineRoute | None:
     model = engine = label = ""
     le: float | None = None
     extra = False
+    gpu_name = ""
     for k, v in labels:
         if k == "model_name":
             model = clean_label(v)
@@ -83,6 +82,8 @@ def _route(head: str, lineno: int) -> _LineRoute | None:
             le = parse_value(v, lineno)
         elif sig.kind is not Kind.INFO:
             extra = True
+            if k == "modelName" and sig.label == "gpu":
+                gpu_name = clean_label(v)
     if wire.part == "bucket" and le is None:
         raise ParseError(f"histogram bucket {name} has no 'le' label", lineno)
     info = tuple((k, clean_label(v)) for k, v in labels) if sig.kind is Kind.INFO else ()
@@ -90,7 +91,8 @@ def _route(head: str, lineno: int) -> _LineRoute | None:
     if wire.rank == 0 and not extra and sig.kind is not Kind.INFO:
         fast = _FAST[wire.part] if sig.kind is Kind.HISTOGRAM else _SCALAR
     key = SeriesKey(sig.name, model, engine, label)
-    return _LineRoute(sig, wire.part, wire.rank, key, le, extra, info, fast, sig.scale)
+    return _LineRoute(sig, wire.part, wire.rank, key, le, extra, info, fast, sig.scale,
+                      gpu_name)  # fmt: skip
 
 
 _SCALAR, _BUCKET, _SUM, _COUNT = 1, 2, 3, 4
@@ -173,6 +175,8 @@ class PageReader:
             _take(route, value, best, hists, info)
         for route, value in merged.values():
             _take(route, value, best, hists, info, merge=True)
+            if route.gpu_name:
+                info[PAGE_GPU_NAME + route.key.label] = route.gpu_name
         return Scrape(
             endpoint=endpoint,
             t=t,
@@ -201,7 +205,7 @@ def _take(
     sig = route.signal
     key = route.key
     if sig.kind is Kind.INFO:
-        if not info:
+        if not any(k for k in info if not k.startswith(PAGE_GPU_NAME)):
             info.update(route.info)
         return
     if sig.kind is Kind.HISTOGRAM:

@@ -38,6 +38,10 @@ NVML_FIELDS = (
 
 SIGNALS = frozenset(signal for signal, _ in NVML_FIELDS) | {"gpu_mem_free"}
 """Every per-GPU signal a page or NVML fills."""
+PAGE_GPU_NAME = "dcgm.modelName."
+"""`Scrape.info` key prefix (then the `gpu` index) under which a page names its cards: the
+dcgm-exporter series' `modelName` label, kept with the scrape (and in a trace) so that every
+reader of the page, the twin's fit among them, knows an RTX 4090 from a CPU."""
 
 
 def from_page(scrape: Scrape) -> tuple[GpuReading, ...]:
@@ -57,7 +61,7 @@ def from_page(scrape: Scrape) -> tuple[GpuReading, ...]:
         out.append(
             GpuReading(
                 index=index,
-                name="",
+                name=scrape.info.get(PAGE_GPU_NAME + str(index), ""),
                 util_pct=vals.get("gpu_util"),
                 mem_used_bytes=None if used is None else int(used),
                 mem_total_bytes=None if used is None or free is None else int(used + free),

@@ -80,8 +80,31 @@ def quantile(q: float, h: Histogram | None) -> float | None:
             in_bucket = cum - below
             if in_bucket <= 0:
                 return upper
-            return lower + (upper - lower) * (rank - below) / in_bucket
+            return _within_mean(q, lower + (upper - lower) * (rank - below) / in_bucket, h)
     return h.bounds[-1] if h.bounds else None
+
+
+def _within_mean(q: float, estimate: float, h: Histogram) -> float:
+    """The interpolated quantile, kept inside what the sum and count allow.
+
+    Interpolation puts a quantile where the bucket's share of the rank falls, as if the
+    observations were spread evenly across it: 16 queue times of 0.1 ms, all in vLLM's first
+    bucket (0–0.3 s), read p50 150 ms beside a mean of 0.1 ms. For observations that cannot be
+    negative (every latency and size vLLM records), at least a share 1 - q of them is as large
+    as the q-quantile, so sum >= (1 - q) · count · quantile: the quantile is at most
+    mean / (1 - q). (The bound is vtop's; PromQL's `histogram_quantile` does not apply it.)"""
+    if not h.bounds or h.bounds[0] < 0 or not (h.sum >= 0 and h.count > 0) or q >= 1:
+        return estimate
+    # A sum below what the buckets' lower edges already add up to is not this data's (a page
+    # without _sum, a reset between two reads): no bound from it.
+    floor = 0.0
+    prev_cum, prev_bound = 0.0, 0.0
+    for bound, cum in zip(h.bounds, h.buckets, strict=True):
+        floor += max(0.0, cum - prev_cum) * prev_bound
+        prev_cum, prev_bound = max(prev_cum, cum), bound
+    if h.sum < floor * (1 - 1e-9):
+        return estimate
+    return min(estimate, h.sum / (h.count * (1.0 - q)))
 
 
 def mean(h: Histogram | None) -> float | None:

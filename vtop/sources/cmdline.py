@@ -31,6 +31,7 @@ from typing import Final, Literal
 
 import yaml
 
+from vtop import untrusted
 from vtop.model import Knob, KnobValue
 
 log = logging.getLogger(__name__)
@@ -225,7 +226,7 @@ def _scan(args: Sequence[str], positional_model: bool) -> tuple[dict[str, _Raw],
 def _typed(kind: _Kind, raw: object) -> KnobValue:
     """A raw value as the knob's type; None when it does not fit (the knob is then skipped)."""
     if isinstance(raw, list):
-        names = [str(x) for x in raw if str(x)]
+        names = [untrusted.clean(x, 200) for x in raw if str(x)]
         return names[0] if names else None
     if kind == "bool":
         if isinstance(raw, bool):
@@ -243,7 +244,8 @@ def _typed(kind: _Kind, raw: object) -> KnobValue:
             return float(str(raw))
         except ValueError:
             return None
-    return None if raw is None else str(raw)
+    # A process's command line is anyone's on this host to write: a text knob is shown inert.
+    return None if raw is None else untrusted.clean(raw, 200)
 
 
 def _human_int(text: str) -> int | None:
@@ -308,7 +310,8 @@ def parse_vllm_argv(
             value = _typed(kind, raw)
             if value is not None:
                 prefix = f"pid {pid} " if pid is not None else ""
-                detail = f"{prefix}--config {config}: {dest.replace('_', '-')}"
+                shown = untrusted.clean(config, 200)
+                detail = f"{prefix}--config {shown}: {dest.replace('_', '-')}"
                 knobs[dest] = Knob(dest, value, "process", detail)
     for dest, raw in found.items():
         kind = _KNOBS[dest]

@@ -44,7 +44,7 @@ from vtop.model import (
 from vtop.signals import resets
 from vtop.sources import discovery
 from vtop.sources.status import CONNECTED, CONNECTING, ConnectionStatus
-from vtop.sources.urls import base_url, redact_url
+from vtop.sources.urls import base_url, host_of, redact_url
 from vtop.sources.vllm import ScrapeOptions, VllmScraper
 
 BACKOFF_S = (1.0, 2.0, 4.0, 8.0, 16.0, 30.0)
@@ -63,7 +63,7 @@ def is_local(url: str) -> bool:
     """
     if url.startswith("sim://"):
         return True
-    host = urlsplit(url if "://" in url else "http://" + url).hostname or ""
+    host = host_of(url)  # "" for a name that is no URL (a Prometheus `instance` label)
     if host in ("localhost", socket.gethostname()):
         return True
     try:

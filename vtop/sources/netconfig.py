@@ -6,7 +6,9 @@ or a corporate proxy, and it should reach a server the way curl on the same mach
 Trust: the system's store as OpenSSL finds it, where `SSL_CERT_FILE` and `SSL_CERT_DIR` replace
 it (as for every OpenSSL program), plus `--ca-cert FILE` (a PEM bundle, or a directory hashed
 by `openssl rehash`): the CAs of a private deployment, added to the store rather than replacing
-it, so one vtop can watch servers behind both kinds. `--insecure` checks nothing.
+it, so one vtop can watch servers behind both kinds. `--insecure` checks nothing. A context
+holds the whole store (about 1 MB, 35 ms to load), so one is made per setting and shared by
+every endpoint: a fleet of a thousand must not load it a thousand times.
 
 Proxies: read from the environment as curl, requests and httpx read them: `https_proxy` for
 https:// URLs, `http_proxy` for http://, `all_proxy` for either (the lowercase name wins over
@@ -14,7 +16,9 @@ the uppercase one), and `no_proxy` (a comma-separated list of host names, each a
 its subdomains, with or without a leading dot or `*.`; IP addresses, CIDR ranges, `host:port`,
 or `*` for everything) to go direct. Loopback (localhost, 127.0.0.0/8, ::1) is never proxied:
 a proxy elsewhere cannot reach this host's loopback, and a server on it is this host's own.
-Only HTTP(S) proxies are spoken (a `socks5://` proxy is refused with one line).
+Only HTTP(S) proxies are spoken (a `socks5://` proxy is refused with one line), and a
+proxy URL is checked as `--url` is (`urls.check_url`): a bad port or host is one line with
+the proxy's credentials hidden, not a traceback that shows them.
 
 A direct connection keeps vtop's own one-connection transport (`transport.py`, the cheap one);
 a proxied one goes through httpx's own transport, which speaks CONNECT to tunnel TLS and the
@@ -30,6 +34,9 @@ from collections.abc import Mapping
 from pathlib import Path
 from urllib.parse import urlsplit
 
+from vtop import files
+from vtop.sources.urls import check_url
+
 PROXY_VARIABLES = ("http_proxy", "https_proxy", "all_proxy", "no_proxy")
 """Read in both cases; the lowercase spelling wins where both are set."""
 
@@ -41,9 +48,20 @@ class NetConfigError(ValueError):
 # -- trust ---------------------------------------------------------------------------------------
 
 
+_CONTEXTS: dict[tuple[bool, str | None, str | None, str | None], ssl.SSLContext] = {}
+
+
 def tls_context(*, verify: bool = True, ca_cert: str | None = None) -> ssl.SSLContext:
     """The client TLS context: the default store (SSL_CERT_FILE/SSL_CERT_DIR honoured by
-    OpenSSL) plus `ca_cert`, or no verification at all."""
+    OpenSSL) plus `ca_cert`, or no verification at all; one shared per setting."""
+    key = (verify, ca_cert, os.environ.get("SSL_CERT_FILE"), os.environ.get("SSL_CERT_DIR"))
+    context = _CONTEXTS.get(key)
+    if context is None:
+        context = _CONTEXTS[key] = _new_context(verify=verify, ca_cert=ca_cert)
+    return context
+
+
+def _new_context(*, verify: bool, ca_cert: str | None) -> ssl.SSLContext:
     context = ssl.create_default_context()
     if not verify:
         context.check_hostname = False
@@ -55,9 +73,12 @@ def tls_context(*, verify: bool = True, ca_cert: str | None = None) -> ssl.SSLCo
             if path.is_dir():
                 context.load_verify_locations(capath=str(path))
             else:
+                os.close(files.open_regular(path))  # a FIFO would block OpenSSL's read
                 context.load_verify_locations(cafile=str(path))
         except FileNotFoundError:
             raise NetConfigError(f"--ca-cert {ca_cert}: no such file") from None
+        except files.NotRegularFile as exc:
+            raise NetConfigError(f"--ca-cert {ca_cert}: {exc.strerror}") from None
         except (ssl.SSLError, OSError, ValueError) as exc:
             raise NetConfigError(
                 f"--ca-cert {ca_cert}: not a PEM file of CA certificates ({_reason(exc)})"
@@ -163,4 +184,7 @@ def proxy_for(url: str, env: tuple[tuple[str, str], ...] | Mapping[str, str]) ->
             f"the {scheme}_proxy/all_proxy setting is a {kind} proxy; vtop speaks to HTTP(S) "
             f"proxies only (set no_proxy={host} to reach {host} directly)"
         )
+    problem = check_url(proxy)  # a bad port or host: one line, its credentials hidden
+    if problem is not None:
+        raise NetConfigError(f"the {scheme}_proxy/all_proxy setting: {problem}")
     return proxy

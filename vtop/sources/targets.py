@@ -35,6 +35,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import urlsplit
 
+from vtop import knobranges, untrusted
+from vtop.files import read_regular
 from vtop.model import Knob
 from vtop.sources.host import VllmProcess, local_vllm_servers
 from vtop.sources.urls import base_url, check_url, redact_url
@@ -150,7 +152,11 @@ def _labels(tokens: Sequence[str], where: str) -> dict[str, str]:
                 raise TargetsError(f"{where}: {name!r} must be {what}, got {value!r}") from None
             if number <= 0:
                 raise TargetsError(f"{where}: {name!r} must be positive, got {value!r}")
-        labels[name] = value
+            try:
+                knobranges.check(name, number)  # its range: no nan, no 1e30 sequences
+            except ValueError as exc:
+                raise TargetsError(f"{where}: {exc}") from None
+        labels[name] = untrusted.clean(value, 200)  # shown as a label, and a file is anyone's
     return labels
 
 
@@ -182,7 +188,7 @@ def load_targets(path: str | Path) -> list[Target]:
     """Read a targets file; any problem is one `TargetsError` line naming the file."""
     name = str(path)
     try:
-        raw = Path(path).read_bytes()
+        raw = read_regular(path)  # a FIFO would block a plain read forever
     except OSError as exc:
         raise TargetsError(f"{name}: cannot read the targets file: {exc.strerror or exc}") from None
     try:
@@ -222,7 +228,7 @@ def describe(proc: VllmProcess, width: int = 120) -> str:
     how = "listening" if proc.matched_by == "socket" else "by --port"
     argv = " ".join([Path(proc.argv[0]).name, *proc.argv[1:]] if proc.argv else [])
     line = f"pid {proc.pid}  {discovered_url(proc)}  ({how})  {argv}"
-    return line if len(line) <= width else line[: width - 1] + "…"
+    return untrusted.clean(line, width)  # any user of the host may write a command line
 
 
 def merge(*groups: Iterable[Target]) -> list[Target]:

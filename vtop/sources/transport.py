@@ -191,6 +191,8 @@ class OneOriginTransport(httpx.AsyncBaseTransport):
             raise httpx.ConnectTimeout("timed out connecting") from None
         except OSError as exc:  # refused, unknown host, TLS failures (SSLError is an OSError)
             raise httpx.ConnectError(str(exc) or type(exc).__name__) from exc
+        except UnicodeError:  # a name the resolver cannot encode (`a..b`, a label over 63)
+            raise httpx.ConnectError("bad host name") from None
         return _Connection(origin, reader, writer)
 
     # -- one exchange ---------------------------------------------------------------------------

@@ -12,11 +12,16 @@ happened and where, with a hint when the cause is usually the user's (401: a tok
 path).
 
 What the server says of itself (/version, /v1/models) is cleaned as label values are (no
-control characters, cut to length): it reaches the header and the reports just the same.
+control characters, cut to length): it reaches the header and the reports just the same. So is
+every other word of the server's that a message quotes, the reason phrase of an error status
+above all (`HTTP/1.1 503 ESC]52;c;…BEL` would write the user's clipboard): a `ScrapeError`
+is one clean line (`vtop.untrusted`), whatever went into it.
 
 Secrets stay out of everything vtop prints: the bearer token from `VTOP_API_KEY`, the values
 of `--header` and the credentials of a URL (or of a proxy's) go only into request headers, and
-URLs are shown without credentials or query values.
+URLs are shown without credentials or query values. They go only to the server the URL names:
+redirects are followed by `redirects.py`, which keeps every one of them from another host
+unless `--trust-redirect` names it.
 
 Whom TLS trusts (`--ca-cert`, SSL_CERT_FILE/SSL_CERT_DIR) and which proxy a URL goes through
 (the environment's, never for loopback) are decided in `netconfig.py`: a direct connection uses
@@ -35,12 +40,13 @@ from dataclasses import dataclass, field, replace
 
 import httpx
 
+from vtop import untrusted
 from vtop.model import EndpointInfo, Scrape
 from vtop.signals.extract import PageReader, clean_label
 from vtop.signals.parser import ParseError
-from vtop.sources import netconfig
+from vtop.sources import netconfig, redirects
 from vtop.sources.transport import OneOriginTransport
-from vtop.sources.urls import base_url, redact_url, split_credentials
+from vtop.sources.urls import base_url, redact_url, split_credentials, with_path
 
 DEFAULT_MAX_BYTES = 16 * 1024 * 1024
 API_KEY_ENV = "VTOP_API_KEY"
@@ -89,6 +95,8 @@ class ScrapeOptions:
     """`--ca-cert`: CA certificates trusted beside the system's (a PEM file or a directory)."""
     proxies: tuple[tuple[str, str], ...] = field(default=(), repr=False)
     """The environment's proxy settings (`netconfig.proxy_environment`); empty: all direct."""
+    trusted_redirects: tuple[str, ...] = ()
+    """`--trust-redirect`: hosts (`host`, `host:port`, `*`) a redirect may take the secrets to."""
 
     @classmethod
     def from_env(
@@ -98,10 +106,12 @@ class ScrapeOptions:
         headers: Sequence[str] = (),
         insecure: bool = False,
         ca_cert: str | None = None,
+        trust_redirect: Sequence[str] = (),
         environ: Mapping[str, str] = os.environ,
     ) -> ScrapeOptions:
         """Options for a poll interval (its timeout: `timeout_for`); the token and the proxies
-        come from env. A `ca_cert` that cannot be loaded is a `NetConfigError` (one line)."""
+        come from env. A `ca_cert` that cannot be loaded is a `NetConfigError` (one line), a
+        `trust_redirect` that is not a host a `ValueError`."""
         if ca_cert and insecure:
             raise netconfig.NetConfigError("--ca-cert and --insecure contradict each other")
         if ca_cert:
@@ -113,6 +123,7 @@ class ScrapeOptions:
             api_key=environ.get(API_KEY_ENV) or None,
             ca_cert=ca_cert or None,
             proxies=netconfig.proxy_environment(environ),
+            trusted_redirects=tuple(redirects.parse_trusted(h) for h in trust_redirect),
         )
 
     def tls(self) -> ssl.SSLContext:
@@ -134,13 +145,24 @@ class ScrapeOptions:
         out.update(self.headers)
         return out
 
+    def secret_headers(self) -> frozenset[str]:
+        """The lowercase names of the request headers that are secrets: `Authorization` and
+        every `--header` (what a redirect to another host does not get, `redirects.py`)."""
+        return frozenset({"authorization", *(name.lower() for name, _ in self.headers)})
+
+
+MAX_ERROR = 500
+"""The longest error line kept: a URL, a status and the server's reason, with room to spare."""
+MAX_REASON = 100
+"""The longest reason phrase quoted (`Service Unavailable` is 19 characters)."""
+
 
 class ScrapeError(Exception):
     """One line that says what went wrong with which URL; `refused`: the connection was
     refused (nothing listens there now, an answer that costs the server nothing)."""
 
     def __init__(self, message: str, *, refused: bool = False) -> None:
-        super().__init__(message)
+        super().__init__(untrusted.clean(message, MAX_ERROR))
         self.refused = refused
 
 
@@ -163,7 +185,7 @@ class VllmScraper:
     ) -> None:
         self.base, self._auth = split_credentials(base_url(url))
         self.url = redact_url(self.base)
-        self.metrics_url = self.base + "/metrics"
+        self.metrics_url = with_path(self.base, "/metrics")
         self.options = options or ScrapeOptions()
         self._own_client = client is None
         self.proxy = self.options.proxy_for(self.base)
@@ -171,7 +193,7 @@ class VllmScraper:
         self._client = client or httpx.AsyncClient(
             transport=self._transport(),
             timeout=self.options.timeout_s,
-            follow_redirects=True,
+            follow_redirects=False,  # followed by redirects.send: no secret to another host
             trust_env=False,  # proxies and trust are the options', read once by netconfig
         )
         self._reader = PageReader()
@@ -209,17 +231,23 @@ class VllmScraper:
         try:
             async with (
                 asyncio.timeout(timeout),
-                self._client.stream(
+                redirects.send(
+                    self._client,
                     "GET",
                     url,
                     headers=self.options.request_headers(),
-                    timeout=timeout,
+                    secret=self.options.secret_headers(),
                     auth=self._auth,
-                ) as resp,
+                    trusted=self.options.trusted_redirects,
+                    timeout=timeout,
+                ) as followed,
             ):
+                resp = followed.response
                 if resp.status_code >= 400:
                     hint = _HINTS.get(resp.status_code, "")
-                    reason = resp.reason_phrase or "error"
+                    if followed.withheld and resp.status_code in (401, 403):
+                        hint = withheld_hint(followed.withheld)
+                    reason = untrusted.clean(resp.reason_phrase, MAX_REASON) or "error"
                     msg = f"HTTP {resp.status_code} {reason} from {where}"
                     raise ScrapeError(f"{msg}: {hint}" if hint else msg)
                 chunks: list[bytes] = []
@@ -288,8 +316,8 @@ class VllmScraper:
         models: tuple[str, ...] = ()
         max_len: int | None = None
         got_version, got_models = await asyncio.gather(
-            self._get(self.base + "/version", timeout),
-            self._get(self.base + "/v1/models", timeout),
+            self._get(with_path(self.base, "/version"), timeout),
+            self._get(with_path(self.base, "/v1/models"), timeout),
             return_exceptions=True,
         )
         try:
@@ -297,7 +325,7 @@ class VllmScraper:
                 raise got_version
             value = json.loads(got_version[0]).get("version")
             version = clean_label(str(value))[:40] if value is not None else None
-        except (ScrapeError, ValueError, AttributeError):
+        except (ScrapeError, ValueError, AttributeError, RecursionError):
             pass
         try:
             if isinstance(got_models, BaseException):
@@ -308,9 +336,17 @@ class VllmScraper:
             models = tuple(clean_label(str(m.get("id"))) for m in data if isinstance(m, dict))
             lens = [m.get("max_model_len") for m in data if isinstance(m, dict)]
             max_len = next((int(x) for x in lens if isinstance(x, int)), None)
-        except (ScrapeError, ValueError, AttributeError, TypeError):
+        except (ScrapeError, ValueError, AttributeError, TypeError, RecursionError):
             pass
         return EndpointInfo(version=version, models=models, max_model_len=max_len)
+
+
+def withheld_hint(host: str) -> str:
+    """Why a redirected request was refused: the secrets stayed with the server named."""
+    return (
+        f"redirected to {host}, which was not sent the credentials (--header, VTOP_API_KEY, "
+        "the URL's): --trust-redirect HOST sends them there"
+    )
 
 
 def error_reason(exc: BaseException) -> str:
@@ -319,11 +355,13 @@ def error_reason(exc: BaseException) -> str:
         exc = exc.__cause__ or exc.__context__  # type: ignore[assignment]
     if isinstance(exc, ssl.SSLCertVerificationError):
         problem = exc.verify_message or exc.reason or "certificate verify failed"
+        problem = untrusted.clean(problem, 200)  # the certificate is the server's
         return (f"TLS certificate not trusted ({problem}); --ca-cert FILE trusts a private CA, "
                 "--insecure skips the check")  # fmt: skip
     text = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+    text = untrusted.clean(text, 200)  # a protocol error may quote what the server sent
     if "Errno 111" in text or "Connection refused" in text:
         return "connection refused"
     if "Name or service not known" in text or "Errno -2" in text or "Errno -3" in text:
         return "unknown host"
-    return text[:200]
+    return text

@@ -15,10 +15,12 @@ cuts every string and strips it of control characters before anything can print 
 from __future__ import annotations
 
 import math
+import re
 from array import array
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from itertools import accumulate
-from operator import add
+from operator import add, ge
 from typing import Any, Final, cast
 
 from vtop.model import (
@@ -63,6 +65,34 @@ from vtop.trace.metadata import (
 )
 from vtop.trace.wire import Cursor, Damaged
 
+# What decoding costs, in work units of about a nanosecond each on a slow core: an estimate
+# per operation, charged as the body is read, that `reader` holds against the bytes read
+# (`wire.COST_PER_BYTE`). Deflate can make a body a thousand times its bytes, and a body that
+# repeats the one before costs almost nothing to store; counting what it costs to apply is
+# what keeps a small file from buying minutes of work.
+COST_BODY: Final = 15_000
+"""A body: its record, inflating it, the cursor, the poll it yields."""
+COST_BYTE: Final = 30
+"""Each byte of a body's operations (strings, varints)."""
+COST_JSON: Final = 60
+"""Each byte of JSON parsed (metadata, extras, a series path not seen before)."""
+COST_OP: Final = 8_000
+"""A definition or a move: the series, its place in the lane, the relayout."""
+COST_VALUE: Final = 150
+"""Each value a definition sets, each slot a move carries."""
+COST_FLIP: Final = 350
+"""Each presence change, each watched slot kept current."""
+COST_SLOT: Final = 50
+"""Each slot of a lane whose deltas are added in as an array (many are not zero)."""
+COST_SCAN: Final = 2
+COST_SPARSE: Final = 700
+"""Each byte of a lane with few changes, scanned; each changed byte of it, added in."""
+COST_COPY: Final = 5
+"""Each slot of a lane that a relayout copies."""
+SPARSE: Final = 16
+"""A lane with fewer than one changed byte in this many is added in slot by slot."""
+_NONZERO: Final = re.compile(rb"[^\x00]+")
+
 MAX_PENDING: Final = 64
 """Polls of deltas a decoder holds before adding them all in. Slots that frames read are
 *watched* and kept current poll by poll; the rest wait in the pending arrays and are added in
@@ -79,7 +109,70 @@ class _DecSeries:
     div: float
     bounds: tuple[float, ...]
     n: int
-    start: int = 0
+    pos: int = -1
+    """Its place in its lane's `order` (set when the lane takes it in)."""
+    values: list[int] | None = None
+    """Its slots' values while it waits, within one body, to be appended to its lane."""
+
+
+class _Lane:
+    """One lane's series in slot order, and where each one's slots start.
+
+    A redefinition or a move takes a series out of the middle of its lane and appends it at
+    the end, shifting the slots of every series after it. Renumbering them all made a body
+    that redefines every series cost series² (a 1 MB file, 40 minutes). Here the offsets are
+    prefix sums in a Fenwick tree over `order`: taking one out costs log(series), a removed
+    series leaves a hole (None) and the holes are swept out once they are half of `order`."""
+
+    __slots__ = ("dead", "order", "tree")
+
+    def __init__(self) -> None:
+        self.order: list[_DecSeries | None] = []
+        self.tree: list[int] = [0]
+        self.dead = 0
+
+    def __iter__(self) -> Iterator[_DecSeries]:
+        return (s for s in self.order if s is not None)
+
+    def start(self, pos: int) -> int:
+        """Slots before `order[pos]`."""
+        tree, total = self.tree, 0
+        while pos > 0:
+            total += tree[pos]
+            pos &= pos - 1
+        return total
+
+    def append(self, s: _DecSeries) -> None:
+        s.pos = len(self.order)
+        self.order.append(s)
+        i = s.pos + 1  # the tree counts from 1: its node i sums the slots of (i - lowbit i, i]
+        tree, v, j, stop = self.tree, s.n, i - 1, i - (i & -i)
+        while j > stop:
+            v += tree[j]
+            j &= j - 1
+        tree.append(v)
+
+    def discard(self, pos: int, n: int) -> None:
+        """Take `order[pos]` (of `n` slots) out; positions stay valid until `sweep`."""
+        self.order[pos] = None
+        self.dead += 1
+        tree, i = self.tree, pos + 1
+        while i < len(tree):
+            tree[i] -= n
+            i += i & -i
+
+    def sweep(self) -> None:
+        """Drop the holes once they are half of `order` (each costs O(1) amortised)."""
+        if self.dead <= 64 or 2 * self.dead <= len(self.order):
+            return
+        alive = [s for s in self.order if s is not None]
+        tree = [0, *(s.n for s in alive)]
+        for i, s in enumerate(alive, 1):
+            s.pos = i - 1
+            j = i + (i & -i)
+            if j < len(tree):
+                tree[j] += tree[i]
+        self.order, self.tree, self.dead = list(alive), tree, 0
 
 
 Ref = tuple[int, int, float]
@@ -111,46 +204,77 @@ class Decoder:
         self.knobs: dict[str, dict[str, Knob]] = {}
         """Latest knobs per endpoint seen so far (carried across keyframes)."""
         self.server: dict[str, EndpointInfo] = {}
+        self._paths: dict[str, Path] = {}
+        """Series paths by their JSON text: a keyframe (and a redefinition) names them again."""
+        self.cost = 0
+        """Work units spent so far (see `COST_BYTE`), across keyframes."""
         self.reset()
 
     def reset(self) -> None:
         self.series: dict[int, _DecSeries] = {}
-        self.lanes: list[list[_DecSeries]] = [[], [], [], []]
+        self.lanes: list[_Lane] = [_Lane(), _Lane(), _Lane(), _Lane()]
         self.vals: list[list[int]] = [[], [], [], []]
         self.pending: list[list[array[int]]] = [[], [], [], []]
         self.watched: list[dict[int, int]] = [{}, {}, {}, {}]
         self.present: set[int] = set()
         self.meta = Meta()
+        self._meta_text = ""
         self.t_us = 0
         self.samples = 0
+        """Values in the present series (a histogram's count too): kept as ops change them."""
+        self._weight: dict[int, int] = {}
         self.frame_knobs: dict[str, dict[str, Knob]] = {}
         self.frame_server: dict[str, EndpointInfo] = {}
         self.events: tuple[Event, ...] = ()
         self.offsets: list[int] = []
         self._plans: dict[frozenset[str] | None, _Plan] = {}
         self._slots = 0
+        # One body's relayout, applied at its end (`_commit`): slots taken out of each lane
+        # (start, count, position in the lane) and the series to append, in order.
+        self._taken: list[list[tuple[int, int, int]]] = [[], [], [], []]
+        self._added: list[list[_DecSeries]] = [[], [], [], []]
+        self._touched: set[int] = set()
 
     @property
     def t(self) -> float:
         return self.t_us / 1e6
 
     def decode(self, body: bytes) -> None:
-        """Apply one poll. Raises `Damaged`; the state is then unusable until the next keyframe."""
+        """Apply one poll. Raises `Damaged`; the state is then unusable until the next keyframe.
+
+        The cost is linear in the body: each op touches what it names (a series, its slots),
+        never every series. What the encoder writes once per poll (the metadata, the extras,
+        the presence changes, a series' definition or move) is refused when a body repeats
+        it, so the operations of one body are bounded by the series it holds."""
+        self.cost += COST_BODY
         cur = Cursor(body)
         self.t_us += cur.svarint()
+        if not 0 <= self.t_us <= wire.MAX_T_US:
+            raise Damaged("a poll time out of range")
         self.frame_knobs = {}
         self.frame_server = {}
         self.events = ()
-        changed = False
+        once = 0
+        layout = False
         while True:
             op = cur.u8()
             if op == OP_END:
                 break
-            changed = True
+            if op in (OP_META, OP_EXTRA, OP_TOGGLE):
+                if once & (1 << op):
+                    raise Damaged(f"operation {op} twice in one poll")
+                once |= 1 << op
             if op == OP_META:
-                self.meta = parse_meta(parse_json(cur.str()))
+                text = cur.str()
+                if text != self._meta_text:
+                    self.cost += COST_JSON * len(text)
+                    self.meta = parse_meta(parse_json(text))
+                    self._meta_text = text
+                    layout = True
             elif op == OP_EXTRA:
-                self._extra(parse_json(cur.str()))
+                text = cur.str()
+                self.cost += COST_JSON * len(text)
+                self._extra(parse_json(text))
             elif op == OP_DEF:
                 self._relayout()
                 self._def(cur)
@@ -159,20 +283,35 @@ class Decoder:
                 self._move(cur)
             elif op == OP_TOGGLE:
                 self._toggle(cur)
+                layout = True
             else:
                 raise Damaged(f"unknown operation {op}")
-        if changed:
+        self.cost += COST_BYTE * cur.pos
+        if self._touched:
+            self._commit()
+            layout = True
+        if layout:
             self._plans.clear()
-            self.samples = sum(
-                s.n + s.kind for sid, s in self.series.items() if sid in self.present
-            )
         self.offsets = [cur.svarint() for _ in self.meta.scrapes]
+        if self.offsets and (
+            self.t_us + min(self.offsets) < 0 or self.t_us + max(self.offsets) > wire.MAX_T_US
+        ):
+            raise Damaged("a scrape time out of range")
         for lane in range(4):
             vals = self.vals[lane]
             if not vals:
                 continue
+            data = cur.take(len(vals) * LANE_BYTES[lane])
+            changed = len(data) - data.count(0)
+            if not changed:
+                continue  # nothing changed in this lane: nothing to add, now or later
+            if changed * SPARSE < len(data):
+                self.cost += COST_SCAN * len(data) + COST_SPARSE * changed
+                self._add_sparse(lane, data)
+                continue
+            self.cost += COST_SLOT * len(vals) + COST_FLIP * len(self.watched[lane])
             arr = array(LANE_CODES[lane])
-            arr.frombytes(cur.take(len(vals) * LANE_BYTES[lane]))
+            arr.frombytes(data)
             if BIG_ENDIAN:
                 arr.byteswap()
             pending = self.pending[lane]
@@ -185,8 +324,27 @@ class Decoder:
         if cur.pos != cur.end:
             raise Damaged("body longer than its content")
 
+    def _add_sparse(self, lane: int, data: bytes) -> None:
+        """Add a lane's deltas where few are not zero: straight into the values, slot by slot
+        (a fleet of idle servers changes a counter or two of each; the dense path would add
+        every slot of the fleet)."""
+        vals, watched, width = self.vals[lane], self.watched[lane], LANE_BYTES[lane]
+        last = -1
+        for m in _NONZERO.finditer(data):
+            for i in range(m.start() // width, (m.end() - 1) // width + 1):
+                if i == last:
+                    continue
+                last = i
+                d = int.from_bytes(data[i * width : (i + 1) * width], "little", signed=True)
+                vals[i] += d
+                if i in watched:
+                    watched[i] += d
+
     def _relayout(self) -> None:
-        """Before slots move: fold, and forget watched positions (they are about to change)."""
+        """Before the first slot of a body moves: fold, and forget watched positions (they
+        are about to change)."""
+        if self._touched:
+            return
         self._fold()
         for watched in self.watched:
             watched.clear()
@@ -206,7 +364,14 @@ class Decoder:
         sid = cur.uvarint()
         if sid >= wire.MAX_SERIES:
             raise Damaged(f"series id {sid} over the limit")
-        path = parse_path(parse_json(cur.str()))
+        text = cur.str()
+        path = self._paths.get(text)
+        if path is None:
+            self.cost += COST_JSON * len(text)
+            path = parse_path(parse_json(text))
+            if len(self._paths) >= wire.MAX_SERIES:
+                self._paths.clear()
+            self._paths[text] = path
         kind = cur.u8()
         lane = cur.u8()
         exp = cur.svarint()
@@ -221,53 +386,95 @@ class Decoder:
             if nb > wire.MAX_BOUNDS:
                 raise Damaged(f"histogram with {nb} buckets (limit {wire.MAX_BOUNDS})")
             bounds = cur.f64s(nb)
+            if not all(map(math.isfinite, bounds)) or any(map(ge, bounds, bounds[1:])):
+                raise Damaged("histogram bounds not finite and ascending")
             n = nb + 1
-        if self._slots + n > wire.MAX_SLOTS:
+        old = self.series.get(sid)
+        slots = self._slots + n - (old.n if old is not None else 0)
+        if slots > wire.MAX_SLOTS:
             raise Damaged("more values per poll than the limit")
+        self.cost += COST_OP + COST_VALUE * n
         values = [cur.svarint() for _ in range(n)]
-        old = self.series.pop(sid, None)
         if old is not None:
-            self._remove(old)
-        s = _DecSeries(sid, path, kind, lane, 10.0**exp, bounds, n, len(self.vals[lane]))
+            self._take(old)
+        s = _DecSeries(sid, path, kind, lane, 10.0**exp, bounds, n, values=values)
         self.series[sid] = s
-        self.lanes[lane].append(s)
-        self.vals[lane].extend(values)
-        self._slots += n
+        self._added[lane].append(s)
+        self._touched.add(sid)
+        self._slots = slots
+        self._weight[sid] = n + kind
+        if sid in self.present:
+            self.samples += n + kind - (old.n + old.kind if old is not None else 0)
 
-    def _remove(self, s: _DecSeries) -> list[int]:
-        vals = self.vals[s.lane]
-        taken = vals[s.start : s.start + s.n]
-        del vals[s.start : s.start + s.n]
-        lane = self.lanes[s.lane]
-        lane.remove(s)
-        pos = 0
-        for other in lane:
-            other.start = pos
-            pos += other.n
-        self._slots -= s.n
-        return taken
+    def _take(self, s: _DecSeries) -> list[int]:
+        """Schedule `s`'s slots out of its lane (at the body's end); returns their values."""
+        if s.sid in self._touched:
+            raise Damaged(f"series {s.sid} defined or moved twice in one poll")
+        start = self.lanes[s.lane].start(s.pos)
+        self._taken[s.lane].append((start, s.n, s.pos))
+        return self.vals[s.lane][start : start + s.n]
 
     def _move(self, cur: Cursor) -> None:
         s = self.series.get(cur.uvarint())
         lane = cur.u8()
         if s is None or lane > 3:
             raise Damaged("move of an unknown series")
-        values = self._remove(s)
-        s.lane, s.start = lane, len(self.vals[lane])
-        self.lanes[lane].append(s)
-        self.vals[lane].extend(values)
-        self._slots += s.n
+        self.cost += COST_OP + COST_VALUE * s.n
+        s.values = self._take(s)
+        s.lane = lane
+        self._added[lane].append(s)
+        self._touched.add(s.sid)
+
+    def _commit(self) -> None:
+        """Apply one body's relayout: per lane, one pass that keeps the slots between those
+        taken out, then the appended series' values (C-level slices, not a loop per slot)."""
+        for ln in range(4):
+            taken, added = self._taken[ln], self._added[ln]
+            if not taken and not added:
+                continue
+            lane, vals = self.lanes[ln], self.vals[ln]
+            self.cost += COST_COPY * len(vals)
+            if taken:
+                taken.sort()
+                kept: list[int] = []
+                prev = 0
+                for start, n, pos in taken:
+                    kept += vals[prev:start]
+                    prev = start + n
+                    lane.discard(pos, n)
+                kept += vals[prev:]
+                vals = kept
+            for s in added:
+                lane.append(s)
+                vals += cast(list[int], s.values)
+                s.values = None
+            self.vals[ln] = vals
+            taken.clear()
+            added.clear()
+            lane.sweep()
+        self._touched.clear()
 
     def _toggle(self, cur: Cursor) -> None:
         n = cur.uvarint()
         if n > wire.MAX_SERIES:
             raise Damaged("too many presence changes")
-        sid = 0
-        for _ in range(n):
-            sid += cur.uvarint()
-            if sid not in self.series:
-                raise Damaged(f"presence of unknown series {sid}")
-            self.present ^= {sid}
+        self.cost += COST_FLIP * n
+        run = cur.data[cur.pos : cur.pos + n]
+        if len(run) == n and run.isascii():  # every delta one byte: read them in one go
+            cur.pos += n
+            sids = list(accumulate(run))
+        else:
+            sids = list(accumulate(cur.uvarint() for _ in range(n)))
+        flipped = set(sids)
+        if len(flipped) != n:  # deltas after the first are at least 1: ascending, distinct
+            raise Damaged("presence changes out of order")
+        if not self.series.keys() >= flipped:
+            raise Damaged("presence of an unknown series")
+        gone = flipped & self.present
+        came = flipped - gone
+        weight = self._weight.__getitem__
+        self.samples += sum(map(weight, came)) - sum(map(weight, gone))
+        self.present ^= flipped
 
     def _extra(self, doc: Any) -> None:
         if not isinstance(doc, dict):
@@ -368,13 +575,14 @@ class Decoder:
         sums: dict[tuple[str | int, ...], Ref] = {}
         hists: list[_DecSeries] = []
         skip = set() if only is None else {"g", "o", "l", "b"} - {_EXTRA_PARTS.get(x) for x in only}
+        start = [lane.start for lane in self.lanes]
         for sid in self.present:
             s = self.series[sid]
-            ref = (s.lane, s.start, s.div)
             p = s.path
             kind = p[0]
-            if kind in skip:
+            if kind in skip or (only is not None and kind in _SIGNAL_KINDS and p[2] not in only):
                 continue
+            ref = (s.lane, start[s.lane](s.pos), s.div)
             if kind == "g":
                 name = cast(str, p[2])
                 gpu_fields.setdefault(cast(int, p[1]), []).append((name, ref, name in GPU_INT))
@@ -389,17 +597,15 @@ class Decoder:
                     sp.latency = ref
                 elif kind == "b":
                     sp.size = ref
-                elif only is not None and p[2] not in only:
-                    continue
                 elif kind == "s":
-                    sp.scalars.append((_key(p), s.lane, s.start, s.div))
+                    sp.scalars.append((_key(p), *ref))
                 elif kind == "hs":
                     sums[p[1:]] = ref
                 else:
                     hists.append(s)
         for s in hists:
             sp = by_ep[cast(str, s.path[1])]
-            ref = (s.lane, s.start, s.div)
+            ref = (s.lane, start[s.lane](s.pos), s.div)
             sp.hists.append((_key(s.path), s.bounds, ref, s.n, sums.get(s.path[1:])))
         for sp in by_ep.values():
             sp.scalars.sort(key=lambda x: x[0])
@@ -416,6 +622,7 @@ class Decoder:
         )
 
 
+_SIGNAL_KINDS = frozenset(("s", "h", "hs"))
 _EXTRA_PARTS = {"gpu": "g", "host": "o", "scrape_latency": "l", "scrape_bytes": "b"}
 """Names `only` takes for what is not a vLLM signal: without them a light frame skips these."""
 

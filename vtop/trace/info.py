@@ -13,8 +13,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
-from vtop import durations
-from vtop.trace.metadata import clean
+from vtop import durations, untrusted
 from vtop.trace.reader import TraceReader
 
 
@@ -33,7 +32,7 @@ def _size(n: float) -> str:
 
 
 def _text(v: Any, limit: int = 200) -> str:
-    return clean(str(v), limit)
+    return untrusted.clean(str(v), limit)
 
 
 def describe(reader: TraceReader) -> list[str]:

@@ -5,7 +5,8 @@ A record body carries small JSON documents (`META`: the endpoints, GPUs and host
 can fill with anything. Every one is read here, apart from the codec that turns numbers into
 lanes, so the checks have one home: each count is compared with the limits in `wire` before
 anything is built from it, each field's type is checked, each string is cut and stripped of
-control characters (`clean`) before anything can print it, and anything else raises `Damaged`.
+control and bidi characters (`vtop.untrusted.clean`) before anything can print it, and
+anything else raises `Damaged`.
 
 The path vocabulary lives here too: a series path is what the encoder writes and what
 `parse_path` accepts, so the two read one list.
@@ -14,11 +15,11 @@ The path vocabulary lives here too: a series path is what the encoder writes and
 from __future__ import annotations
 
 import json
-import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Final, cast, get_args
 
+from vtop import untrusted
 from vtop.model import EndpointInfo, Event, EventKind, Knob, KnobValue, Provenance
 from vtop.trace import wire
 from vtop.trace.wire import Damaged
@@ -35,14 +36,6 @@ scrape size, GPU field, host field."""
 
 _PROVENANCES: Final = frozenset(get_args(Provenance))
 _EVENT_KINDS: Final = frozenset(get_args(EventKind))
-_CONTROL: Final = dict.fromkeys([*range(0x20), 0x7F, *range(0x80, 0xA0)])
-
-
-def clean(text: str, limit: int = 1000) -> str:
-    """A string from a trace made safe to print: no control characters, at most `limit` long."""
-    if not text.isprintable():
-        text = text.translate(_CONTROL)
-    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,7 +72,7 @@ def parse_json(text: str) -> Any:
 def _str(v: Any, limit: int = 1000) -> str:
     if not isinstance(v, str):
         raise Damaged("expected a string")
-    return clean(v, limit)
+    return untrusted.clean(v, limit)
 
 
 def _opt_str(v: Any, limit: int = 1000) -> str | None:
@@ -146,7 +139,7 @@ def parse_knobs(doc: Any) -> dict[str, dict[str, Knob]]:
                 raise Damaged("bad knob")
             value, prov, detail = triple
             if prov not in _PROVENANCES:
-                raise Damaged(f"bad knob provenance {clean(str(prov), 40)!r}")
+                raise Damaged(f"bad knob provenance {untrusted.clean(prov, 40)!r}")
             n = _str(name, 100)
             parsed[n] = Knob(n, _knob_value(value), prov, _str(detail, 500))
         out[_str(ep)] = parsed
@@ -175,7 +168,7 @@ def parse_event(doc: Any) -> Event:
     if not isinstance(doc, list) or len(doc) != 4:
         raise Damaged("bad event")
     t, kind, ep, message = doc
-    if not isinstance(t, int | float) or isinstance(t, bool) or not math.isfinite(t):
+    if not isinstance(t, int | float) or isinstance(t, bool) or not 0 <= t <= wire.MAX_T_US / 1e6:
         raise Damaged("bad event time")
     if kind not in _EVENT_KINDS:
         raise Damaged("bad event kind")

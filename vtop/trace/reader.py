@@ -17,7 +17,9 @@ against `wire`'s limits before allocation, every string cleaned before it can re
 from __future__ import annotations
 
 import bisect
+import contextlib
 import json
+import math
 import mmap
 import os
 import struct
@@ -26,10 +28,11 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from vtop import untrusted
+from vtop.files import NotRegularFile, open_regular
 from vtop.model import Frame
 from vtop.trace import wire
 from vtop.trace.decoder import Decoder
-from vtop.trace.metadata import clean
 from vtop.trace.wire import Damaged
 
 
@@ -95,14 +98,19 @@ class TraceReader:
 
     def __init__(self, path: str | os.PathLike[str], *, warn: Warn | None = None) -> None:
         self.path = os.fspath(path)
-        self.name = os.path.basename(self.path)
+        self.name = untrusted.clean(os.path.basename(self.path), 200)  # a stranger named it
         self._warn = warn
         self.warning: str | None = None
         """The damage the reader met first (it says it once, to `warn` where one was given)."""
-        try:
-            self._file = open(self.path, "rb")  # noqa: SIM115 - kept open for the mmap
+        try:  # a FIFO or a device would block a plain open (and then the read) forever
+            fd = open_regular(self.path)
+        except NotRegularFile as exc:
+            raise TraceError(f"{exc}; a trace is a file written by vtop --record") from None
         except OSError as exc:
             raise TraceError(f"cannot open {self.path}: {exc.strerror}") from None
+        self._file = open(fd, "rb")  # noqa: SIM115 - kept open for the mmap
+        self._end: float | None = None
+        self._end_known = False
         try:
             self.size = os.fstat(self._file.fileno()).st_size
             if self.size < wire.PREAMBLE.size:
@@ -122,7 +130,9 @@ class TraceReader:
     def close(self) -> None:
         mm: mmap.mmap | None = getattr(self, "_mm", None)
         if mm is not None:
-            mm.close()
+            # A view still held (an iteration left suspended) keeps the map; the OS frees it.
+            with contextlib.suppress(BufferError):
+                mm.close()
             del self._mm
         self._file.close()
 
@@ -142,15 +152,26 @@ class TraceReader:
         self.format = version
         rec = self._record_at(wire.PREAMBLE.size)
         if rec is None or rec[0] != wire.HEADER:
+            if rec is not None:
+                rec[1].release()
             raise TraceError(f"{self.path} has no readable header; it is not a usable trace")
-        self.header = _parse_header(rec[1], self.path)
+        try:
+            self.header = _parse_header(rec[1], self.path)
+        finally:
+            rec[1].release()  # else the map cannot close, and its BufferError hides the error
         self.data_start = rec[2]
         self.indexed = self._load_index()
         if not self.indexed:
             self._scan()
         self.start = self.keyframes[0].t if self.keyframes else None
-        if not self.indexed:
+
+    @property
+    def end(self) -> float | None:
+        """Time of the last poll: from the footer, else by decoding the last keyframe's
+        segment (once, when first asked: `trace info` never asks, its totals walk it all)."""
+        if not self._end_known:
             self._find_end()
+        return self._end
 
     def _record_at(self, pos: int) -> tuple[int, memoryview, int] | None:
         """(kind, payload, next offset) of a sound record at `pos`, or None."""
@@ -174,38 +195,88 @@ class TraceReader:
         self.totals: TraceStats | None = None
         tail = self._record_at(self.size - wire.TRAILER_SIZE) if self.size > 64 else None
         if tail is None or tail[0] != wire.TRAILER:
+            if tail is not None:
+                tail[1].release()
             return False
         (index_at,) = wire.TRAILER_BODY.unpack(tail[1])
+        tail[1].release()
         rec = self._record_at(index_at) if self.data_start <= index_at < self.size else None
         if rec is None or rec[0] != wire.INDEX:
+            if rec is not None:
+                rec[1].release()
             return False
         payload = bytes(rec[1])
-        try:
-            (n,) = struct.unpack_from("<I", payload, 0)
-            if n > wire.MAX_INDEX or 4 + n * wire.INDEX_ENTRY.size > len(payload):
-                return False
-            entries = [
-                wire.INDEX_ENTRY.unpack_from(payload, 4 + i * wire.INDEX_ENTRY.size)
-                for i in range(n)
-            ]
-            summary = json.loads(payload[4 + n * wire.INDEX_ENTRY.size :])
-            polls, samples = int(summary["polls"]), int(summary["samples"])
-            t_first = _opt_float(summary.get("t_first"))
-            t_last = _opt_float(summary.get("t_last"))
-        except (ValueError, KeyError, TypeError, struct.error):
+        rec[1].release()
+        problem = self._index(payload, index_at)
+        if problem is not None:  # a sound record that says the impossible: read the records
+            self.keyframes, self.totals = [], None
+            self.warn(f"{self.name}: its index {problem}; rebuilding it from the records")
             return False
-        last = self.data_start - 1
-        for _t, offset, _poll in entries:
-            if not last < offset < index_at:
-                return False
-            last = offset
-        self.keyframes = [Keyframe(t / 1e6, off, poll) for t, off, poll in entries]
         self.data_end = index_at
+        return True
+
+    def _index(self, payload: bytes, index_at: int) -> str | None:
+        """Read the index record into `keyframes`, `totals` and the end; None when every field
+        holds, else what does not (the caller rebuilds the index by scanning)."""
+        if len(payload) < 4:
+            return "is too short"
+        (n,) = struct.unpack_from("<I", payload, 0)
+        if n > wire.MAX_INDEX or 4 + n * wire.INDEX_ENTRY.size > len(payload):
+            return f"lists {n} keyframes, more than it holds"
+        entries = [
+            wire.INDEX_ENTRY.unpack_from(payload, 4 + i * wire.INDEX_ENTRY.size) for i in range(n)
+        ]
+        try:
+            summary = json.loads(payload[4 + n * wire.INDEX_ENTRY.size :])
+        except (ValueError, RecursionError):
+            return "has unreadable totals"
+        if not isinstance(summary, dict):
+            return "has totals that are not a JSON object"
+        polls, samples = summary.get("polls"), summary.get("samples")
+        for name, count in (("polls", polls), ("samples", samples)):
+            if not isinstance(count, int) or isinstance(count, bool) or count < 0:
+                return f"says {name} is {_shown(count)}, not a count"
+        assert isinstance(polls, int) and isinstance(samples, int)
+        if polls < n:
+            return f"lists {n} keyframes for {polls} polls"
+        times = {}
+        for name in ("t_first", "t_last"):
+            t = summary.get(name)
+            if t is not None and not _is_time(t):
+                return f"says {name} is {_shown(t)}, not a time"
+            times[name] = None if t is None else float(t)
+        t_first, t_last = times["t_first"], times["t_last"]
+        if (t_first is None) != (t_last is None) or (t_first is None) != (polls == 0):
+            return "has a span that does not match its polls"
+        if t_first is not None and t_last is not None and t_first > t_last:
+            return "says the last poll comes before the first"
+        if polls and not entries:
+            return f"lists no keyframe for {polls} polls"
+        last_offset, last_poll = self.data_start - 1, -1
+        for t_us, offset, poll in entries:
+            if not last_offset < offset < index_at:
+                return f"puts a keyframe at byte {offset}, outside the polls"
+            if not last_poll < poll < polls:
+                return f"numbers a keyframe {poll}, out of order"
+            if not 0 <= t_us <= wire.MAX_T_US:
+                return "has a keyframe time out of range"
+            last_offset, last_poll = offset, poll
+        # The writer's first poll is a keyframe, right after the header: the trace's start.
+        if entries:
+            t_us, offset, poll = entries[0]
+            if (
+                (offset, poll) != (self.data_start, 0)
+                or t_first is None
+                or t_us != round(t_first * 1e6)
+            ):
+                return "has a first keyframe that is not the first poll"
+        self.keyframes = [Keyframe(t / 1e6, off, poll) for t, off, poll in entries]
         self.totals = TraceStats(polls, samples, t_first, t_last, self.size)
         # The footer holds the recorded float; frames decode from whole microseconds, so the
         # end is that microsecond, or `frames(t, reader.end)` would miss the last poll.
-        self.end = round(t_last * 1e6) / 1e6 if t_last is not None else None
-        return True
+        self._end = round(t_last * 1e6) / 1e6 if t_last is not None else None
+        self._end_known = True
+        return None
 
     def _scan(self) -> None:
         """Rebuild the index by walking the records; note damage (warned once, later)."""
@@ -222,8 +293,17 @@ class TraceReader:
                 continue
             kind, payload, end = rec
             if kind == wire.KEYFRAME:
-                _sync, t_us, _poll = wire.KEYFRAME_HEAD.unpack_from(payload, 0)
-                self.keyframes.append(Keyframe(t_us / 1e6, pos, polls))
+                head = (
+                    wire.KEYFRAME_HEAD.unpack_from(payload, 0)
+                    if len(payload) >= wire.KEYFRAME_HEAD.size
+                    else None
+                )
+                if head is None or not 0 <= head[1] <= wire.MAX_T_US:
+                    payload.release()
+                    self.damage.append((pos, end))
+                    pos = end
+                    continue
+                self.keyframes.append(Keyframe(head[1] / 1e6, pos, polls))
                 polls += 1
             elif kind == wire.DELTA and self.keyframes:
                 polls += 1
@@ -279,10 +359,11 @@ class TraceReader:
 
     def _find_end(self) -> None:
         """Time of the last poll: decode the last keyframe's segment."""
-        self.end = None
+        end = None
         if self.keyframes:
             for t, _ in self._walk(self.keyframes[-1]):
-                self.end = t
+                end = t
+        self._end, self._end_known = end, True
 
     def warn(self, message: str) -> None:
         """One warning per reader; later damage is silent (the first one said it)."""
@@ -299,7 +380,9 @@ class TraceReader:
         """Decode from a keyframe to the end; yields after each poll. Damage: warn, resync."""
         dec = decoder or Decoder()
         pos = key.offset
+        spent = dec.cost
         zd: Any = None
+        head_us: int | None = None
         while pos < self.data_end:
             rec = self._record_at(pos)
             if rec is None:
@@ -314,6 +397,7 @@ class TraceReader:
                     dec.reset()
                     zd = zlib.decompressobj(-15)
                     data = bytes(payload[wire.KEYFRAME_HEAD.size :])
+                    head_us = wire.KEYFRAME_HEAD.unpack_from(payload)[1] if data else None
                 elif kind == wire.DELTA and zd is not None:
                     data = bytes(payload)
                 else:
@@ -322,15 +406,23 @@ class TraceReader:
                 if zd.unconsumed_tail:
                     raise Damaged("a poll decompresses to more than the limit")
                 dec.decode(body)
+                if kind == wire.KEYFRAME and dec.t_us != head_us:
+                    raise Damaged("a keyframe whose poll time is not its own")
             except (Damaged, zlib.error) as exc:
                 self.warn(
-                    f"{self.name}: bad poll data at byte {pos}: {clean(str(exc), 200)}; "
+                    f"{self.name}: bad poll data at byte {pos}: {untrusted.clean(exc, 200)}; "
                     "skipping to the next keyframe"
                 )
                 zd = None
                 continue
             finally:
                 payload.release()
+            if dec.cost - spent > wire.COST_PER_BYTE * (pos - key.offset) + wire.COST_ALLOWANCE:
+                self.warn(
+                    f"{self.name}: the polls from byte {pos} on cost far more to decode than "
+                    "their size (no recording does that: crafted or damaged); not read"
+                )
+                return
             yield dec.t, dec
 
     def keyframe_before(self, t: float | None) -> Keyframe | None:
@@ -398,42 +490,78 @@ class TraceReader:
                 t_first = t if t_first is None else t_first
                 t_last = t
         self.totals = TraceStats(polls, samples, t_first, t_last, self.size)
+        if not self._end_known and self.warning is None:
+            self._end, self._end_known = t_last, True  # the walk passed the last keyframe too
         return self.totals
 
 
-def _opt_float(v: Any) -> float | None:
-    return None if v is None else float(v)
+def _is_time(v: Any) -> bool:
+    """A number that can be a poll's time: finite, between 1970 and year 9999."""
+    if isinstance(v, bool) or not isinstance(v, int | float):
+        return False
+    return 0 <= v <= wire.MAX_T_US / 1e6
+
+
+def _shown(v: Any) -> str:
+    """A value from the file, as an error line may quote it: short, one line, printable."""
+    return untrusted.clean(
+        json.dumps(v) if isinstance(v, float) and not math.isfinite(v) else repr(v), 40
+    )
 
 
 def _parse_header(payload: memoryview, path: str) -> Header:
+    """The header, each field a vtop writes checked: a wrong one is a `TraceError` naming it
+    (unknown fields are kept, unread, in `raw`)."""
     try:
         doc = json.loads(bytes(payload))
     except (ValueError, RecursionError):
-        raise TraceError(f"{path} has an unreadable header") from None
+        raise TraceError(f"{path} has an unreadable header (not JSON)") from None
     if not isinstance(doc, dict):
-        raise TraceError(f"{path} has an unreadable header")
+        raise TraceError(f"{path} has a header that is not a JSON object")
+
+    def bad(key: str, what: str) -> TraceError:
+        return TraceError(f"{path}: header field {key} is {_shown(doc[key])}, not {what}")
 
     def text(key: str, limit: int = 200) -> str:
         v = doc.get(key)
-        return clean(v, limit) if isinstance(v, str) else ""
+        if v is not None and not isinstance(v, str):
+            raise bad(key, "a string")
+        return untrusted.clean(v, limit) if v else ""
 
     def strings(key: str) -> list[str]:
         v = doc.get(key)
-        return [clean(x, 300) for x in v[:64] if isinstance(x, str)] if isinstance(v, list) else []
+        if v is None:
+            return []
+        if not isinstance(v, list) or not all(isinstance(x, str) for x in v[:64]):
+            raise bad(key, "a list of strings")
+        return [untrusted.clean(x, 300) for x in v[:64]]
 
+    fmt = doc.get("format", wire.FORMAT_VERSION)
+    if not isinstance(fmt, int) or isinstance(fmt, bool) or not 1 <= fmt <= wire.FORMAT_VERSION:
+        raise bad("format", f"a format this vtop reads (1 to {wire.FORMAT_VERSION})")
     start = doc.get("start_t")
+    if start is not None and not _is_time(start):
+        raise bad("start_t", "a time")
     interval = doc.get("interval_s")
+    if interval is not None and not (
+        isinstance(interval, int | float)
+        and not isinstance(interval, bool)
+        and wire.MIN_INTERVAL_S <= interval <= wire.MAX_INTERVAL_S
+    ):
+        raise bad(
+            "interval_s", f"an interval of {wire.MIN_INTERVAL_S:g} to {wire.MAX_INTERVAL_S:g} s"
+        )
     eps = doc.get("endpoints")
-    endpoints = [e for e in eps[:64] if isinstance(e, dict)] if isinstance(eps, list) else []
-    fmt = doc.get("format")
+    if eps is not None and not (isinstance(eps, list) and all(isinstance(e, dict) for e in eps)):
+        raise bad("endpoints", "a list of objects")
     return Header(
-        format=fmt if isinstance(fmt, int) else wire.FORMAT_VERSION,
+        format=fmt,
         vtop=text("vtop", 40),
-        start_t=float(start) if isinstance(start, int | float) else None,
+        start_t=None if start is None else float(start),
         created=text("created", 40),
         sources=strings("sources"),
-        interval_s=float(interval) if isinstance(interval, int | float) else None,
-        endpoints=endpoints,
+        interval_s=None if interval is None else float(interval),
+        endpoints=list(eps[:64]) if eps else [],
         gpus=strings("gpus"),
         raw=doc,
     )

@@ -58,6 +58,21 @@ MAX_SCRAPES: Final = 1024
 MAX_GPUS: Final = 256
 MAX_EXP: Final = 30
 MAX_INDEX: Final = 1 << 24
+MAX_T_US: Final = 253_402_300_799_000_000
+"""The latest time a poll, a scrape or an event may have (the last µs of year 9999: what a
+date can print); the earliest is 1970."""
+MIN_INTERVAL_S: Final = 0.001
+MAX_INTERVAL_S: Final = 86_400.0
+"""The poll intervals a header may state."""
+COST_PER_BYTE: Final = 3_000
+COST_ALLOWANCE: Final = 500_000_000
+"""Decoding from a keyframe may cost (`decoder.COST_BODY` and the rest: work units of about a
+nanosecond each on a slow core) at most this much per byte read, plus the allowance. The
+polls of a busy server cost about 300 units a byte, an endpoint failing every other poll
+about 650, the keyframe of a fleet about 1 600: deflate lets a crafted body cost a thousand times
+more (a poll that redefines, moves or toggles every series, repeated), and past the budget
+the polls are read no further, with one warning. So no file costs more than about three
+seconds of decoding per megabyte, whatever it holds."""
 
 
 class Damaged(ValueError):

@@ -13,13 +13,16 @@ text templates); `ruleparse` builds a whole rule on it, and `loader` reads the f
 
 from __future__ import annotations
 
+import contextlib
+import math
 import re
 import string
 from typing import Any
 
-from vtop import durations
+from vtop import durations, untrusted
 from vtop.signals.catalog import BY_NAME, Kind
-from vtop.triage import derived
+from vtop.triage import cost, derived
+from vtop.triage.cost import quote
 from vtop.triage.expr import Expr, ExprError, compile_expr
 from vtop.triage.schema import (
     CLEAR,
@@ -43,6 +46,8 @@ from vtop.triage.yamlmarks import LineDict
 
 _COMBINATORS = ("all", "any", "not", "if_known")
 _OPERAND = re.compile(r'^([a-z_][a-z0-9_]*)(?:\{(?:([a-z_]+)=)?"?([^"}]*)"?\})?$')
+MAX_RULE_DURATION_S = 7 * 86400.0
+"""A rule's windows and times: at most a week (`window: since_start` reaches further)."""
 SINCE_START = "since_start"
 """The window that reaches back to the server's start (`Measure.since_start`)."""
 
@@ -64,17 +69,21 @@ def placeholders(template: str) -> tuple[str, ...]:
 def parse_duration(value: object, line: int, what: str) -> float:
     """A YAML duration: a number of seconds, or text `vtop.durations` reads (30s, 2m, 1h30m)."""
     if isinstance(value, bool):
-        raise Bad(line, f"{what}: expected a duration like 30s or 2m, got {value!r}")
+        raise Bad(line, f"{what}: expected a duration like 30s or 2m, got {quote(value)}")
+    seconds: float | None = None
     if isinstance(value, int | float):
         if value < 0:
             raise Bad(line, f"{what}: a duration cannot be negative")
-        return float(value)
-    if isinstance(value, str):
-        try:
-            return durations.parse(value)
-        except ValueError:
-            pass
-    raise Bad(line, f"{what}: expected a duration like 30s or 2m, got {value!r}")
+        seconds = float(value) if abs(value) < 1e300 else math.inf
+    elif isinstance(value, str) and len(value) <= 40:
+        with contextlib.suppress(ValueError):
+            seconds = durations.parse(value)
+    if seconds is None or math.isnan(seconds):
+        raise Bad(line, f"{what}: expected a duration like 30s or 2m, got {quote(value)}")
+    if seconds > MAX_RULE_DURATION_S:
+        raise Bad(line, f"{what}: at most {durations.exact(MAX_RULE_DURATION_S)}, got "
+                        f"{quote(value)}")  # fmt: skip
+    return seconds
 
 
 class CondParser:
@@ -85,6 +94,14 @@ class CondParser:
     def __init__(self, rid: str) -> None:
         self.rid = rid
         self.value_names: set[str] = set()
+        self.conditions = 0
+        """Conditions parsed so far in this rule (its `when`, `decisive`, `escalate`)."""
+
+    def counted(self, line: int) -> None:
+        """One more condition; past `cost.MAX_CONDITIONS` in one rule, `Bad`."""
+        self.conditions += 1
+        if self.conditions > cost.MAX_CONDITIONS:
+            raise Bad(line, f"more than {cost.MAX_CONDITIONS} conditions in one rule")
 
     # -- names and expressions ----------------------------------------------------------------
 
@@ -93,7 +110,7 @@ class CondParser:
 
     def expr(self, text: object, line: int, what: str) -> Expr:
         if isinstance(text, bool) or not isinstance(text, str | int | float):
-            raise Bad(line, f"{what}: expected a number or an expression, got {text!r}")
+            raise Bad(line, f"{what}: expected a number or an expression, got {quote(text)}")
         try:
             return compile_expr(str(text), self.allowed)
         except ExprError as exc:
@@ -101,61 +118,81 @@ class CondParser:
 
     def threshold(self, value: object, line: int, what: str) -> Threshold:
         if isinstance(value, int | float) and not isinstance(value, bool):
-            return float(value)
+            try:
+                return float(value)
+            except OverflowError:
+                raise Bad(line, f"{what}: {quote(value)} is too large for a number") from None
         return self.expr(value, line, what)
 
     def template(self, text: object, line: int, what: str) -> str:
+        """A `{name:spec}` text, within the cost model (its length, its placeholders, and
+        each one's format width and precision: `{x:999999999}` would pad to a gigabyte), and
+        inert: a rule file may come from anyone, and what a template says reaches the screen
+        and the reports (`untrusted.clean`, uncut: a cut could split a placeholder)."""
         if not isinstance(text, str):
-            raise Bad(line, f"{what}: expected text, got {text!r}")
+            raise Bad(line, f"{what}: expected text, got {quote(text)}")
+        problem = cost.too_long(what, text, cost.MAX_TEMPLATE_CHARS)
+        if problem is not None:
+            raise Bad(line, problem)
+        text = untrusted.clean(text, None)
         try:
             parsed = list(string.Formatter().parse(text))
         except ValueError as exc:
             raise Bad(line, f"{what}: {exc}") from None
-        for _, field_name, spec, conversion in parsed:
-            if field_name is None:
-                continue
+        fields = [p for p in parsed if p[1] is not None]
+        if len(fields) > cost.MAX_PLACEHOLDERS:
+            raise Bad(line, f"{what}: {len(fields)} placeholders, at most "
+                            f"{cost.MAX_PLACEHOLDERS}")  # fmt: skip
+        for _, field_name, spec, conversion in fields:
+            assert field_name is not None
             if not field_name.isidentifier() or conversion is not None:
-                raise Bad(line, f"{what}: placeholder {{{field_name}}} must be a plain name")
+                raise Bad(line, f"{what}: placeholder {{{cost.quote(field_name)[1:-1]}}} must "
+                                "be a plain name")  # fmt: skip
             if not self.allowed(field_name):
-                raise Bad(line, f"{what}: unknown name {field_name!r} in placeholder")
+                raise Bad(line, f"{what}: unknown name {quote(field_name)} in placeholder")
+            problem = cost.format_spec_problem(spec or "")
+            if problem is not None:
+                raise Bad(line, f"{what}: {problem} for {field_name}")
             try:
                 format(1.0, spec or "")
             except ValueError:
-                raise Bad(line, f"{what}: bad format {spec!r} for {field_name}") from None
+                raise Bad(line, f"{what}: bad format {quote(spec)} for {field_name}") from None
         return text
 
     # -- conditions -----------------------------------------------------------------------------
 
     def operand(self, text: object, fn: Function, line: int) -> Operand:
         if not isinstance(text, str) or not (m := _OPERAND.match(text.strip())):
-            raise Bad(line, f"{fn}: expected a signal name, got {text!r}")
+            raise Bad(line, f"{fn}: expected a signal name, got {quote(text)}")
         name, label_name, label = m.group(1), m.group(2), m.group(3) or ""
         sig = BY_NAME.get(name)
         der = derived.DERIVED.get(name)
         if sig is None and der is None:
-            raise Bad(line, f"unknown signal {name!r} (see rules/README.md for the list)")
+            raise Bad(line, f"unknown signal {quote(name)} (see rules/README.md for the list)")
         if label:
             if sig is None or sig.label is None:
-                raise Bad(line, f"signal {name!r} has no label to select")
+                raise Bad(line, f"signal {quote(name)} has no label to select")
             if label_name and label_name != sig.label:
-                raise Bad(line, f"signal {name!r} is labelled by {sig.label!r}, not {label_name!r}")
+                raise Bad(line, f"signal {quote(name)} is labelled by {quote(sig.label)}, "
+                                f"not {quote(label_name)}")  # fmt: skip
         if der is not None:
             if fn == "value" and der.kind != "window":
-                raise Bad(line, f"value: {name!r} is a per-poll signal; use avg_over_time etc.")
+                raise Bad(line, f"value: {quote(name)} is a per-poll signal; use avg_over_time "
+                                "etc.")  # fmt: skip
             if fn != "value" and der.kind == "window":
-                raise Bad(line, f"{fn}: {name!r} only exists over a window; use value:")
+                raise Bad(line, f"{fn}: {quote(name)} only exists over a window; use value:")
             if fn not in GAUGE_FUNCTIONS and fn != "value":
-                raise Bad(line, f"{fn}: does not apply to derived signal {name!r}")
+                raise Bad(line, f"{fn}: does not apply to derived signal {quote(name)}")
         elif sig is not None:
             kind = sig.kind
             if fn == "value":
-                raise Bad(line, f"value: takes a window-derived signal, not {name!r}")
+                raise Bad(line, f"value: takes a window-derived signal, not {quote(name)}")
             if kind is Kind.HISTOGRAM and fn not in ("histogram_quantile", "histogram_mean"):
-                raise Bad(line, f"{fn}: {name!r} is a histogram; use histogram_quantile")
+                raise Bad(line, f"{fn}: {quote(name)} is a histogram; use histogram_quantile")
             if kind is Kind.COUNTER and fn not in ("rate", "increase"):
-                raise Bad(line, f"{fn}: {name!r} is a counter; use rate or increase")
+                raise Bad(line, f"{fn}: {quote(name)} is a counter; use rate or increase")
             if kind in (Kind.GAUGE, Kind.INFO) and fn not in GAUGE_FUNCTIONS:
-                raise Bad(line, f"{fn}: {name!r} is a gauge; use last or *_over_time")
+                raise Bad(line, f"{fn}: {quote(name)} is a gauge; use last or *_over_time")
         return Operand(name, label)
 
     def measure(self, node: LineDict, fn: Function) -> Measure:
@@ -202,6 +239,7 @@ class CondParser:
                          + " (a gauge has no history on the server)")  # fmt: skip
 
     def sample_cond(self, node: LineDict) -> Cond:
+        self.counted(node.line)
         if any(k in node for k in _COMBINATORS):
             return self.combinator(node, self.sample_cond)
         if "knob" in node:
@@ -210,7 +248,7 @@ class CondParser:
             raise Bad(node.line, "share_over_time sub-conditions compare `signal:` per poll")
         extra = set(node) - {"signal", *OPS}
         if extra:
-            raise Bad(node.line_of(sorted(extra)[0]), f"unknown key {sorted(extra)[0]!r}")
+            raise Bad(node.line_of(sorted(extra)[0]), f"unknown key {quote(sorted(extra)[0])}")
         ops = [o for o in OPS if o in node]
         if len(ops) != 1:
             raise Bad(node.line, "a comparison needs exactly one of: " + ", ".join(OPS))
@@ -240,18 +278,25 @@ class CondParser:
 
     def knob_cond(self, node: LineDict) -> KnobIs:
         knob = node["knob"]
-        if knob not in derived.KNOBS:
-            raise Bad(node.line_of("knob"), f"unknown knob {knob!r}")
+        if not isinstance(knob, str) or knob not in derived.KNOBS:
+            raise Bad(node.line_of("knob"), f"unknown knob {quote(knob)}")
         ops = [o for o in OPS if o in node]
         extra = set(node) - {"knob", *OPS}
         if len(ops) != 1 or extra:
             raise Bad(node.line, "a knob test is {knob: NAME, <one comparison>: VALUE}")
         op = ops[0]
-        return KnobIs(str(knob), op, node[op])
+        value = node[op]
+        if not isinstance(value, str | int | float | bool) or (
+            isinstance(value, str) and len(value) > cost.MAX_TEXT_CHARS
+        ):
+            raise Bad(node.line_of(op), f"{op}: a knob is compared with a number, true/false or "
+                                        f"a short text, got {quote(value)}")  # fmt: skip
+        return KnobIs(str(knob), op, value)
 
     def cond(self, node: object, line: int) -> Cond:
         if not isinstance(node, LineDict):
-            raise Bad(line, f"expected a condition mapping, got {node!r}")
+            raise Bad(line, f"expected a condition mapping, got {quote(node)}")
+        self.counted(node.line)
         if any(k in node for k in _COMBINATORS):
             return self.combinator(node, lambda n: self.cond(n, n.line))
         if "knob" in node:
@@ -267,7 +312,7 @@ class CondParser:
         allowed = {fn, "window", "q", op, CLEAR.get(op, "")}
         extra = sorted(set(node) - allowed)
         if extra:
-            raise Bad(node.line_of(extra[0]), f"unknown key {extra[0]!r} in a {op} condition")
+            raise Bad(node.line_of(extra[0]), f"unknown key {quote(extra[0])} in a {op} condition")
         clear = None
         if CLEAR.get(op) in node:
             ck = CLEAR[op]

@@ -125,14 +125,20 @@ def counted_value(name: str, counts: Counts, resolve: Callable[[str], Value]) ->
         return ratio(counts.increase("prefix_cache_hits"),
                  counts.increase("prefix_cache_queries"))  # fmt: skip
     if name in ("queue_share_of_ttft", "prefill_share_of_ttft"):
+        # Means, not sums: queue and prefill times are recorded when a request finishes, TTFT
+        # when its first token comes, so a window holds more of one than of the other. A part
+        # of TTFT is at most all of it (a mean over other requests may say 149%).
         part = counts.hist("queue_time" if name.startswith("queue") else "prefill_time")
-        ttft = counts.hist("ttft")
-        return ratio(part.sum if part else None, ttft.sum if ttft else None)
+        share = ratio(hist.mean(part), hist.mean(counts.hist("ttft")))
+        return None if share is None else min(share, 1.0)
     if name == "iteration_fill":
         mbt = resolve("max_num_batched_tokens")
         if isinstance(mbt, bool) or not isinstance(mbt, int | float):
             return None
-        return ratio(hist.mean(counts.hist("iteration_tokens")), float(mbt))
+        # A step holds at most its budget; vLLM counts a finishing prefill's first sampled
+        # token beside the chunk, so a full step can read 101%.
+        fill = ratio(hist.mean(counts.hist("iteration_tokens")), float(mbt))
+        return None if fill is None else min(fill, 1.0)
     if name in ("prompt_len_spread", "ttft_spread"):
         h = counts.hist("prompt_len" if name.startswith("prompt") else "ttft")
         return ratio(hist.quantile(0.99, h), hist.quantile(0.5, h))

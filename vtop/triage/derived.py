@@ -99,17 +99,25 @@ DERIVED: dict[str, Derived] = {
                 "increase(vllm:prefix_cache_hits_total[W]) / "
                 "increase(vllm:prefix_cache_queries_total[W])"),
         Derived("queue_share_of_ttft", "window", "ratio",
-                "Share of time to first token spent queueing: Δqueue_time_sum / Δttft_sum.",
-                "increase(vllm:request_queue_time_seconds_sum[W]) / "
-                "increase(vllm:time_to_first_token_seconds_sum[W])"),
+                "Share of time to first token spent queueing: mean queue_time / mean TTFT over W "
+                "(means: the two are recorded at different moments of a request), at most 1.",
+                "clamp_max((increase(vllm:request_queue_time_seconds_sum[W]) / "
+                "increase(vllm:request_queue_time_seconds_count[W])) / "
+                "(increase(vllm:time_to_first_token_seconds_sum[W]) / "
+                "increase(vllm:time_to_first_token_seconds_count[W])), 1)"),
         Derived("prefill_share_of_ttft", "window", "ratio",
-                "Share of time to first token spent in prefill: Δprefill_time_sum / Δttft_sum.",
-                "increase(vllm:request_prefill_time_seconds_sum[W]) / "
-                "increase(vllm:time_to_first_token_seconds_sum[W])"),
+                "Share of time to first token spent in prefill: mean prefill_time / mean TTFT "
+                "over W (means: the two are recorded at different moments of a request), at "
+                "most 1.",
+                "clamp_max((increase(vllm:request_prefill_time_seconds_sum[W]) / "
+                "increase(vllm:request_prefill_time_seconds_count[W])) / "
+                "(increase(vllm:time_to_first_token_seconds_sum[W]) / "
+                "increase(vllm:time_to_first_token_seconds_count[W])), 1)"),
         Derived("iteration_fill", "window", "ratio",
-                "How full engine steps are: mean tokens per step / max_num_batched_tokens.",
-                "(increase(vllm:iteration_tokens_total_sum[W]) / "
-                "increase(vllm:iteration_tokens_total_count[W])) / MAX_NUM_BATCHED_TOKENS",
+                "How full engine steps are: mean tokens per step / max_num_batched_tokens, at "
+                "most 1 (vLLM counts a finishing prefill's first token beside a full chunk).",
+                "clamp_max((increase(vllm:iteration_tokens_total_sum[W]) / "
+                "increase(vllm:iteration_tokens_total_count[W])) / MAX_NUM_BATCHED_TOKENS, 1)",
                 ("max_num_batched_tokens",)),
         Derived("engine_steps_per_s", "window", "steps/s",
                 "Engine steps per second (observations of iteration_tokens). Counts steps even "
@@ -139,6 +147,17 @@ DERIVED: dict[str, Derived] = {
                 "nearly all of them that way, the batch only draining in between; requests "
                 "arriving independently raise it a few at a time.",
                 "sum of the refill rises / sum of all rises of demand over W"),
+        Derived("unreplaced_share", "window", "ratio",
+                "Share of the requests finished over W that finished while no new request came "
+                "in (over stretches of 2 s; what came in is the change of running + waiting "
+                "plus what finished). A client that waits for its whole batch sends nothing "
+                "while the batch drains (near 1); closed-loop clients, however slow their "
+                "front end, replace each answer with a request (near 0).",
+                "no PromQL: stretches of conserved requests"),
+        Derived("unreplaced_drain", "window", "ratio",
+                "Requests that finished with no new one coming in over W (unreplaced_share's "
+                "numerator), over the batch's p95: about 1 for each drain of a whole wave.",
+                "no PromQL: stretches of conserved requests"),
         Derived("prompt_quiet", "window", "ratio",
                 "Share of the intervals between polls in which the server prefilled no prompt "
                 "token: no new request began. Requests arriving independently keep it near 0 "

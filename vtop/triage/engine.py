@@ -11,18 +11,34 @@ requests since the last restart); while its condition holds without that evidenc
 Then root causes are applied in order: a firing rule suppresses the rules it `explains`, which
 say by whom instead of giving advice, and the guarantees of `guards` run last. A server restart
 resets every state of that endpoint: the configuration the user just applied starts afresh.
+
+A rule that fails while it is evaluated (over a bound of `vtop.triage.cost` that only the data
+could decide, or any error at all) is stopped for the rest of the run and said in one line
+(`errors`, and `on_error` as it happens); the other rules go on, so one user rule never takes a
+report or the screen down.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Protocol
 
-from vtop.model import ALL, Finding, FindingState, Knob, KnobValue, Recommendation
+from vtop import durations
+from vtop.figures import load_change
+from vtop.model import (
+    ALL,
+    EvidencePath,
+    Finding,
+    FindingState,
+    Knob,
+    KnobValue,
+    Recommendation,
+    Severity,
+)
 from vtop.signals.store import Store, key
-from vtop.triage import guards
+from vtop.triage import cost, guards
 from vtop.triage.expr import Value
 from vtop.triage.loader import RuleError, load_catalog
 from vtop.triage.measure import Snapshot, holds
@@ -45,6 +61,8 @@ sample'; the slow path decides those."""
 PENDING_GRACE_S = 5.0
 """A condition that lapses for less than this keeps its finding on screen (as pending, its
 progress started afresh), so a line does not vanish and come back poll to poll."""
+LOAD_WINDOW_S = 300.0
+"""How far back a load change is looked for (the longest window a shipped rule reads)."""
 HOLD_BACK_S = 30.0
 """A root cause that would fire within this holds back the symptoms it explains."""
 NOT_ENOUGH_DATA = "not enough data yet: "
@@ -66,6 +84,8 @@ class _State:
     """The last poll at which the fast path's condition held: within `PENDING_GRACE_S` of it,
     a pending finding still counts down on that path (a rate over a few seconds of warm-up
     polls dips; the time to a verdict should not jump to the slow path's minutes and back)."""
+    suspect_since: float | None = None
+    """When the rule's `suspect` condition began holding, while it alone holds."""
     advised: dict[str, KnobValue] = field(default_factory=dict)
     """The value each knob was last advised at while firing (kept steady, `recommend.steady`)."""
 
@@ -96,6 +116,21 @@ class Engine:
         self.by_id = {r.id: r for r in self.rules}
         self.wall_rules = {r.id for r in self.rules if r.kv_wall}
         self._endpoints: dict[str, _Endpoint] = {}
+        self.stopped: set[str] = set()
+        """Rules that failed during an evaluation: skipped from then on (said in `errors`)."""
+        self.on_error: Callable[[RuleError], None] | None = None
+        """Told of each rule stopped during an evaluation, once, as it happens."""
+
+    @property
+    def quickest_s(self) -> float:
+        """The least evidence any warning needs to fire (its fast path, else its slow one): a
+        window shorter than this cannot have ruled anything out, so it is no all-clear."""
+        spans = [
+            r.decisive.evidence_s if r.decisive is not None else r.requires.evidence_s + r.for_s
+            for r in self.rules
+            if r.severity >= Severity.WARNING
+        ]
+        return min(spans, default=0.0)
 
     @classmethod
     def from_catalog(cls, extra: Sequence[Path] = (), *, user: bool = True) -> Engine:
@@ -123,9 +158,23 @@ class Engine:
             ep = self._endpoints[store.endpoint] = _Endpoint({}, restart)
         snap = Snapshot(store, view.knobs, restart)
         evidence = _Evidence(snap, ep)
+        change = load_change(store, snap.span(LOAD_WINDOW_S))
+        after = (
+            None if change is None else Snapshot(store, view.knobs, restart, load_since=change.t)
+        )
         findings: list[Finding] = []
         for rule in self.rules:
-            f = self._step(rule, ep.states.setdefault(rule.id, _State()), snap, now, evidence)
+            if rule.id in self.stopped:
+                continue
+            try:
+                st = ep.states.setdefault(rule.id, _State())
+                f = self._step(rule, st, snap, now, evidence, after)
+            except cost.CostError as exc:
+                self._stop(rule, str(exc))
+                continue
+            except Exception as exc:  # a user's rule must never take the run down
+                self._stop(rule, f"evaluation failed ({type(exc).__name__}: {exc})")
+                continue
             if f is not None:
                 findings.append(f)
         findings = self._suppress(findings)
@@ -134,20 +183,45 @@ class Engine:
         return sorted(findings, key=lambda f: (rank.get(f.state, 4), -f.severity,
                                                self.by_id[f.rule].order, f.rule))  # fmt: skip
 
+    def _stop(self, rule: Rule, why: str) -> None:
+        """Stop `rule` for the rest of the run and say so once: file:line: rule-id: why."""
+        self.stopped.add(rule.id)
+        for ep in self._endpoints.values():
+            ep.states.pop(rule.id, None)
+        err = RuleError(rule.file, rule.line, rule.id, f"stopped: {cost.one_line(why, 200)}")
+        self.errors.append(err)
+        if self.on_error is not None:
+            self.on_error(err)
+
     # -- one rule ------------------------------------------------------------------------------
 
     def _step(self, rule: Rule, st: _State, snap: Snapshot, now: float,
-              evidence: _Evidence) -> Finding | None:  # fmt: skip
+              evidence: _Evidence, after: Snapshot | None = None) -> Finding | None:  # fmt: skip
         # Recovery thresholds apply once the slow path counts or the rule fires, not while
         # evidence is short: a borderline condition held on the clear levels from its first
         # poll would outlast the evidence it needs and fire on a burst long gone.
         active = st.ready_since is not None or st.firing_since is not None
         main = holds(rule.when, snap, active)
+        # Since the load changed (`after`: the windows clamped to the new load), what held
+        # under the old load must hold under the new one too: forty clients' preemptions in a
+        # 2-minute window say nothing of the four that came after them.
+        gone = main is True and after is not None and holds(rule.when, after, active) is False
+        if gone:
+            main = False
+        # A finding's figures are the load it is judged on: the new one, once it changed.
+        seen = snap if after is None else after
         fast: bool | None = None
         firing_on_its_window = main is True and st.firing_since is not None
         if rule.decisive is not None and main is not False and not firing_on_its_window:
             fast = holds(rule.decisive.when, snap, active)
         missing = evidence.missing(rule)
+        suspected = (
+            rule.suspect is not None
+            and main is not True
+            and fast is not True
+            and st.firing_since is None
+            and holds(rule.suspect.when, snap, active=False) is True
+        )
         if main is True or fast is True:
             if st.since is None:
                 st.since = now
@@ -163,22 +237,34 @@ class Engine:
             slow = st.ready_since is not None and now - st.ready_since >= rule.for_s
             if st.firing_since is None and (decided or slow):
                 st.firing_since = now
-        elif st.last_true is not None and now - st.last_true < (
-            rule.keep_firing_for_s if st.firing_since is not None else PENDING_GRACE_S
+        elif (
+            not gone
+            and st.last_true is not None
+            and now - st.last_true
+            < (rule.keep_firing_for_s if st.firing_since is not None else PENDING_GRACE_S)
         ):
             st.ready_since = None  # a lapse restarts `for`; what fired stays firing
+            suspected = False  # the pending line keeps its progress through the lapse
+        elif suspected:
+            st.clear()  # a likely cause, not evidence accruing: nothing counts down
+            st.since = now if st.suspect_since is None else st.suspect_since
         else:
             st.clear()
+        st.suspect_since = st.since if suspected else None
         if st.since is None:
             return None
         if st.firing_since is not None:
-            return self._finding(rule, st, snap, now, "firing")
+            return self._finding(rule, st, seen, now, "firing")
+        if suspected:
+            assert rule.suspect is not None
+            return replace(self._finding(rule, st, seen, now, "insufficient"),
+                           summary=NOT_ENOUGH_DATA + rule.suspect.waits_for)  # fmt: skip
         recent_fast = st.fast_last is not None and now - st.fast_last < PENDING_GRACE_S
-        needs = evidence.needs(rule, st, now, fast is True or recent_fast, main is True)
+        needs, path = evidence.needs(rule, st, now, fast is True or recent_fast, main is True)
         if needs is None:
-            return replace(self._finding(rule, st, snap, now, "insufficient"),
+            return replace(self._finding(rule, st, seen, now, "insufficient"),
                            summary=NOT_ENOUGH_DATA + ", ".join(missing))  # fmt: skip
-        return self._finding(rule, st, snap, now, "pending", needs)
+        return replace(self._finding(rule, st, seen, now, "pending", needs), path=path)
 
     def _finding(self, rule: Rule, st: _State, snap: Snapshot, now: float,
                  state: FindingState, needs_s: float | None = None) -> Finding:  # fmt: skip
@@ -211,13 +297,19 @@ class Engine:
         evidence = tuple((covered(label, history), covered(render_value(t, names), history))
                          for label, t in rule.evidence)  # fmt: skip
         held = now - st.since
+        summary = render(rule.summary, names)
+        if state == "firing" and st.last_true is not None and st.last_true < now:
+            summary += (
+                f" (Held: its condition cleared {durations.span(now - st.last_true)} ago; a "
+                f"finding stays {durations.span(rule.keep_firing_for_s)} against flapping.)"
+            )
         if st.firing_since is not None:
             took = st.firing_since - st.since  # the time it took, on whichever path
         else:
             took = held + needs_s if needs_s is not None else rule.for_s
         return Finding(
             rule=rule.id, title=rule.title, endpoint=snap.store.endpoint, severity=severity,
-            state=state, summary=render(rule.summary, names), evidence=evidence + tuple(withheld),
+            state=state, summary=summary, evidence=evidence + tuple(withheld),
             recommendations=recs, since=st.since, held_s=held, for_s=took, needs_s=needs_s,
         )  # fmt: skip
 
@@ -330,17 +422,22 @@ class _Evidence:
         return sum(1 for up in ups if up) >= MIN_DECISIVE_POLLS
 
     def needs(self, rule: Rule, st: _State, now: float, fast: bool,
-              main: bool) -> float | None:  # fmt: skip
+              main: bool) -> tuple[float | None, EvidencePath]:  # fmt: skip
         """Seconds more until the rule fires if what holds now goes on holding, on its
-        quicker path; None when that is not a matter of time (requests must finish)."""
-        etas = []
+        quicker path, and which path that is; None when that is not a matter of time
+        (requests must finish)."""
+        etas: list[tuple[float, EvidencePath]] = []
         if fast and rule.decisive is not None:
-            etas.append(max(0.0, rule.decisive.evidence_s - self.seconds))
+            etas.append((max(0.0, rule.decisive.evidence_s - self.seconds), "decisive"))
         if main and not self.short_of_requests(rule):
             if st.ready_since is not None:
-                etas.append(max(0.0, rule.for_s - (now - st.ready_since)))
+                etas.append((max(0.0, rule.for_s - (now - st.ready_since)), "borderline"))
             else:
-                etas.append(max(0.0, rule.requires.evidence_s - self.seconds) + rule.for_s)
+                slow = max(0.0, rule.requires.evidence_s - self.seconds) + rule.for_s
+                etas.append((slow, "borderline"))
         if not etas and st.last_true is not None and st.last_true < now:
-            etas.append(rule.for_s)  # a lapse within the grace: `for` starts again
-        return min(etas) if etas else None
+            etas.append((rule.for_s, "borderline"))  # a lapse within the grace: `for` again
+        if not etas:
+            return None, ""
+        eta, path = min(etas)
+        return eta, path

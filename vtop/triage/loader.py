@@ -9,6 +9,11 @@ never takes the monitor down.
 This module reads files and documents and keeps the catalog (which file wins, which ids are
 off, which `explains` name no rule); what one rule mapping may say is `ruleparse`'s and
 `condparse`'s, whose strict checks it turns into `RuleError` lines.
+
+A file is read only if it is a regular file of at most `cost.MAX_FILE_BYTES` (a FIFO in a rules
+directory would block the read forever, a 1 GB file would be parsed for minutes), with at most
+`cost.MAX_RULES_PER_FILE` rules; an error line is one line of at most `cost.MAX_ERROR_CHARS`,
+whatever it quotes.
 """
 
 from __future__ import annotations
@@ -19,12 +24,18 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from vtop import untrusted
+from vtop.files import read_regular
+from vtop.triage import cost
 from vtop.triage.condparse import Bad
+from vtop.triage.cost import quote
 from vtop.triage.ruleparse import RuleParser
 from vtop.triage.schema import Rule
 from vtop.triage.yamlmarks import LineDict, YamlError, load
 
-_ID = re.compile(r"^[a-z][a-z0-9-]*$")
+_ID = re.compile(r"[a-z][a-z0-9-]*\Z")  # \Z: `$` would let "id\n" through
+MAX_ERROR = 2000
+"""The longest rule error line: a path, a line, an id and what is wrong, with a quote."""
 _ID_LINE = re.compile(r"(?:^|[\s{,-])id:\s*[\"']?([a-z][a-z0-9-]*)")
 
 
@@ -36,7 +47,9 @@ class RuleError:
     message: str
 
     def __str__(self) -> str:
-        return f"{self.file}:{self.line}: {self.rule or '-'}: {self.message}"
+        # One clean line: a YAML error quotes the file, and a file's name is anyone's to choose.
+        line = cost.one_line(f"{self.file}:{self.line}: {self.rule or '-'}: {self.message}")
+        return untrusted.clean(line, MAX_ERROR)
 
 
 @dataclass(slots=True)
@@ -74,13 +87,18 @@ def load_text(text: str, file: str) -> Loaded:
             return out
     else:
         items = [doc]
+    if len(items) > cost.MAX_RULES_PER_FILE:
+        line = doc.line_of("rules") if isinstance(doc, LineDict) else 1
+        msg = f"{len(items)} rules in one file, at most {cost.MAX_RULES_PER_FILE}"
+        out.errors.append(RuleError(file, line, "", msg))
+        return out
     for item in items:
         if not isinstance(item, LineDict):
             out.errors.append(RuleError(file, getattr(doc, "line", 1), "", "a rule is a mapping"))
             continue
         rid = item.get("id")
-        if not isinstance(rid, str) or not _ID.match(rid):
-            msg = f"id must be lower-case words joined by '-', got {rid!r}"
+        if not isinstance(rid, str) or len(rid) > 64 or not _ID.match(rid):
+            msg = f"id must be lower-case words joined by '-', got {quote(rid)}"
             out.errors.append(RuleError(file, item.line_of("id"), "", msg))
             continue
         if rid in out.rules or rid in out.disabled:
@@ -121,13 +139,44 @@ def rule_files(paths: Iterable[Path]) -> list[Path]:
     return files
 
 
-def load_paths(paths: Iterable[Path]) -> Loaded:
+def read_bounded(path: Path) -> str:
+    """The text of a rule (or rule test) file; OSError or ValueError, one line, for what is
+    not a regular file (`files.read_regular`: a FIFO is refused rather than waited on), is
+    larger than `cost.MAX_FILE_BYTES` or is not UTF-8."""
+    data = read_regular(path, cost.MAX_FILE_BYTES)
+    if len(data) > cost.MAX_FILE_BYTES:
+        size = path.stat().st_size
+        raise ValueError(f"{size} bytes, at most {cost.MAX_FILE_BYTES} (256 KiB) in a rule file")
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ValueError(f"not UTF-8 text (byte {exc.start})") from None
+
+
+@dataclass(slots=True)
+class Budget:
+    """Bytes of rule files one catalog may still read (`cost.MAX_CATALOG_BYTES`)."""
+
+    left: int = cost.MAX_CATALOG_BYTES
+
+
+def load_paths(paths: Iterable[Path], budget: Budget | None = None) -> Loaded:
     """Rules from files and directories; a later file's rule replaces an earlier one's."""
     out = Loaded()
+    budget = budget if budget is not None else Budget()
     for f in rule_files(paths):
+        if budget.left <= 0:
+            msg = (f"skipped: the rule files read before it hold {cost.MAX_CATALOG_BYTES >> 20} "
+                   "MiB, all one catalog may read")  # fmt: skip
+            out.errors.append(RuleError(str(f), 0, "", msg))
+            continue
         try:
-            text = f.read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError) as exc:
+            text = read_bounded(f)
+            budget.left -= len(text.encode("utf-8"))
+        except OSError as exc:
+            out.errors.append(RuleError(str(f), 0, "", f"cannot read: {exc.strerror or exc}"))
+            continue
+        except ValueError as exc:
             out.errors.append(RuleError(str(f), 0, "", f"cannot read: {exc}"))
             continue
         out.merge(load_text(text, str(f)))
@@ -154,7 +203,7 @@ def check(loaded: Loaded) -> list[RuleError]:
         for other in rule.explains:
             if other not in loaded.rules and other not in loaded.disabled:
                 errors.append(RuleError(rule.file, rule.line, rule.id,
-                                        f"explains unknown rule {other!r}"))  # fmt: skip
+                                        f"explains unknown rule {quote(other)}"))  # fmt: skip
     return errors
 
 
@@ -162,6 +211,7 @@ def load_catalog(extra: Sequence[Path] = (), *, user: bool = True,
                  shipped: bool = True) -> Loaded:  # fmt: skip
     """Shipped rules, then the user's config directory, then `extra` (--rules), by id."""
     out = Loaded()
+    budget = Budget()
     sources: list[Path] = []
     if shipped:
         sources.append(shipped_dir())
@@ -172,6 +222,6 @@ def load_catalog(extra: Sequence[Path] = (), *, user: bool = True,
         if not src.exists():
             out.errors.append(RuleError(str(src), 0, "", "no such file or directory"))
             continue
-        out.merge(load_paths([src]))
+        out.merge(load_paths([src], budget))
     out.errors.extend(check(out))
     return out

@@ -19,7 +19,9 @@ from __future__ import annotations
 import math
 import operator
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
 
+from vtop.figures import WHOLES
 from vtop.model import Knob
 from vtop.signals.catalog import BY_NAME, Kind
 from vtop.signals.store import Store
@@ -80,7 +82,20 @@ def compare(value: Value, op: str, threshold: Value) -> bool | None:
 class Snapshot:
     """The store as one evaluation sees it; every answer cached for that evaluation."""
 
-    def __init__(self, store: Store, knobs: Mapping[str, Knob], restarted: float | None) -> None:
+    def __init__(
+        self,
+        store: Store,
+        knobs: Mapping[str, Knob],
+        restarted: float | None,
+        *,
+        load_since: float | None = None,
+    ) -> None:
+        """`load_since`: judge only the load that began then (the engine's view after a load
+        change): every window starts there at the earliest, and "since the server started"
+        reads as since then, the server's older history being another load's."""
+        if load_since is not None:
+            restarted = load_since if restarted is None else max(restarted, load_since)
+        self._new_load = load_since is not None
         self.store = store
         self.knobs = knobs
         times = store.times()
@@ -179,7 +194,22 @@ class Snapshot:
         return value
 
     def _compute(self, m: Measure) -> float | None:
+        value = self._computed(m)
+        part = m.operand
+        if m.fn != "histogram_quantile" or part is None or value is None:
+            return value
+        whole = WHOLES.get(part.name)
+        if whole is None:
+            return value
+        # A part of a request's latency is no longer than its whole at the same quantile
+        # (`figures.within_wholes`): "TTFT p90 7.2 s, queue time p90 8.9 s" cannot be.
+        of = self.measure(replace(m, operand=Operand(whole, part.label)))
+        return value if of is None else min(value, of)
+
+    def _computed(self, m: Measure) -> float | None:
         fn, operand = m.fn, m.operand
+        if m.since_start and self._new_load:
+            return self.measure(replace(m, window_s=1e12, since_start=False))
         if m.since_start:
             counts = self.since_start_ok()
             if counts is None or operand is None:

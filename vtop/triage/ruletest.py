@@ -12,6 +12,11 @@ every poll (its state machine needs the whole history), so a rule test exercises
 code the monitor runs. Histograms are written as observations per poll:
 `{series: ttft, values: "0.3x600", per_poll: 2}` adds two observations of 0.3 s each poll.
 
+A test file is as untrusted as a rule file and as bounded (`vtop.triage.cost`): read only if it
+is a regular file of at most 256 KiB, a group runs at most `MAX_TEST_POLLS` polls at an interval
+of 10 ms to an hour, a series expands to at most as many samples, and every malformed part is
+one `TestFileError` line naming the file and line, never a traceback or a division by zero.
+
 A series with `replica: NAME` belongs to another endpoint serving the same model: each replica
 gets its own store, and after every poll the endpoints are compared by the monitor's own code
 (`vtop.triage.replicas`) before the endpoint under test is evaluated.
@@ -23,15 +28,17 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, cast, get_args
 
-from vtop.model import Finding, Histogram, Knob, Scrape, SeriesKey
+from vtop import knobranges
+from vtop.model import Finding, Histogram, Knob, Provenance, Scrape, SeriesKey
 from vtop.signals.catalog import BY_NAME, Kind
 from vtop.signals.store import Store
-from vtop.triage import replicas
-from vtop.triage.condparse import parse_duration
+from vtop.triage import cost, replicas
+from vtop.triage.condparse import Bad, parse_duration
+from vtop.triage.cost import quote
 from vtop.triage.engine import Engine
-from vtop.triage.loader import Loaded, load_catalog
+from vtop.triage.loader import Loaded, load_catalog, read_bounded
 from vtop.triage.notation import expand
 from vtop.triage.schema import Rule
 from vtop.triage.yamlmarks import LineDict, YamlError, load
@@ -82,7 +89,10 @@ def _parse_series(item: object, file: str, line: int) -> _Series:
     if not isinstance(item, LineDict) or "series" not in item or "values" not in item:
         raise TestFileError(f"{file}:{line}: input_series items are {{series, values}}")
     line = item.line
-    text = str(item["series"]).strip()
+    if not isinstance(item["series"], str):
+        raise TestFileError(f"{file}:{line}: series: expected a signal name, got "
+                            f"{quote(item['series'])}")  # fmt: skip
+    text = item["series"].strip()
     name, _, rest = text.partition("{")
     label = rest.rstrip("}").split("=", 1)[-1].strip('"') if rest else ""
     engine = "0"
@@ -90,7 +100,7 @@ def _parse_series(item: object, file: str, line: int) -> _Series:
         engine, label = label, ""
     sig = BY_NAME.get(name)
     if sig is None:
-        raise TestFileError(f"{file}:{line}: unknown signal {name!r}")
+        raise TestFileError(f"{file}:{line}: unknown signal {quote(name)}")
     try:
         values = expand(item["values"])
         per_poll = expand(item["per_poll"]) if "per_poll" in item else None
@@ -98,12 +108,24 @@ def _parse_series(item: object, file: str, line: int) -> _Series:
             per_poll = per_poll * len(values)
     except ValueError as exc:
         raise TestFileError(f"{file}:{line}: {exc}") from None
-    bounds = tuple(float(b) for b in item.get("bounds", ())) or (
+    given = item.get("bounds", ())
+    if (
+        not isinstance(given, list | tuple)
+        or len(given) > 100
+        or not all(
+            isinstance(b, int | float) and not isinstance(b, bool) and math.isfinite(b)
+            for b in given
+        )
+    ):
+        raise TestFileError(f"{file}:{line}: bounds: expected up to 100 finite numbers")
+    bounds = tuple(sorted(float(b) for b in given)) or (
         _bounds(name) if sig.kind is Kind.HISTOGRAM else ()
     )
-    replica = str(item.get("replica", "") or "")
+    replica = item.get("replica", "") or ""
+    if not isinstance(replica, str) or len(replica) > 64:
+        raise TestFileError(f"{file}:{line}: replica: expected a short name")
     if replica == EP:
-        raise TestFileError(f"{file}:{line}: replica {EP!r} is the endpoint under test")
+        raise TestFileError(f"{file}:{line}: replica {quote(EP)} is the endpoint under test")
     return _Series(SeriesKey(name, "m", engine, label), values, per_poll, bounds, replica)
 
 
@@ -114,10 +136,20 @@ def _knobs(node: object, file: str, line: int) -> dict[str, Knob]:
     if not isinstance(node, LineDict):
         raise TestFileError(f"{file}:{line}: knobs: expected a mapping")
     for name, v in node.items():
-        if isinstance(v, LineDict):
-            out[name] = Knob(name, v.get("value"), v.get("provenance", "flag"), "rule test")
-        else:
-            out[name] = Knob(name, v, "flag", "rule test")
+        value, provenance = (v.get("value"), v.get("provenance", "flag")) if isinstance(
+            v, LineDict) else (v, "flag")  # fmt: skip
+        if value is not None and not isinstance(value, str | int | float | bool):
+            raise TestFileError(f"{file}:{node.line_of(name)}: knobs: {name}: expected a "
+                                f"number, true/false or text, got {quote(value)}")  # fmt: skip
+        if provenance not in get_args(Provenance):
+            raise TestFileError(f"{file}:{node.line_of(name)}: knobs: {name}: provenance is one "
+                                f"of {', '.join(get_args(Provenance))}")  # fmt: skip
+        if provenance == "flag" and value is not None:  # as a user types it: within its range
+            try:
+                knobranges.check(name, value)
+            except ValueError as exc:
+                raise TestFileError(f"{file}:{node.line_of(name)}: knobs: {exc}") from None
+        out[name] = Knob(name, value, cast(Provenance, provenance), "rule test")
     return out
 
 
@@ -167,7 +199,7 @@ class _View:
 
 
 def _times(value: object, file: str, line: int) -> tuple[float, float]:
-    text = str(value)
+    text = str(value) if isinstance(value, str | int | float) else ""
     try:
         if ".." in text:
             a, b = text.split("..", 1)
@@ -222,12 +254,15 @@ def _check(exp: list[Any], actual: Finding | None) -> str | None:
             return f"expected {level} confidence on {knob}, got {rec.confidence if rec else None}"
     text = want.get("summary_contains")
     if text is not None and str(text) not in actual.summary:
-        return f"expected the summary to contain {text!r}: {actual.summary}"
+        return f"expected the summary to contain {quote(text)}: {actual.summary}"
     return None
 
 
 def _rules_for(doc: LineDict, path: Path) -> Loaded:
     files = doc.get("rule_files") or []
+    if not isinstance(files, list) or not all(isinstance(f, str) for f in files):
+        raise TestFileError(f"{path}:{doc.line_of('rule_files')}: rule_files: expected a list "
+                            "of paths")  # fmt: skip
     loaded = load_catalog([path.parent / f for f in files], user=False)
     if loaded.errors:
         raise TestFileError(f"{path}:{doc.line_of('rule_files')}: rules do not load: "
@@ -238,25 +273,32 @@ def _rules_for(doc: LineDict, path: Path) -> Loaded:
 def run_group(group: LineDict, rules: Sequence[Rule], file: str, default_interval: float
               ) -> Outcome:  # fmt: skip
     """Run one test group; every failure is one line with the file, line and time."""
-    name = str(group.get("name", f"line {group.line}"))
+    name = cost.one_line(str(group.get("name", f"line {group.line}")), 120)
     out = Outcome(file, name)
-    interval = parse_duration(group.get("interval", default_interval),
-                              group.line_of("interval"), "interval")  # fmt: skip
+    interval = _interval(group.get("interval", default_interval), file,
+                         group.line_of("interval"))  # fmt: skip
     series = [_parse_series(s, file, group.line_of("input_series"))
-              for s in group.get("input_series") or []]  # fmt: skip
+              for s in _list(group, "input_series", file)]  # fmt: skip
     checks = []
-    for item in group.get("finding_tests") or []:
+    for item in _list(group, "finding_tests", file):
         if not isinstance(item, LineDict) or "rule" not in item or "eval_time" not in item:
             raise TestFileError(f"{file}:{group.line}: finding_tests items need rule, eval_time")
         lo, hi = _times(item["eval_time"], file, item.line_of("eval_time"))
-        exp = item.get("exp_findings") or []
-        checks.append((lo, hi, str(item["rule"]), list(exp), item.line))
+        if hi < lo:
+            raise TestFileError(f"{file}:{item.line_of('eval_time')}: eval_time ends before "
+                                "it starts")  # fmt: skip
+        exp = _expectations(item, file)
+        checks.append((lo, hi, str(item["rule"]), exp, item.line))
     ids = {r.id for r in rules}
     for _, _, rid, _, line in checks:
         if rid not in ids:
-            raise TestFileError(f"{file}:{line}: {name}: no rule {rid!r} is loaded")
+            raise TestFileError(f"{file}:{line}: {name}: no rule {quote(rid)} is loaded")
     end = max((hi for _, hi, *_ in checks), default=0.0)
     n = math.floor(end / interval + 1e-9) + 1
+    if n > cost.MAX_TEST_POLLS:
+        raise TestFileError(f"{file}:{group.line}: {name}: {n} polls to run, at most "
+                            f"{cost.MAX_TEST_POLLS} (a later eval_time or a longer interval "
+                            "than the test needs)")  # fmt: skip
     view = _View(Store(EP, capacity=max(n, 3600)), _knobs(group.get("knobs"), file, group.line))
     peers = {s.replica: Store(s.replica, capacity=max(n, 3600)) for s in series if s.replica}
     peer_scrapes = {
@@ -295,16 +337,76 @@ def run_file(path: Path) -> list[Outcome]:
     """Run every group of one test file."""
     file = str(path)
     try:
-        doc = load(path.read_text(encoding="utf-8"))
+        doc = load(read_bounded(path))
     except YamlError as exc:
         raise TestFileError(f"{file}:{exc.line}: {exc}") from None
     except OSError as exc:
+        raise TestFileError(f"{file}:0: cannot read: {exc.strerror or exc}") from None
+    except ValueError as exc:
         raise TestFileError(f"{file}:0: cannot read: {exc}") from None
     if not isinstance(doc, LineDict) or not isinstance(doc.get("tests"), list):
         raise TestFileError(f"{file}:1: a rule test file has a `tests:` list")
     rules = list(_rules_for(doc, path).rules.values())
-    interval = parse_duration(doc.get("interval", 1), doc.line_of("interval"), "interval")
-    return [run_group(g, rules, file, interval) for g in doc["tests"]]
+    interval = _interval(doc.get("interval", 1), file, doc.line_of("interval"))
+    groups = doc["tests"]
+    if not all(isinstance(g, LineDict) for g in groups):
+        raise TestFileError(f"{file}:{doc.line_of('tests')}: every test is a mapping")
+    total = sum(_polls(g, file, interval) for g in groups)
+    if total > cost.MAX_TEST_FILE_POLLS:
+        raise TestFileError(f"{file}:{doc.line_of('tests')}: its groups would run {total} polls "
+                            f"together, at most {cost.MAX_TEST_FILE_POLLS}")  # fmt: skip
+    return [run_group(g, rules, file, interval) for g in groups]
+
+
+def _polls(group: LineDict, file: str, default_interval: float) -> int:
+    """Polls `run_group` will run for `group` (its latest eval_time over its interval), read
+    before any runs; what `run_group` would refuse is left for it to say."""
+    try:
+        interval = _interval(group.get("interval", default_interval), file,
+                             group.line_of("interval"))  # fmt: skip
+        ends = [_times(item["eval_time"], file, item.line_of("eval_time"))[1]
+                for item in _list(group, "finding_tests", file)
+                if isinstance(item, LineDict) and "eval_time" in item]  # fmt: skip
+    except TestFileError:
+        return 0
+    n = math.floor(max(ends, default=0.0) / interval + 1e-9) + 1
+    return n if n <= cost.MAX_TEST_POLLS else 0  # `run_group` says that one
+
+
+def _interval(value: object, file: str, line: int) -> float:
+    """A poll interval: 10 ms to an hour (0 would divide by zero, 1 ns run forever)."""
+    try:
+        seconds = parse_duration(value, line, "interval")
+    except Bad as exc:
+        raise TestFileError(f"{file}:{line}: {exc.message}") from None
+    if not cost.MIN_TEST_INTERVAL_S <= seconds <= cost.MAX_TEST_INTERVAL_S:
+        raise TestFileError(f"{file}:{line}: interval: from 10ms to 1h, got {quote(value)}")
+    return seconds
+
+
+def _list(node: LineDict, key: str, file: str) -> list[Any]:
+    value = node.get(key) or []
+    if not isinstance(value, list):
+        raise TestFileError(f"{file}:{node.line_of(key)}: {key}: expected a list")
+    return value
+
+
+_EXPECTATION_MAPS = ("recommend", "direction", "confidence")
+
+
+def _expectations(item: LineDict, file: str) -> list[Any]:
+    """`exp_findings`: empty (must not fire) or a list of mappings, whose `recommend`,
+    `direction` and `confidence` are mappings of knob to value."""
+    exp = _list(item, "exp_findings", file)
+    line = item.line_of("exp_findings")
+    for want in exp:
+        if not isinstance(want, LineDict):
+            raise TestFileError(f"{file}:{line}: exp_findings: every item is a mapping")
+        for key in _EXPECTATION_MAPS:
+            if want.get(key) is not None and not isinstance(want[key], LineDict):
+                raise TestFileError(f"{file}:{want.line_of(key)}: {key}: expected a mapping "
+                                    "of knob: value")  # fmt: skip
+    return exp
 
 
 def test_files(paths: Sequence[Path]) -> list[Path]:

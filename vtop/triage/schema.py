@@ -170,6 +170,16 @@ class Decisive:
 
 
 @dataclass(frozen=True, slots=True)
+class Suspect:
+    """A likely cause that is not yet a verdict: while `when` holds and neither path's
+    condition does, the rule is "not enough data", saying what would decide it (`waits_for`).
+    One drain of a wave is not waves; a report that saw one must not say OK either."""
+
+    when: Cond
+    waits_for: str
+
+
+@dataclass(frozen=True, slots=True)
 class Rule:
     id: str
     title: str
@@ -185,6 +195,7 @@ class Rule:
     keep_firing_for_s: float = 0.0
     requires: Requires = Requires()
     decisive: Decisive | None = None
+    suspect: Suspect | None = None
     explains: tuple[str, ...] = ()
     kv_wall: bool = False
     values: tuple[ValueDef, ...] = ()

@@ -6,6 +6,10 @@ strings and booleans; an unknown value renders as '–', never as 0 or "None". A
 (`render_value`) whose every value is unknown is '–' alone: "– cores" or "– of polls" would
 dress an unread number in a unit, as if it had been measured.
 
+What a template renders is bounded (`vtop.triage.cost`): the loader allows only number
+formats of a small width and precision, and a text value (a knob read off a server's command
+line) renders at most `MAX_TEXT_CHARS` long, so no summary grows past a few kilobytes.
+
 A window an evidence row names in parentheses, `(5 min)` or `(30 s)`, is the one its measure
 asks for; over a younger history the measure covers less, and `covered` says how much
 (`(last 42 s)`), so a 30 s report does not claim five minutes of evidence.
@@ -18,6 +22,7 @@ import string
 from collections.abc import Mapping
 
 from vtop import durations
+from vtop.triage.cost import MAX_INT, MAX_TEXT_CHARS, format_spec_problem
 from vtop.triage.expr import Value
 
 _WINDOW = re.compile(r"\((\d+(?:\.\d+)?) (min|s)\)")
@@ -27,10 +32,17 @@ def _fmt(value: Value, spec: str) -> str:
     if value is None:
         return "–"
     if isinstance(value, bool | str):
-        return str(value)
+        text = str(value)
+        return text if len(text) <= MAX_TEXT_CHARS else text[: MAX_TEXT_CHARS - 1] + "…"
+    if isinstance(value, int) and not -MAX_INT <= value <= MAX_INT:
+        value = float(value) if abs(value) < 1e308 else None
+        if value is None:
+            return "–"
+    if format_spec_problem(spec) is not None:  # the loader refused it; never pad a gigabyte
+        spec = ""
     try:
         return format(value, spec)
-    except (ValueError, TypeError):
+    except (ValueError, TypeError, OverflowError):
         return str(value)
 
 

@@ -27,6 +27,11 @@ from no higher than `WAVE_FROM` of it: at one poll a second a wave of the batch'
 from wherever the draining batch was at the last poll before it."""
 
 
+UNREPLACED_BIN_S = 2.0
+"""The shortest stretch `unreplaced` judges: a closed-loop client's next request reaches the
+server within it, a client waiting for its batch sends nothing for as long as the batch drains."""
+
+
 def quantile(q: float, values: Sequence[float]) -> float | None:
     """`quantile_over_time`: linear interpolation between order statistics (as the store)."""
     if not values:
@@ -83,10 +88,46 @@ def window_value(name: str, w: float, columns: Columns) -> float | None:
         return sum(1 for d in steps if d <= 0) / len(steps) if steps else None
     if name in ("wave_refills", "wave_share"):
         return waves(columns.get(Operand("demand"), w), name == "wave_share")
+    if name in ("unreplaced_share", "unreplaced_drain"):
+        demand = columns.get(Operand("demand"), w)
+        finished = columns.get(Operand("requests_finished"), w)
+        return unreplaced(st.times(w), demand, finished, name == "unreplaced_share")
     if name == "ttft_p95_imbalance":
         p95 = [q for k in st.series("ttft") if (q := st.hist_quantile(0.95, k, w)) is not None]
         return max(p95) / min(p95) if len(p95) >= 2 and min(p95) > 0 else None
     return None
+
+
+def unreplaced(
+    times: Sequence[float], demand: Column, finished: Column, share: bool
+) -> float | None:
+    """`unreplaced_share` (or `unreplaced_drain`): requests that finished while nothing new
+    came in (see `derived.DERIVED`). Requests in the server are conserved: what came in over a
+    stretch is the change of demand plus what finished, so a stretch whose requests finished
+    with no arrival is the client holding back. Stretches are at least `UNREPLACED_BIN_S`
+    long, so a closed-loop client that replaces a request a poll later (four polls a second)
+    counts as replacing it; failed polls are skipped."""
+    points = [
+        (t, d, f)
+        for t, d, f in zip(times, demand, finished, strict=True)
+        if d is not None and f is not None
+    ]
+    if len(points) < 2:
+        return None
+    stretches = [points[0]]
+    for p in points[1:]:
+        if p[0] - stretches[-1][0] >= UNREPLACED_BIN_S:
+            stretches.append(p)
+    done = held_back = 0.0
+    for (_, d0, f0), (_, d1, f1) in itertools.pairwise(stretches):
+        ended = max(0.0, f1 - f0)  # a counter reset is no finish
+        done += ended
+        if ended > 0 and d1 - d0 + ended < 0.5:
+            held_back += ended
+    if share:
+        return held_back / done if done > 0 else None
+    peak = quantile(0.95, [d for _, d, _ in points])
+    return held_back / peak if peak else None
 
 
 def waves(demand: Column, share: bool) -> float | None:

@@ -40,8 +40,10 @@ from textual.app import App, ComposeResult
 from textual.binding import Binding, BindingType
 from textual.driver import Driver
 from textual.filter import LineFilter, Monochrome, NoColor
+from textual.notifications import SeverityLevel
 from textual.widgets import Footer, Input
 
+from vtop import untrusted
 from vtop.monitor import Monitor
 from vtop.sources.base import FrameSource, sample_host, warms_up
 from vtop.sources.pacing import WARM_UP_S, Pacer
@@ -228,6 +230,22 @@ class VtopApp(KeysMixin, RecordingMixin, PollingMixin, DrawingMixin, LayoutMixin
         without one (`vtop.ui.driver`): nothing is printed after the screen then."""
         self._stop_recording()  # first: the terminal may be gone, the file is not
         self.exit(return_code=128 + sig if sig == signal.SIGHUP else 0)
+
+    def notify(
+        self,
+        message: str,
+        *,
+        title: str = "",
+        severity: SeverityLevel = "information",
+        timeout: float | None = None,
+        markup: bool = False,
+    ) -> None:
+        """Textual's toast, for words that may be anyone's (a failed poll quotes the server, a
+        rule error its file): drawn as the text they are, not as markup (`[@click=app.quit]`
+        would be a link, a stray `[/x]` an error), and without a control or bidi character
+        (`vtop.untrusted`; lines kept)."""
+        super().notify(untrusted.block(message), title=untrusted.clean(title, 200),
+                       severity=severity, timeout=timeout, markup=markup)  # fmt: skip
 
     def notify_rule_errors(self, errors: Sequence[object]) -> None:
         """Rule files that did not load, a line each (file:line: rule-id: what), on screen:

@@ -72,8 +72,9 @@ class DrawingMixin(DashboardHost):
         ep = self.endpoint
         if len(eps) > 1:
             recent = panels.recent_span(self.interval)
+            quickest = self.monitor.engine.quickest_s
             rows = [fleet.row(self.monitor.endpoints[e], self._findings(self.monitor, e),
-                              self._status(e), recent) for e in eps]  # fmt: skip
+                              self._status(e), recent, quickest) for e in eps]  # fmt: skip
             self.endpoint_list.show(rows, self.selected)
         if self.endpoint_list.display != (len(eps) > 1):
             self.endpoint_list.display = len(eps) > 1
@@ -82,7 +83,9 @@ class DrawingMixin(DashboardHost):
             ev: EndpointView = self.monitor.endpoints[ep]
             error = ev.last.error if ev.last is not None and not ev.last.ok else None
             self.triage.show(verdict.lines(self._findings(self.monitor, ep), error=error,
-                                           polls=ev.store.polls))  # fmt: skip
+                                           polls=ev.store.polls,
+                                           watched_s=fleet.watched(ev.store),
+                                           quickest_s=self.monitor.engine.quickest_s))  # fmt: skip
             self.grid.show(view)
             if isinstance(self.screen, EnginesScreen):
                 self.screen.show(view)

@@ -27,7 +27,7 @@ from vtop.monitor import EndpointView
 from vtop.signals.store import Store
 from vtop.sources.status import ConnectionStatus
 from vtop.ui.headline import short_url
-from vtop.ui.verdict import LABELS, likely, order
+from vtop.ui.verdict import LABELS, judging, likely, order
 
 
 @dataclass(frozen=True, slots=True)
@@ -118,8 +118,16 @@ def engine_rows(store: Store, cap: figs.Cap | None,
     return tuple(out)
 
 
+def watched(store: Store) -> float:
+    """Seconds of history the store holds since the endpoint's last restart."""
+    times = store.times()
+    restarts = store.restarts()
+    start = max(times[0], restarts[-1]) if times and restarts else (times[0] if times else 0.0)
+    return times[-1] - start if times else 0.0
+
+
 def row(view: EndpointView, findings: Sequence[Finding] | None, status: ConnectionStatus,
-        recent_s: float = RECENT_S) -> Row:  # fmt: skip
+        recent_s: float = RECENT_S, quickest_s: float = 0.0) -> Row:  # fmt: skip
     s = view.store
     cap = figs.cap(view.knobs)
     firing = [f for f in order(findings or ()) if f.state == "firing"]
@@ -134,6 +142,8 @@ def row(view: EndpointView, findings: Sequence[Finding] | None, status: Connecti
             verdict += f" (+{len(firing) - 1})"
     elif cause is not None:
         verdict, sev = f"likely {cause.title or cause.rule}", cause.severity
+    elif judging(seen := watched(s), quickest_s) is not None:
+        verdict, sev = f"judging {seen:.0f} of {quickest_s:.0f} s", Severity.OK
     else:
         verdict, sev = "OK", Severity.OK
     return Row(s.endpoint, short_url(s.endpoint), up, cells(s, cap, recent_s=recent_s),

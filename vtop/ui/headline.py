@@ -36,7 +36,10 @@ class Headline:
 
 def short_url(url: str) -> str:
     """`http://localhost:8000` -> `localhost:8000` (the scheme and a bare path add nothing)."""
-    parts = urlsplit(url)
+    try:
+        parts = urlsplit(url)
+    except ValueError:  # `[::1` from a Prometheus instance label: not a URL either
+        return url
     if not parts.netloc:
         return url  # not a URL: a Prometheus instance label (host:port), kept as it is
     text = parts.netloc

@@ -94,6 +94,16 @@ class View:
     def recent_s(self) -> float:
         return recent_span(self.interval_s)
 
+    @property
+    def window_label(self) -> str:
+        """The window as the data fills it: "1h" once an hour is held, "30s" after 30 s (a
+        share "of 1h" over 30 s of polls would claim an hour it never saw)."""
+        times = self.store.times(self.window_s)
+        held = times[-1] - times[0] if len(times) > 1 else 0.0
+        if held >= self.window_s - self.interval_s:
+            return durations.exact(self.window_s)
+        return durations.exact(max(1.0, round(held)))
+
 
 recent_span = figures.rate_span
 
@@ -153,7 +163,7 @@ def _gauge_summary(spec: PanelSpec, v: View) -> Summary:
     s, k, w = v.store, v.key(spec.signal, spec.label), v.window_s
     show = fmt.pct if spec.ratio else fmt.num
     g = figures.gauge_window(s, k, w)
-    stats = f"{durations.exact(w)} avg {show(g.avg)}  min {show(g.min)}  max {show(g.max)}"
+    stats = f"{v.window_label} avg {show(g.avg)}  min {show(g.min)}  max {show(g.max)}"
     note = ""
     if spec.id == "running":
         cap = figures.cap(v.knobs)
@@ -169,7 +179,7 @@ def _gauge_summary(spec: PanelSpec, v: View) -> Summary:
     elif spec.id == "waiting":
         share = figures.busy_share(s, k, w)
         if share is not None:
-            note = f"queue non-empty {share * 100:.0f}% of {durations.exact(w)}"
+            note = f"queue non-empty {share * 100:.0f}% of {v.window_label}"
     return Summary(stats, note)
 
 
@@ -177,7 +187,7 @@ def _rate_summary(spec: PanelSpec, v: View) -> Summary:
     s, k, w = v.store, v.key(spec.signal, spec.label), v.window_s
     c = figures.counter_window(s, k, w)
     avg = c.per_s
-    stats = f"{durations.exact(w)} avg {fmt.num(avg)}  total {fmt.num(c.total)}"
+    stats = f"{v.window_label} avg {fmt.num(avg)}  total {fmt.num(c.total)}"
     note = ""
     if spec.id == "prompt":
         hit = figures.prefix_hit_ratio(s, v.scope, w)
@@ -192,7 +202,7 @@ def _rate_summary(spec: PanelSpec, v: View) -> Summary:
 def _latency_summary(spec: PanelSpec, v: View) -> Summary:
     s, k, w = v.store, v.key(spec.signal), v.window_s
     window = figures.latency(s, k, w)
-    stats = f"{durations.exact(w)} p50 {fmt.seconds(window.p50)}  p99 {fmt.seconds(window.p99)}"
+    stats = f"{v.window_label} p50 {fmt.seconds(window.p50)}  p99 {fmt.seconds(window.p99)}"
     note = ""
     if spec.id == "ttft":
         split = figures.ttft_split(s, v.scope, w)

@@ -345,7 +345,10 @@ def target(text: str, start: float, end: float) -> float:
             raise ValueError(f"{text!r} is not an offset (try +5m, +1:30:00, -10m)") from None
         at = start + offset if t[0] == "+" else end - offset
     elif (span := _hms(t)) is not None:
-        clock = durations.parse_time(t, start, end) if int(t.split(":", 1)[0]) < 24 else None
+        try:  # `5:75` is no time of day (durations says so), but an offset of 6:15
+            clock = durations.parse_time(t, start, end) if int(t.split(":", 1)[0]) < 24 else None
+        except ValueError:
+            clock = None
         inside = clock is not None and start - 1.0 <= clock <= end + 1.0
         at = clock if clock is not None and inside else start + span
     else:

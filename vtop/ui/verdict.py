@@ -24,6 +24,7 @@ a likely line nor stop the all-clear.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
@@ -80,10 +81,13 @@ def progress(finding: Finding) -> str:
 
 
 def held_of(finding: Finding) -> str:
-    """`8 of 15 s`: `held_s` of `held_s + needs_s`, which is `for_s` as the engine sets it
-    (`for_s` alone where the wait is not a matter of time)."""
+    """`8 of 15 s, decisive`: `held_s` of `held_s + needs_s`, which is `for_s` as the engine
+    sets it (`for_s` alone where the wait is not a matter of time), and the path it counts on:
+    when the evidence turns decisive or falls back to borderline, the total changes with the
+    word that says why."""
     total = finding.for_s if finding.needs_s is None else finding.held_s + finding.needs_s
-    return f"{finding.held_s:.0f} of {total:.0f} s"
+    path = f", {finding.path}" if finding.path else ""
+    return f"{finding.held_s:.0f} of {total:.0f} s{path}"
 
 
 def waits_for(finding: Finding) -> str:
@@ -138,9 +142,20 @@ def error_lines(error: str | None) -> list[Line]:
     return out
 
 
+def judging(watched_s: float, quickest_s: float) -> str | None:
+    """`judging: 4 of 10 s`, while less has been watched than the quickest verdict needs: no
+    rule could have spoken yet, so "no bottleneck found" would be a guess (a report says
+    UNKNOWN then, `report.collect`); None once an all-clear means something."""
+    if watched_s >= quickest_s:
+        return None
+    return f"judging: {watched_s:.0f} of {quickest_s:.0f} s before an all-clear"
+
+
 def lines(findings: Sequence[Finding] | None, *, error: str | None = None,
-          polls: int = 0) -> list[Line]:  # fmt: skip
-    """Every line of the panel, top first (`findings` None: no triage engine runs here)."""
+          polls: int = 0, watched_s: float = math.inf,
+          quickest_s: float = 0.0) -> list[Line]:  # fmt: skip
+    """Every line of the panel, top first (`findings` None: no triage engine runs here);
+    `watched_s` of history against the `quickest_s` any warning needs (`judging`)."""
     out: list[Line] = []
     if findings is None:
         out += error_lines(error)
@@ -179,6 +194,8 @@ def lines(findings: Sequence[Finding] | None, *, error: str | None = None,
         elif any(f.state in ACCRUING and f.severity < Severity.INFO for f in findings):
             # A rule without a level of its own (none ships) waits: not all-clear either.
             out.insert(0, Line("info", "gathering evidence before judging", label="…"))
+        elif (wait := judging(watched_s, quickest_s)) is not None:
+            out.insert(0, Line("info", wait, label="…"))
         else:
             out.insert(0, Line("ok", "no bottleneck found", label="OK"))
     return out

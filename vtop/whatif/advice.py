@@ -52,6 +52,9 @@ PROMISES: dict[tuple[str, str], str] = {
     ("block_size", "set"): "preemptions_per_s",
     ("max_num_batched_tokens", "raise"): "ttft_p50",
     ("max_num_batched_tokens", "lower"): "itl_p50",
+    # From 0 (no cap) to a cap: "up" in number, a tighter cap in effect; short prompts'
+    # first tokens stop waiting behind long prefills.
+    ("long_prefill_token_threshold", "raise"): "ttft_p50",
     ("long_prefill_token_threshold", "set"): "itl_p50",
     ("long_prefill_token_threshold", "lower"): "itl_p50",
     ("enable_prefix_caching", "enable"): "ttft_p50",

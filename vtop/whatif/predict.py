@@ -10,8 +10,11 @@ from what the server exposes (its knobs, the workload `workload.estimate` reads,
 - The error of a figure is |twin - observed| / max(|observed|, its floor) (the floors keep
   "0.1 vs 0.3 requests waiting" from reading as a 200 % miss). Above `MAX_TOKENS_ERROR` on
   generated tokens/s the twin does not describe this server and every prediction is withheld
-  with that reason; no observed token rate withholds as well. Below it, the confidence is
-  "high" (<= 10 %), "medium" (<= 20 %) or "low".
+  with that reason; no observed token rate withholds as well. Below it, the confidence is the
+  worst of what each family allows: tokens/s "high" (<= 10 %), "medium" (<= 20 %) or "low";
+  occupancy and latency "high" within half their limit, "medium" within it, "low" past it
+  (their figures then withheld). One confident figure beside a twin that misses the queue
+  14x is no high confidence.
 - A twin can get the token rate right and the rest wrong (a queue of 243 ms against 20 s
   observed: a different load, the same throughput), so each family of `FAMILIES` is judged on
   its own and a family that is off has its figures withheld with its reason, while the others
@@ -40,7 +43,7 @@ from dataclasses import dataclass, field, replace
 from typing import Literal
 
 from vtop import fmt
-from vtop.figures import ENDPOINT, Scope
+from vtop.figures import ENDPOINT, Scope, within_wholes
 from vtop.model import Knob, KnobValue
 from vtop.signals import histogram as hist
 from vtop.signals.extract import PageReader
@@ -159,16 +162,19 @@ def figures(
     queue = store.hist_delta(scope.key("queue_time"), window_s)
     ttft = store.hist_delta(scope.key("ttft"), window_s)
     itl = store.hist_delta(scope.key("itl"), window_s)
+    ttft_p50, ttft_p90 = hist.quantile(0.5, ttft), hist.quantile(0.9, ttft)
+    queue_p50 = within_wholes({"queue_time": hist.quantile(0.5, queue), "ttft": ttft_p50})
+    queue_p90 = within_wholes({"queue_time": hist.quantile(0.9, queue), "ttft": ttft_p90})
     return {
         "generation_tokens_per_s": store.per_second(scope.key("generation_tokens"), window_s),
         "running": store.avg(scope.key("running"), window_s),
         "waiting": store.avg(scope.key("waiting"), window_s),
         "kv_usage": store.avg(scope.key("kv_usage"), window_s),
         "preemptions_per_s": store.per_second(scope.key("preemptions"), window_s),
-        "queue_p50": hist.quantile(0.5, queue),
-        "queue_p90": hist.quantile(0.9, queue),
-        "ttft_p50": hist.quantile(0.5, ttft),
-        "ttft_p90": hist.quantile(0.9, ttft),
+        "queue_p50": queue_p50["queue_time"],
+        "queue_p90": queue_p90["queue_time"],
+        "ttft_p50": ttft_p50,
+        "ttft_p90": ttft_p90,
         "itl_p50": hist.quantile(0.5, itl),
     }
 
@@ -378,13 +384,35 @@ def check(observed: Mapping[str, float | None], twin: Mapping[str, float | None]
             f"the twin misses today's generated tokens/s by {tokens:.0%} "
             f"(more than {MAX_TOKENS_ERROR:.0%}): it does not describe this server"
         )
-    elif tokens <= 0.10:
-        confidence = "high"
-    elif tokens <= 0.20:
-        confidence = "medium"
     else:
-        confidence = "low"
+        confidence = min(
+            [_grade(tokens, 0.10, 0.20)]
+            + [_family_grade(families[f.name]) for f in FAMILIES if f.name != "throughput"],
+            key=GRADES.index,
+        )
     return SelfCheck(dict(observed), dict(twin), errors, confidence, reason, families)
+
+
+GRADES: tuple[Confidence, ...] = ("low", "medium", "high")
+"""The confidence of a check that is not withheld, worst first."""
+
+
+def _grade(error: float, high: float, medium: float) -> Confidence:
+    return "high" if error <= high else "medium" if error <= medium else "low"
+
+
+def _family_grade(verdict: FamilyCheck) -> Confidence:
+    """What one family's error allows the confidence to be: a family off its limit (its
+    figures withheld) leaves at most "low", one within its limit but past half of it
+    "medium". A twin that gets the token rate right and the queue 14x wrong does not describe
+    the server, whatever its tokens/s; a family the server shows none of says nothing."""
+    if verdict.error is None:
+        return "high"
+    if verdict.withheld:
+        return "low"
+    if verdict.family == "latency":
+        return _grade(verdict.error, 1 + (MAX_LATENCY_FACTOR - 1) / 2, MAX_LATENCY_FACTOR)
+    return _grade(verdict.error, MAX_OCCUPANCY_ERROR / 2, MAX_OCCUPANCY_ERROR)
 
 
 @dataclass(frozen=True, slots=True)

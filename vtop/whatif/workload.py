@@ -22,9 +22,8 @@ arrivals at a rate) and how long requests are. A server shows neither directly, 
   request_params_max_tokens histogram's mean is the clients' max_tokens where exposed.
 - **Prefix cache.** The hit ratio becomes each prompt's shared share.
 - **One load at a time.** A window in which the load changed (40 clients, then 4) describes
-  neither: `steady_window` finds the point where the mean number of requests in the server
-  before and after differ most, and past `LOAD_CHANGE` times the estimate (and the fit and the
-  self-check, `vtop.whatif.predict.observe`) start there, if at least `MIN_STEADY_S` remain.
+  neither: past a load change (`figures.load_change`) the estimate (and the fit and the
+  self-check, `vtop.whatif.predict.observe`) start there.
 
 Every figure names where it came from: `read` (from the metrics) or `assumed`.
 """
@@ -34,7 +33,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from vtop.figures import ENDPOINT, Scope, by_label, prefix_hit_ratio
+from vtop.figures import ENDPOINT, Scope, by_label, load_change, prefix_hit_ratio
 from vtop.model import ALL, Histogram
 from vtop.signals.store import Store
 from vtop.sim.scheduler import FINISH_LENGTH
@@ -50,10 +49,6 @@ LENGTH_SHARE = 0.9
 PREFIX_MIN = 0.05
 """A prefix-cache hit ratio below this is noise, not a shared prefix."""
 
-LOAD_CHANGE = 2.0
-"""Requests in the server before and after a point differing by this factor: the load changed."""
-MIN_STEADY_S = 30.0
-"""The shortest span on either side of a load change that counts as a load of its own."""
 
 DEFAULT_PROMPT = Lengths(600, 0.6, lo=16, hi=8000)
 DEFAULT_OUTPUT = Lengths(250, 0.7, lo=8, hi=2048)
@@ -140,33 +135,14 @@ def _queue_grows(waiting: list[float]) -> bool:
 def steady_window(
     store: Store, window_s: float, scope: Scope = ENDPOINT
 ) -> tuple[float, str | None]:
-    """The window's part after its largest load change, and a line saying so; the whole
-    window and None when the load held (within `LOAD_CHANGE`) or the parts would be short."""
-    times = store.times(window_s)
-    running = store.values(scope.key("running"), window_s)
-    waiting = store.values(scope.key("waiting"), window_s)
-    seen = [(t, r + w) for t, r, w in zip(times, running, waiting, strict=True)
-            if r is not None and w is not None]  # fmt: skip
-    if len(seen) < 4:
+    """The window's part after its largest load change (`figures.load_change`), and a line
+    saying so; the whole window and None when the load held or the parts would be short."""
+    change = load_change(store, window_s, scope)
+    if change is None:
         return window_s, None
-    begin, end = seen[0][0], seen[-1][0]
-    total = sum(load for _, load in seen)
-    before_sum = 0.0
-    best: tuple[float, float, float, float] | None = None
-    for i, (t, load) in enumerate(seen):
-        if i and t - begin >= MIN_STEADY_S and end - t >= MIN_STEADY_S:
-            before = before_sum / i
-            after = (total - before_sum) / (len(seen) - i)
-            factor = (max(before, after) + 1) / (min(before, after) + 1)
-            if factor >= LOAD_CHANGE and (best is None or factor > best[0]):
-                best = (factor, t, before, after)
-        before_sum += load
-    if best is None:
-        return window_s, None
-    _, t, before, after = best
-    span = end - t
+    span = change.span_s
     return span, (
-        f"load changed from {before:.1f} to {after:.1f} requests in the server "
+        f"load changed from {change.before:.1f} to {change.after:.1f} requests in the server "
         f"{span:.0f} s before the end: the last {span:.0f} s are the workload"
     )
 

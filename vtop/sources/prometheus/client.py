@@ -8,6 +8,18 @@ them, and the same redacted URL in every message. Answers are streamed and cut a
 (an instant query's answer is small, a backfill's can be large, so each has its own cap and
 timeout), and every failure is one `PrometheusError` line that names the Prometheus, with a
 hint when the cause is usually the user's (401, 403, 404); query values are never shown.
+What Prometheus (or whatever answers in its place) says is quoted only cleaned and cut
+(`vtop.untrusted`): `errorType`, `error`, `resultType`, the Content-Type of an answer that is
+not JSON; and a `PrometheusError` is one clean line, whatever went into it.
+
+Redirects are the scraper's too (`redirects.py`): the secrets stay with the Prometheus named.
+
+The caps are what a real answer needs, not what memory allows: Python holds a parsed answer in
+about five times its bytes. A backfill asks one target for at most `MAX_POINTS` + 1 steps, and
+a page of a thousand series over that many steps is about 7 MB of JSON, so `RANGE_MAX_BYTES`
+(32 MiB) leaves room for a data-parallel server's several thousand series and keeps a hostile
+answer to seconds and a few hundred MB. JSON nested too deep for the parser is an answer that
+is not an API response, like any other.
 """
 
 from __future__ import annotations
@@ -16,15 +28,16 @@ import asyncio
 import json
 from collections.abc import Mapping
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
 
 import httpx
 
-from vtop.sources.urls import base_url, redact_url, split_credentials
-from vtop.sources.vllm import ScrapeOptions, error_reason
+from vtop import untrusted
+from vtop.sources import redirects
+from vtop.sources.urls import base_url, redact_url, split_credentials, with_path
+from vtop.sources.vllm import ScrapeOptions, error_reason, withheld_hint
 
 QUERY_MAX_BYTES = 64 * 1024 * 1024
-RANGE_MAX_BYTES = 256 * 1024 * 1024
+RANGE_MAX_BYTES = 32 * 1024 * 1024
 RANGE_TIMEOUT_S = 60.0
 
 _HINTS = {
@@ -34,8 +47,20 @@ _HINTS = {
 }
 
 
+MAX_ERROR = 600
+"""The longest error line kept (the error Prometheus gives is quoted up to 300 characters)."""
+
+
 class PrometheusError(Exception):
     """One line that says what went wrong with which Prometheus."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(untrusted.clean(message, MAX_ERROR))
+
+
+class AnswerError(PrometheusError):
+    """Prometheus answered, but not with what was asked: too large, not JSON, not the result
+    asked for. Asking again would get the same; the source goes on without that answer."""
 
 
 class PrometheusClient:
@@ -50,7 +75,7 @@ class PrometheusClient:
         self._client = httpx.AsyncClient(
             verify=self.options.tls(),
             proxy=httpx.Proxy(proxy) if proxy else None,
-            follow_redirects=True,
+            follow_redirects=False,  # followed by redirects.send: no secret to another host
             trust_env=False,  # trust and proxies are the options' (vtop/sources/netconfig.py)
         )
         headers = self.options.request_headers()
@@ -62,9 +87,7 @@ class PrometheusClient:
 
     def _api(self, path: str) -> str:
         """The API path under the base URL (a proxy's path prefix and query are kept)."""
-        parts = urlsplit(self.base)
-        return urlunsplit((parts.scheme, parts.netloc, parts.path.rstrip("/") + path,
-                           parts.query, ""))  # fmt: skip
+        return with_path(self.base, path)
 
     async def query(self, expr: str, t: float | None = None) -> list[dict[str, Any]]:
         """An instant query; the result vector (`metric`, `value` per element)."""
@@ -90,19 +113,23 @@ class PrometheusClient:
         try:
             async with (
                 asyncio.timeout(timeout),
-                self._client.stream("POST", self._api(path), data=dict(form),
-                                    headers=self._headers, timeout=timeout,
-                                    auth=self._auth) as resp,
+                redirects.send(self._client, "POST", self._api(path), data=dict(form),
+                               headers=self._headers, secret=self.options.secret_headers(),
+                               auth=self._auth, trusted=self.options.trusted_redirects,
+                               timeout=timeout) as followed,
             ):  # fmt: skip
+                resp = followed.response
                 chunks: list[bytes] = []
                 size = 0
                 async for chunk in resp.aiter_bytes():
                     size += len(chunk)
                     if size > max_bytes:
                         mib = max_bytes / 1048576
-                        raise PrometheusError(f"{where}: answer to {path} larger than {mib:g} MiB")
+                        raise AnswerError(f"{where}: answer to {path} larger than {mib:g} MiB")
                     chunks.append(chunk)
-                status, kind = resp.status_code, resp.headers.get("content-type", "")
+                status = resp.status_code
+                kind = untrusted.clean(resp.headers.get("content-type", ""), 100)
+                withheld = followed.withheld
         except PrometheusError:
             raise
         except (httpx.TimeoutException, TimeoutError):
@@ -112,26 +139,34 @@ class PrometheusClient:
         except httpx.HTTPError as exc:
             raise PrometheusError(f"request to {where} failed: {error_reason(exc)}") from None
         body = b"".join(chunks)
+        del chunks
         try:
             data = json.loads(body)
+        except RecursionError:
+            raise AnswerError(f"{where}: {path} answered JSON nested too deep to be an "
+                                  "API response") from None  # fmt: skip
         except ValueError:
             hint = _HINTS.get(status, "")
+            if withheld and status in (401, 403):
+                hint = withheld_hint(withheld)
             msg = f"{where}: {path} answered HTTP {status} ({kind or 'no type'}), not JSON"
             raise PrometheusError(f"{msg}: {hint}" if hint else msg) from None
         if not isinstance(data, dict):
-            raise PrometheusError(f"{where}: {path} answered JSON that is not an API response")
+            raise AnswerError(f"{where}: {path} answered JSON that is not an API response")
         if data.get("status") != "success":
-            kind = str(data.get("errorType") or f"HTTP {status}")
-            err = " ".join(str(data.get("error") or _HINTS.get(status, "error")).split())
-            raise PrometheusError(f"{where} refused the query: {kind}: {err[:300]}")
+            kind = untrusted.clean(data.get("errorType") or f"HTTP {status}", 60)
+            err = untrusted.clean(data.get("error") or _HINTS.get(status, "error"), 2000)
+            err = untrusted.cut(" ".join(err.split()), 300)
+            raise PrometheusError(f"{where} refused the query: {kind}: {err}")
         return data.get("data")
 
 
 def _result(data: Any, kind: str, url: str) -> list[dict[str, Any]]:
     if not isinstance(data, dict) or data.get("resultType") != kind:
         got = data.get("resultType") if isinstance(data, dict) else type(data).__name__
-        raise PrometheusError(f"Prometheus at {url}: expected a {kind} result, got {got}")
+        got = untrusted.clean(got, 60)
+        raise AnswerError(f"Prometheus at {url}: expected a {kind} result, got {got}")
     result = data.get("result")
     if not isinstance(result, list):
-        raise PrometheusError(f"Prometheus at {url}: the {kind} result is not a list")
+        raise AnswerError(f"Prometheus at {url}: the {kind} result is not a list")
     return [item for item in result if isinstance(item, dict)]

@@ -8,16 +8,24 @@ Scrape the server's own page would have given. dcgm-exporter series of the node 
 runs on (same host in `instance`, or a `Hostname` label naming it) join that page, and the
 catalog routes them to the `gpu_*` signals per GPU: remote GPUs without NVML.
 
+Prometheus's answers are trusted no more than a page is: a series whose labels are not a map of
+label names to strings, or a metric name that is not one, is skipped, and a value becomes the
+page's text only as the number it parses to, written back by vtop (`_number`): a "value" with
+a newline in it cannot add a line of its own to the page, and a timestamp that is not a number
+is no step of a backfill.
+
 Nothing here makes a request or keeps a clock: an instant query's vector or a range query's
 matrix comes in, per-target samples (`Sorter`) and Scrapes come out, so the source decides
 only when to ask and how the answers become frames. What a result series is (`classify`) is
-worked out once per series, and a backfill reuses it for every step.
+worked out once per series and remembered by the source (`Classifier`): every poll's answer
+and every step of a backfill repeat the same series.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping, Sequence
+import re
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -25,6 +33,17 @@ from vtop.model import ALL, EndpointInfo, Knob, Scrape, SeriesKey
 from vtop.signals.extract import PageReader, clean_label
 from vtop.signals.parser import ParseError
 from vtop.sources import discovery, promql
+
+_METRIC_NAME = re.compile(r"[a-zA-Z_:][a-zA-Z0-9_:]*\Z")
+_LABEL_NAME = re.compile(r"[a-zA-Z_][a-zA-Z0-9_]*\Z")
+
+
+def _well_formed(metric: Mapping[Any, Any]) -> bool:
+    """Label names that a page could carry, each with a string value, and a metric name."""
+    return _METRIC_NAME.match(str(metric.get("__name__", ""))) is not None and all(
+        isinstance(k, str) and isinstance(v, str) and (k == "__name__" or _LABEL_NAME.match(k))
+        for k, v in metric.items()
+    )
 
 
 def _escape(value: str) -> str:
@@ -55,11 +74,30 @@ class Sample:
 
 
 def _value(text: Any) -> float | None:
-    try:
-        v = float(text)
-    except (TypeError, ValueError):
+    """A finite number from a sample's value (Prometheus writes them as strings), or None."""
+    v = _float(text)
+    return v if v is not None and math.isfinite(v) else None
+
+
+def _float(text: Any) -> float | None:
+    if isinstance(text, bool) or not isinstance(text, (str, int, float)):
         return None
-    return v if math.isfinite(v) else None
+    try:
+        return float(text)
+    except (ValueError, OverflowError):
+        return None
+
+
+def _number(text: Any) -> str | None:
+    """A sample's value as the page's text: the number it is, written by vtop, or None."""
+    v = _float(text)
+    if v is None:
+        return None
+    if math.isnan(v):
+        return "NaN"
+    if math.isinf(v):
+        return "+Inf" if v > 0 else "-Inf"
+    return repr(v)
 
 
 _GPU, _TIME, _UP, _DURATION, _VLLM, _OTHER = range(6)
@@ -75,7 +113,10 @@ class Series:
     hosts: frozenset[str] = frozenset()
 
 
-def classify(metric: Mapping[str, str]) -> Series:
+def classify(metric: Mapping[str, str]) -> Series | None:
+    """What a series is; None for one no page could hold (`_well_formed`)."""
+    if not _well_formed(metric):
+        return None
     name = metric.get("__name__", "")
     target = (metric.get("job", ""), metric.get("instance", ""))
     if name.startswith("DCGM_"):
@@ -90,6 +131,42 @@ def classify(metric: Mapping[str, str]) -> Series:
     return Series(_VLLM if name.startswith("vllm:") else _OTHER, target, head(metric))
 
 
+Classify = Callable[[Mapping[str, str]], Series | None]
+
+_UNKNOWN = object()
+
+
+class Classifier:
+    """`classify` that remembers: a fleet's series come back in every poll's answer and at
+    every step of a backfill, and checking a series' labels and writing its page head cost
+    several times the dict lookup. One per source; bounded as a `PageReader`'s routes are
+    (`MAX_SERIES`, then forgotten at once), so a Prometheus that invents series forever costs
+    time, not memory."""
+
+    MAX_SERIES = 100_000
+    """About 70 MB when full: the series of some 200 vLLM servers (a larger fleet is read
+    uncached, at the cost of the time saved)."""
+
+    def __init__(self) -> None:
+        self._known: dict[tuple[tuple[str, str], ...], Series | None] = {}
+
+    def __len__(self) -> int:
+        return len(self._known)
+
+    def __call__(self, metric: Mapping[str, str]) -> Series | None:
+        try:
+            key = tuple(metric.items())
+            known = self._known.get(key, _UNKNOWN)
+        except TypeError:  # a label value that is a list or a map: no page's, never kept
+            return None
+        if known is not _UNKNOWN:
+            return known  # type: ignore[return-value]
+        if len(self._known) >= self.MAX_SERIES:
+            self._known.clear()
+        series = self._known[key] = classify(metric)
+        return series
+
+
 class Sorter:
     """Sorts result series into per-target samples, dcgm-exporter series kept per target."""
 
@@ -100,6 +177,10 @@ class Sorter:
 
     def add(self, series: Series, value: Any) -> None:
         kind, target = series.kind, series.target
+        if kind in (_GPU, _VLLM, _OTHER):
+            value = _number(value)
+            if value is None:
+                return
         if kind == _GPU:
             lines = self.gpu.get(target)
             if lines is None:
@@ -136,30 +217,40 @@ class Sorter:
         return lines
 
 
-def sort_vector(result: Iterable[Mapping[str, Any]]) -> Sorter:
-    """An instant query's vector, sorted into one sample per target."""
+def sort_vector(result: Iterable[Mapping[str, Any]], classify: Classify = classify) -> Sorter:
+    """An instant query's vector, sorted into one sample per target (`classify`: a source's
+    `Classifier`)."""
     sorter = Sorter()
     for item in result:
         value = item.get("value")
         metric = item.get("metric")
         if isinstance(metric, dict) and isinstance(value, list) and len(value) == 2:
-            sorter.add(classify(metric), value[1])
+            series = classify(metric)
+            if series is not None:
+                sorter.add(series, value[1])
     return sorter
 
 
-def sort_matrix(result: Iterable[Mapping[str, Any]]) -> dict[Any, Sorter]:
-    """A range query's matrix, sorted per step (keyed by the step's time as the API wrote it)."""
-    steps: dict[Any, Sorter] = {}
+def sort_matrix(
+    result: Iterable[Mapping[str, Any]], classify: Classify = classify
+) -> dict[float, Sorter]:
+    """A range query's matrix, sorted per step (keyed by the step's time)."""
+    steps: dict[float, Sorter] = {}
     for item in result:
         metric, values = item.get("metric"), item.get("values")
         if not isinstance(metric, dict) or not isinstance(values, list):
             continue
         series = classify(metric)
+        if series is None:
+            continue
         for point in values:
             if isinstance(point, list) and len(point) == 2:
-                sorter = steps.get(point[0])
+                at = _value(point[0])
+                if at is None:
+                    continue
+                sorter = steps.get(at)
                 if sorter is None:
-                    sorter = steps[point[0]] = Sorter()
+                    sorter = steps[at] = Sorter()
                 sorter.add(series, point[1])
     return steps
 
@@ -170,8 +261,9 @@ def sort_matrix(result: Iterable[Mapping[str, Any]]) -> dict[Any, Sorter]:
 def found_targets(result: Iterable[Mapping[str, Any]]) -> list[Target]:
     """The targets an instances query (`promql.instances_query`) found."""
     metrics = [item.get("metric") for item in result]
-    return [(str(m.get("job", "")), str(m.get("instance", "")))
-            for m in metrics if isinstance(m, dict)]  # fmt: skip
+    return [(m.get("job", ""), m.get("instance", "")) for m in metrics
+            if isinstance(m, dict) and isinstance(m.get("job", ""), str)
+            and isinstance(m.get("instance", ""), str)]  # fmt: skip
 
 
 def target_names(targets: Iterable[Target]) -> dict[Target, str]:
@@ -228,18 +320,19 @@ class Instance:
             self.gap_s = t - self.last_t
         self.live = self.live or live
         self.last_t = t
+        instance = clean_label(self.target[1])  # the scraped target's to choose: inert
         if sample.up is not None and sample.up < 1:
-            self.error = f"Prometheus at {url} reports {self.target[1]} down (up == 0)"
+            self.error = f"Prometheus at {url} reports {instance} down (up == 0)"
             return Scrape(self.name, t, latency_s=sample.duration, error=self.error)
         text = "\n".join([*sample.lines, *gpu])
         try:
             scrape = self.reader.read(text, endpoint=self.name, t=t, latency_s=sample.duration)
         except ParseError as exc:  # a label Prometheus passed that the page format cannot hold
-            self.error = f"series of {self.target[1]} from Prometheus at {url}: {exc}"
+            self.error = f"series of {instance} from Prometheus at {url}: {exc}"
             return Scrape(self.name, t, latency_s=sample.duration, error=self.error)
         scrape = replace(scrape, size_bytes=None)
         if not scrape.has_vllm_series:
-            self.error = (f"Prometheus at {url} has no vllm: series of {self.target[1]} "
+            self.error = (f"Prometheus at {url} has no vllm: series of {instance} "
                           "(is the server started with --disable-log-stats?)")  # fmt: skip
             return replace(scrape, error=self.error, histograms={})
         self.error = None

@@ -17,7 +17,8 @@ History: the first poll backfills `backfill_s` (an hour by default) with one `qu
 instance at `step_s`, turned into Scrapes the same way and returned in one frame, oldest first,
 so the first screen already has charts and the rules have stepped through that history (their
 `for` and `keep_firing_for` included) before the first live scrape. An instance that appears
-later is backfilled when it appears.
+later is backfilled when it appears. A backfill whose answer cannot be used (larger than the
+client's cap, not JSON) is a note on that instance, and its live reading goes on.
 
 Errors are one line with the Prometheus URL (credentials and query values never shown):
 Prometheus unreachable or refusing the query is retried with the live source's back-off, and
@@ -39,8 +40,9 @@ from dataclasses import replace
 from vtop.model import Event, Frame, GpuStatus, Knob, Scrape
 from vtop.sources import promql
 from vtop.sources.live import BACKOFF_S
-from vtop.sources.prometheus.client import PrometheusClient, PrometheusError
+from vtop.sources.prometheus.client import AnswerError, PrometheusClient, PrometheusError
 from vtop.sources.prometheus.series import (
+    Classifier,
     Instance,
     Sample,
     Sorter,
@@ -88,6 +90,7 @@ class PrometheusSource:
         self._instance_flags = {k: dict(v) for k, v in (instance_flags or {}).items()}
         self._clock = clock
         self.instances: dict[Target, Instance] = {}
+        self._classify = Classifier()
         self._started = False
         self._attempt = 0
         self._next_try = 0.0
@@ -206,7 +209,7 @@ class PrometheusSource:
         self.queries += 1
         self._last_query = self._clock()
         expr = promql.target_query(self.match, self._hosts())
-        return sort_vector(await self.client.query(expr))
+        return sort_vector(await self.client.query(expr), self._classify)
 
     async def _poll(self, now: float) -> Frame:
         sorter = await self._query_latest()
@@ -283,9 +286,12 @@ class PrometheusSource:
                   gpu=GpuStatus(unavailable=GPU_UNAVAILABLE))
             for _, group in sorted(steps.items())
         ]  # fmt: skip
+        latest = await self._poll(now)
         if frames:
             frames[0] = replace(frames[0], events=tuple(events))
-        frames.append(await self._poll(now))
+        elif events:  # no history at all (a backfill refused): its notes come with the latest
+            latest = replace(latest, events=(*events, *latest.events))
+        frames.append(latest)
         return frames
 
     async def _backfill(
@@ -302,7 +308,12 @@ class PrometheusSource:
         step = self.step_s
         start = math.floor(start / step) * step
         self.queries += 1
-        steps = sort_matrix(await self.client.query_range(expr, start, now, step))
+        try:
+            answer = await self.client.query_range(expr, start, now, step)
+            steps = sort_matrix(answer, self._classify)
+        except AnswerError as exc:  # this history cannot be read; the live reading can
+            said = f"no history for {inst.name}: {exc} (a shorter --backfill asks for less)"
+            return [], [Event(now, "note", inst.name, said)]
         scrapes: list[tuple[float, Scrape]] = []
         for at in sorted(steps, key=float):
             sorter = steps[at]

@@ -227,16 +227,20 @@ class MeasureTranslator(abc.ABC):
             )
         if name in ("queue_share_of_ttft", "prefill_share_of_ttft"):
             part = "queue_time" if name.startswith("queue") else "prefill_time"
-            return self.ratio(
-                self.hist_part("sum", part, w, "increase"),
-                self.hist_part("sum", "ttft", w, "increase"),
-            )
+            means = [
+                self.ratio(
+                    self.hist_part("sum", h, w, "increase"),
+                    self.hist_part("count", h, w, "increase"),
+                )
+                for h in (part, "ttft")
+            ]
+            return f"clamp_max({self.ratio(*means)}, 1)"
         if name == "iteration_fill":
             mean = self.ratio(
                 self.hist_part("sum", "iteration_tokens", w, "increase"),
                 self.hist_part("count", "iteration_tokens", w, "increase"),
             )
-            return f"({mean} / {self.knob('max_num_batched_tokens')})"
+            return f"clamp_max({mean} / {self.knob('max_num_batched_tokens')}, 1)"
         if name == "engine_steps_per_s":
             return self.hist_part("count", "iteration_tokens", w)
         if name == "decode_concurrency":

@@ -1,0 +1,42 @@
+"""`unreplaced_share`: the proof that a client held back, from conserved requests.
+
+Issue 25: a fast model behind a starved API server was called client-static-batching, because
+bursts of admissions looked like waves. A client that waits for its batch sends nothing while
+the batch drains; a closed loop replaces every answer, however late its front end delivers.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from vtop.triage.windowed import unreplaced
+
+
+def test_a_wave_draining_with_nothing_sent_is_held_back() -> None:
+    times = [float(t) for t in range(12)]
+    demand: list[float | None] = [16, 16, 14, 12, 9, 6, 3, 1, 0, 16, 16, 16]
+    done: list[float | None] = [0, 0, 2, 4, 7, 10, 13, 15, 16, 16, 16, 16]
+    assert unreplaced(times, demand, done, share=True) == pytest.approx(1.0)
+    assert unreplaced(times, demand, done, share=False) == pytest.approx(1.0)  # one drain
+
+
+def test_a_closed_loop_replaces_every_answer_even_in_bursts() -> None:
+    # the sawtooth of the waves above, but five requests finish every second and as many
+    # come in (a burst of admissions refills what finished): nothing was held back
+    times = [float(t) for t in range(12)]
+    demand: list[float | None] = [16, 16, 14, 12, 9, 6, 3, 1, 0, 16, 16, 16]
+    done: list[float | None] = [5.0 * t for t in range(12)]
+    assert unreplaced(times, demand, done, share=True) == pytest.approx(0.0)
+
+
+def test_a_replacement_one_poll_late_counts_as_replaced() -> None:
+    # four polls a second; each answer is replaced a quarter second later
+    times = [0.25 * i for i in range(41)]
+    demand: list[float | None] = [16.0 if i % 2 == 0 else 15.0 for i in range(41)]
+    done: list[float | None] = [float((i + 1) // 2) for i in range(41)]
+    assert unreplaced(times, demand, done, share=True) == pytest.approx(0.0)
+
+
+def test_unknown_polls_are_skipped_and_too_few_say_nothing() -> None:
+    assert unreplaced([0.0, 1.0], [None, 3.0], [0.0, 1.0], share=True) is None
+    assert unreplaced([0.0, 5.0], [3.0, 3.0], [0.0, 0.0], share=True) is None  # none finished
