@@ -22,7 +22,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from vtop.model import Knob, KnobValue
+from vtop.knobs import KnobValue
+from vtop.model import Knob
 from vtop.signals.store import Store
 from vtop.sim.scenarios import get_scenario
 from vtop.sim.twin import Twin

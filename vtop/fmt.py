@@ -20,7 +20,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
-from vtop.model import KnobValue, format_value
+from vtop.knobs import KnobValue, format_value
 
 DASH = "–"
 """What unknown looks like: missing data is never drawn as 0."""

@@ -19,16 +19,8 @@ from __future__ import annotations
 from typing import Any, Literal, NotRequired, TypedDict
 
 from vtop import figures
-from vtop.model import (
-    ALL,
-    Finding,
-    GpuStatus,
-    Knob,
-    KnobValue,
-    Provenance,
-    Recommendation,
-    SeriesKey,
-)
+from vtop.knobs import KnobValue
+from vtop.model import ALL, Finding, GpuStatus, Knob, Provenance, Recommendation, SeriesKey
 from vtop.monitor import EndpointView
 from vtop.signals.catalog import SIGNALS, Kind, Signal
 from vtop.signals.store import Store

@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from vtop.model import Knob, KnobValue
+from vtop.knobs import KnobValue
+from vtop.model import Knob
 from vtop.sources.cmdline import (
     REDACTED,
     is_vllm_server_argv,

@@ -60,12 +60,15 @@ def test_knob_labels_become_knobs_with_file_and_line() -> None:
         ("http://:8000\n", "f.txt:1: URL 'http://:8000' names no host"),
         (
             "\n\nhttp://a:1 max_num_seqs=lots\n",
-            "f.txt:3: 'max_num_seqs' must be a whole number, got 'lots'",
+            "f.txt:3: max_num_seqs=lots: expected a whole number from 1 to 1048576",
         ),
-        ("http://a:1 max_num_seqs=0\n", "f.txt:1: 'max_num_seqs' must be positive, got '0'"),
+        (
+            "http://a:1 max_num_seqs=0\n",
+            "f.txt:1: max_num_seqs=0: expected a whole number from 1 to 1048576",
+        ),
         (
             "http://a:1 gpu_memory_utilization=x\n",
-            "f.txt:1: 'gpu_memory_utilization' must be a number, got 'x'",
+            "f.txt:1: gpu_memory_utilization=x: expected a number above 0 up to 1",
         ),
         ("http://a:1 9lives=1\n", "f.txt:1: '9lives' is not a label name (letters, digits, _)"),
         ("http://a:1 x=1 x=2\n", "f.txt:1: label 'x' given twice"),

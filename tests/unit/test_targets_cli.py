@@ -73,7 +73,7 @@ def test_a_bad_targets_line_is_one_error_and_nothing_is_watched(tmp_path: Path) 
     result = vtop("--targets", str(fleet), "--once")
     assert result.returncode == 2
     assert result.stderr == (
-        f"vtop: {fleet}:2: 'max_num_seqs' must be a whole number, got 'many'\n")  # fmt: skip
+        f"vtop: {fleet}:2: max_num_seqs=many: expected a whole number from 1 to 1048576\n")  # fmt: skip
     assert result.stdout == ""
 
 

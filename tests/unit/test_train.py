@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from tests.fakerules import kv_full
+from vtop import knobs
 from vtop.cli import train as train_cli
 from vtop.model import Finding, Knob, Recommendation, Severity
 from vtop.report.train import (
@@ -19,7 +20,6 @@ from vtop.report.train import (
     Question,
     grade,
     moves,
-    parse_value,
     predict,
     questions,
 )
@@ -105,8 +105,11 @@ def test_every_knob_a_shipped_rule_recommends_is_offered_with_its_direction() ->
 
 
 def test_values_parse_and_compare_by_kind() -> None:
-    assert parse_value(" 128 ") == 128 and parse_value("0.95") == 0.95
-    assert parse_value("on") is True and parse_value("fp8") == "fp8" and parse_value("") is None
+    assert knobs.parse("max_num_seqs", " 128 ") == 128
+    assert knobs.parse("gpu_memory_utilization", "0.95") == 0.95
+    assert knobs.parse("enable_prefix_caching", "on") is True
+    assert knobs.parse("enable_prefix_caching", "disable") is False
+    assert knobs.parse("kv_cache_dtype", "fp8") == "fp8"
     assert grade(_question("fp8"), Answer("x", "max_num_seqs", "FP8")).value
     assert not grade(_question(True), Answer("x", "max_num_seqs", 1)).value
 

@@ -8,7 +8,7 @@ error: argument --interval: nan is not a number from 0.01 to 3600 s (see vtop --
 or 3 under --report: the parser's own exit code) before anything runs, and `ranged` puts the
 range into the flag's --help, so the help and the check cannot disagree. Durations keep the
 text the user wrote (the modes parse it with `vtop.durations` as before); only its range is
-checked here. A knob flag takes its range from `vtop.knobranges`, the one table of knob values.
+checked here. A knob flag takes its range from `vtop.knobs`, the one table of knobs.
 """
 
 from __future__ import annotations
@@ -17,9 +17,8 @@ import argparse
 import math
 from dataclasses import dataclass
 
-from vtop import durations, knobranges
-from vtop.knobranges import number
-from vtop.model import KnobValue
+from vtop import durations, knobs
+from vtop.knobs import KnobValue, number
 
 WEEK_S = 7 * 86400.0
 
@@ -105,7 +104,7 @@ class PromDuration(Duration):
 
 @dataclass(frozen=True, slots=True)
 class Knob:
-    """A knob's value as `vtop.knobranges` allows it (`--max-num-seqs 0` is one usage line)."""
+    """A knob's value as `vtop.knobs` allows it (`--max-num-seqs 0` is one usage line)."""
 
     name: str
 
@@ -114,11 +113,12 @@ class Knob:
         return self.name
 
     def shown(self) -> str:
-        return knobranges.KNOB_RANGES[self.name].shown()
+        allowed = knobs.ranged(self.name)
+        return allowed.shown() if allowed is not None else ""
 
     def __call__(self, text: str) -> KnobValue:
         try:
-            return knobranges.parse(self.name, text)
+            return knobs.parse(self.name, text)
         except ValueError as exc:
             raise argparse.ArgumentTypeError(str(exc)) from None
 

@@ -16,14 +16,12 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from vtop import knobranges
+from vtop import knobs
 from vtop.cli import outfile, ranges
 from vtop.cli.exits import EXIT_FAILED, EXIT_OK, EXIT_USAGE
 from vtop.cli.usage import OneLineParser
-from vtop.model import KnobValue
-from vtop.sources.discovery import _typed
+from vtop.knobs import KnobValue
 from vtop.sources.targets import TargetsError, load_targets
-from vtop.triage.derived import KNOBS
 from vtop.triage.loader import load_catalog
 from vtop.triage.promql import Options, export, inhibit_file, rule_file
 
@@ -102,17 +100,16 @@ def build_parser() -> OneLineParser:
 
 def _options(args: argparse.Namespace) -> Options:
     """The export's options from the parsed arguments; `_Usage` says what cannot work."""
-    knobs: dict[str, KnobValue] = {}
+    given: dict[str, KnobValue] = {}
+    names = sorted(n for n, spec in knobs.KNOBS.items() if spec.rules_read)
     for item in args.knob:
         name, sep, value = item.partition("=")
-        if not sep or name not in KNOBS:
+        if not sep or name not in names:
             raise _Usage(
-                f"--knob {item!r}: expected NAME=VALUE with a knob name "
-                f"({', '.join(sorted(KNOBS))})"
+                f"--knob {item!r}: expected NAME=VALUE with a knob name ({', '.join(names)})"
             )
         try:
-            knobs[name] = knobranges.parse(name, value) if name in knobranges.KNOB_RANGES else (
-                _typed(value))  # fmt: skip
+            given[name] = knobs.parse(name, value)
         except ValueError as exc:
             raise _Usage(f"--knob {exc}") from None
     per: dict[str, dict[str, KnobValue]] = {}
@@ -131,7 +128,7 @@ def _options(args: argparse.Namespace) -> Options:
         by=by,
         resolution=args.resolution or "",
         interval=args.interval,
-        knobs=knobs,
+        knobs=given,
         instance_knobs=per,
         knob_sources={k: ", ".join(args.targets) for v in per.values() for k in v},
     )

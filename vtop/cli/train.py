@@ -18,10 +18,11 @@ import sys
 from collections.abc import Callable
 from typing import TextIO
 
-from vtop import fmt, knobranges
+from vtop import fmt, knobs
 from vtop.cli.exits import EXIT_OK, EXIT_UNKNOWN
 from vtop.cli.output import say, warning
-from vtop.model import Finding, KnobValue
+from vtop.knobs import KnobValue
+from vtop.model import Finding
 from vtop.monitor import Monitor
 from vtop.report.collect import FindingsFn, monitor_findings
 from vtop.report.document import KnobDoc, LatencyDoc
@@ -36,7 +37,6 @@ from vtop.report.train import (
     Score,
     grade,
     moves,
-    parse_value,
     questions,
 )
 from vtop.trace.reader import TraceError
@@ -171,15 +171,15 @@ def _change(
     knob: str, read: Callable[[], str], out: TextIO, echo: bool = False
 ) -> tuple[Direction | None, KnobValue]:
     """Which way to move `knob`, or its new value: a value outside the knob's range
-    (`vtop.knobranges`: 0, -5, nan, 1e23, `kv_cache_dtype=evil`) is one line, and asked again."""
+    (`vtop.knobs`: 0, -5, nan, 1e23, `kv_cache_dtype=evil`) is one line, and asked again."""
     ways = " or ".join(moves(knob))
     while True:
         said = _ask(f"{knob}: {ways}, or its new value: ", read, out, echo)
         direction = _direction(said)
-        if direction is not None or not said or knob not in knobranges.KNOB_RANGES:
-            return direction, None if direction is not None else parse_value(said)
+        if direction is not None or not said:
+            return direction, None
         try:
-            return None, knobranges.parse(knob, said)
+            return None, knobs.parse(knob, said)
         except ValueError as exc:
             out.write(f"  {exc}\n")
 

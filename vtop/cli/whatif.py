@@ -38,13 +38,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from vtop import durations, fmt, knobranges
+from vtop import durations, fmt, knobs
 from vtop.cli import connection_args, ranges
 from vtop.cli.exits import EXIT_INTERRUPTED, EXIT_OK, EXIT_UNKNOWN, EXIT_USAGE
 from vtop.cli.output import fail, say, warning, write_stdout
 from vtop.cli.sources import UsageError, make_source
 from vtop.cli.usage import OneLineParser
-from vtop.model import Frame, Knob, KnobValue
+from vtop.knobs import KnobValue
+from vtop.model import Frame, Knob
 from vtop.monitor import EndpointView, Monitor
 from vtop.report.build import families_doc
 from vtop.report.collect import twin_failed
@@ -207,11 +208,11 @@ def build_parser() -> OneLineParser:
 
 
 def parse_value(name: str, text: str) -> KnobValue:
-    """A knob's value as its type, within its range (`vtop.knobranges`); ValueError, one line,
+    """A knob's value as its type, within its range (`vtop.knobs`); ValueError, one line,
     names the knob and what it may be."""
     if name not in KNOB_FIELDS:
         raise ValueError(f"unknown knob {name!r}; a what-if can set {', '.join(KNOB_FIELDS)}")
-    return knobranges.parse(name, text)
+    return knobs.parse(name, text)
 
 
 def configurations(sets: Sequence[str], sweep: str | None) -> list[dict[str, KnobValue]]:

@@ -32,7 +32,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
-from vtop.model import Finding, KnobValue
+from vtop.knobs import KnobValue
+from vtop.model import Finding
 from vtop.monitor import Monitor
 from vtop.report.collect import (
     Collector,
@@ -289,24 +290,6 @@ def _close(given: KnobValue, wanted: KnobValue) -> bool:
             return given == 0
         return math.isfinite(given) and abs(given - wanted) <= VALUE_TOLERANCE * abs(wanted)
     return str(given).strip().lower() == str(wanted).strip().lower()
-
-
-def parse_value(text: str) -> KnobValue:
-    """What a learner typed for a knob value: a number, a boolean, or text."""
-    t = text.strip()
-    if not t:
-        return None
-    low = t.lower()
-    if low in ("true", "on", "yes", "enable"):
-        return True
-    if low in ("false", "off", "no", "disable"):
-        return False
-    for kind in (int, float):
-        try:
-            return kind(t)
-        except ValueError:
-            pass
-    return t
 
 
 @dataclass(slots=True)

@@ -42,6 +42,7 @@ from dataclasses import dataclass, replace
 import httpx
 from prometheus_client.parser import text_string_to_metric_families
 
+from vtop.knobs import KV_WALL
 from vtop.sim.frontend import FrontendSpec
 from vtop.sim.hardware import CPU_ENGINE, FittedStepTime, Preset
 from vtop.sim.scenarios import Scenario
@@ -282,7 +283,7 @@ def binding_wall(
     """Which wall holds requests back, from mean gauges and the preemption rate."""
     if waiting < 1.0:
         return "none"
-    if kv >= 0.9 or (preemptions_per_s > 0.05 and running < 0.9 * max_num_seqs):
+    if kv >= KV_WALL or (preemptions_per_s > 0.05 and running < 0.9 * max_num_seqs):
         return "KV"
     if running >= 0.9 * max_num_seqs:
         return "batch cap"

@@ -26,6 +26,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
+from vtop.knobs import FALLBACK, SchedulerDefaults, scheduler_defaults
+
 GIB = 1024**3
 MIB = 1024**2
 
@@ -128,8 +130,23 @@ class Preset:
     cuda_graph_bytes: int = int(0.4 * GIB)
     tensor_parallel_size: int = 1
     fitted: FittedStepTime | None = None
-    default_max_num_seqs: int = 256
-    default_max_num_batched_tokens: int = 2048
+    scheduler_override: SchedulerDefaults | None = None
+    """The scheduler defaults where they are not vLLM's for the GPU (`vtop.knobs`)."""
+
+    @property
+    def scheduler_defaults(self) -> SchedulerDefaults:
+        """vLLM's max_num_seqs / max_num_batched_tokens defaults for this device."""
+        if self.scheduler_override is not None:
+            return self.scheduler_override
+        return scheduler_defaults(None, self.gpu.memory_bytes if self.gpu is not None else None)
+
+    @property
+    def default_max_num_seqs(self) -> int:
+        return self.scheduler_defaults.max_num_seqs
+
+    @property
+    def default_max_num_batched_tokens(self) -> int:
+        return self.scheduler_defaults.max_num_batched_tokens
 
     @property
     def kv_bytes_per_token(self) -> int:
@@ -342,8 +359,6 @@ QWEN_H100_BF16 = Preset(
     gpu=H100_SXM,
     overhead_base_s=0.004,
     overhead_per_seq_s=0.00001,
-    default_max_num_seqs=1024,
-    default_max_num_batched_tokens=8192,
 )
 
 QWEN25_05B = ModelSpec(
@@ -419,8 +434,7 @@ CPU_ENGINE = Preset(
     weight_bytes=int(CPU_ENGINE_MODEL.num_params * 2),
     gpu=None,
     fitted=FittedStepTime(base_s=0.01560, per_token_s=0.001160, per_seq_s=0.0),
-    default_max_num_seqs=128,
-    default_max_num_batched_tokens=2048,
+    scheduler_override=FALLBACK,
 )
 """Step time fitted to the real server on 2026-11-30: 15.6 ms + 1.16 ms per scheduled token
 (`calibration.MEASURED` holds the points). vLLM's CPU defaults for the OpenAI server are 128

@@ -37,7 +37,10 @@ from __future__ import annotations
 from collections import deque
 from dataclasses import dataclass
 
+from vtop import knobs
 from vtop.sim.kvcache import KVPool
+
+_GPU_DEFAULTS = knobs.scheduler_defaults(None, None)
 
 FINISH_STOP = "stop"
 FINISH_LENGTH = "length"
@@ -45,15 +48,16 @@ FINISH_LENGTH = "length"
 
 @dataclass(frozen=True, slots=True)
 class SchedulerConfig:
-    """The knobs `vllm serve` takes that shape scheduling."""
+    """The knobs `vllm serve` takes that shape scheduling (vLLM's defaults on a GPU under 70 GiB,
+    `vtop.knobs`; the pool and context sizes are a mid-size model's)."""
 
-    max_num_seqs: int = 256
-    max_num_batched_tokens: int = 2048
-    block_size: int = 16
+    max_num_seqs: int = _GPU_DEFAULTS.max_num_seqs
+    max_num_batched_tokens: int = _GPU_DEFAULTS.max_num_batched_tokens
+    block_size: int = knobs.BLOCK_SIZE
     num_gpu_blocks: int = 8192
     max_model_len: int = 32768
     long_prefill_token_threshold: int = 0
-    enable_prefix_caching: bool = True
+    enable_prefix_caching: bool = knobs.PREFIX_CACHING
     enable_chunked_prefill: bool = True
 
     def __post_init__(self) -> None:

@@ -1,7 +1,7 @@
 """The `vllm serve` arguments a scenario runs with: knobs, the argv, and the scheduler config.
 
-One frozen value holds every knob the user could have typed, with vLLM's defaults for a GPU
-under 70 GiB (0.32: `max_num_seqs` 256, `max_num_batched_tokens` 2048,
+One frozen value holds every knob the user could have typed, None or vLLM's defaults where it
+was not (`vtop.knobs`: on a GPU under 70 GiB `max_num_seqs` 256, `max_num_batched_tokens` 2048,
 `gpu_memory_utilization` 0.92, `block_size` 16, prefix caching on). The twin derives the KV
 pool from it exactly once, and the rest of vtop sees the same values three ways: `knobs` (what
 discovery would find), `command_line` (what `ps` would show for the vLLM process) and
@@ -12,7 +12,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from vtop.model import KnobValue, format_value
+from vtop import knobs
+from vtop.knobs import KnobValue
 from vtop.sim.hardware import Preset, num_gpu_blocks
 from vtop.sim.scheduler import SchedulerConfig
 
@@ -24,10 +25,10 @@ class ServeArgs:
     max_num_seqs: int | None = None
     max_num_batched_tokens: int | None = None
     max_model_len: int | None = None
-    gpu_memory_utilization: float = 0.92
-    block_size: int = 16
-    enable_prefix_caching: bool = True
-    kv_cache_dtype: str = "auto"
+    gpu_memory_utilization: float = knobs.GPU_MEMORY_UTILIZATION
+    block_size: int = knobs.BLOCK_SIZE
+    enable_prefix_caching: bool = knobs.PREFIX_CACHING
+    kv_cache_dtype: str = knobs.KV_CACHE_DTYPE
     long_prefill_token_threshold: int = 0
     num_gpu_blocks_override: int | None = None
     port: int = 8000
@@ -87,26 +88,26 @@ class Resolved:
         p = self.preset
         argv = ["vllm", "serve", p.served_model_name]
         if p.quantization:
-            argv += ["--quantization", p.quantization]
+            argv += knobs.flag_argv("quantization", p.quantization)
         flags: list[tuple[str, KnobValue]] = [
-            ("--max-model-len", self.max_model_len),
-            ("--gpu-memory-utilization", a.gpu_memory_utilization),
-            ("--max-num-seqs", self.max_num_seqs),
-            ("--max-num-batched-tokens", self.max_num_batched_tokens),
-            ("--block-size", a.block_size),
+            ("max_model_len", self.max_model_len),
+            ("gpu_memory_utilization", a.gpu_memory_utilization),
+            ("max_num_seqs", self.max_num_seqs),
+            ("max_num_batched_tokens", self.max_num_batched_tokens),
+            ("block_size", a.block_size),
         ]
-        if p.kv_cache_dtype != "auto":
-            flags.append(("--kv-cache-dtype", p.kv_cache_dtype))
+        if p.kv_cache_dtype != knobs.KV_CACHE_DTYPE:
+            flags.append(("kv_cache_dtype", p.kv_cache_dtype))
         if p.tensor_parallel_size != 1:
-            flags.append(("--tensor-parallel-size", p.tensor_parallel_size))
+            flags.append(("tensor_parallel_size", p.tensor_parallel_size))
         if a.long_prefill_token_threshold:
-            flags.append(("--long-prefill-token-threshold", a.long_prefill_token_threshold))
+            flags.append(("long_prefill_token_threshold", a.long_prefill_token_threshold))
         if a.num_gpu_blocks_override is not None:
-            flags.append(("--num-gpu-blocks-override", a.num_gpu_blocks_override))
-        for flag, value in flags:
-            argv += [flag, format_value(value)]
+            flags.append(("num_gpu_blocks_override", a.num_gpu_blocks_override))
         if not a.enable_prefix_caching:
-            argv.append("--no-enable-prefix-caching")
+            flags.append(("enable_prefix_caching", False))
+        for name, value in flags:
+            argv += knobs.flag_argv(name, value)
         argv += ["--port", str(a.port)]
         return argv
 

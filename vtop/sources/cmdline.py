@@ -27,47 +27,20 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Final, Literal
+from typing import Final
 
 import yaml
 
-from vtop import untrusted
-from vtop.model import Knob, KnobValue
+from vtop import knobs, untrusted
+from vtop.model import Knob
 
 log = logging.getLogger(__name__)
 
-_Kind = Literal["int", "float", "bool", "str", "strs"]
+_KNOBS: Final = knobs.read_at("cmdline")
+"""The knobs read from a command line, by vLLM's `dest` name (`vtop.knobs`)."""
 
-_KNOBS: Final[Mapping[str, _Kind]] = {
-    "max_num_seqs": "int",
-    "max_num_batched_tokens": "int",
-    "max_model_len": "int",
-    "tensor_parallel_size": "int",
-    "pipeline_parallel_size": "int",
-    "data_parallel_size": "int",
-    "gpu_memory_utilization": "float",
-    "quantization": "str",
-    "kv_cache_dtype": "str",
-    "block_size": "int",
-    "enable_prefix_caching": "bool",
-    "enable_chunked_prefill": "bool",
-    "long_prefill_token_threshold": "int",
-    "max_num_partial_prefills": "int",
-    "model": "str",
-    "served_model_name": "strs",
-    "port": "int",
-    "host": "str",
-    "api_server_count": "int",
-}
-"""The knobs read from a command line, by vLLM's `dest` name, with their value type."""
-
-_SHORT: Final[Mapping[str, str]] = {
-    "tp": "tensor_parallel_size",
-    "pp": "pipeline_parallel_size",
-    "dp": "data_parallel_size",
-    "q": "quantization",
-    "asc": "api_server_count",
-}
+_SHORT: Final[Mapping[str, str]] = {s.short: name for name, s in _KNOBS.items() if s.short}
+"""vLLM's short aliases: `-tp` for `--tensor-parallel-size`."""
 
 _BOOLEAN_FLAGS: Final = frozenset(
     {
@@ -95,11 +68,8 @@ _CLI_MODULES: Final = frozenset({"vllm.entrypoints.cli.main", "vllm.scripts"})
 
 _PYTHON_OPTIONS_WITH_VALUE: Final = frozenset({"-X", "-W", "--check-hash-based-pycs"})
 
-_TRUE: Final = frozenset({"true", "1", "yes", "on"})
-_FALSE: Final = frozenset({"false", "0", "no", "off"})
+_BOOLEAN_WORDS: Final = frozenset(knobs.TRUE + knobs.FALSE)
 _NUMBER = re.compile(r"^-\d")
-_HUMAN_INT = re.compile(r"^(\d+(?:\.\d+)?)([kKmMgGtT]?)$")
-_HUMAN_SCALE: Final = {"k": 10**3, "m": 10**6, "g": 10**9, "t": 10**12}
 
 
 @dataclass(frozen=True, slots=True)
@@ -155,8 +125,13 @@ def _is_option(token: str) -> bool:
     return token.startswith("-") and len(token) > 1 and not _NUMBER.match(token)
 
 
+def _is_bool(dest: str) -> bool:
+    spec = _KNOBS.get(dest)
+    return spec is not None and spec.kind is bool
+
+
 def _takes_no_value(dest: str) -> bool:
-    if _KNOBS.get(dest) == "bool" or dest in _BOOLEAN_FLAGS:
+    if _is_bool(dest) or dest in _BOOLEAN_FLAGS:
         return True
     return dest.startswith(("enable_", "disable_", "no_"))
 
@@ -186,11 +161,12 @@ def _scan(args: Sequence[str], positional_model: bool) -> tuple[dict[str, _Raw],
         dest = _dest(flag)
         values: list[str] = [inline] if eq else []
         if _takes_no_value(dest):
-            if not eq and i < n and args[i].lower() in _TRUE | _FALSE:
+            if not eq and i < n and args[i].lower() in _BOOLEAN_WORDS:
                 values = [args[i]]  # old vLLM: --enable-chunked-prefill False
                 i += 1
         elif not eq:
-            many = _KNOBS.get(dest) == "strs" or _is_secret(dest)  # nargs="+" (api keys too)
+            spec = _KNOBS.get(dest)
+            many = (spec is not None and spec.many) or _is_secret(dest)  # nargs="+" (api keys too)
             while i < n and not _is_option(args[i]):
                 values.append(args[i])
                 i += 1
@@ -201,17 +177,17 @@ def _scan(args: Sequence[str], positional_model: bool) -> tuple[dict[str, _Raw],
         if dest == "config":
             config = values[0] if values else config
             continue
-        negated = dest.startswith("no_") and _KNOBS.get(dest[3:]) == "bool"
+        negated = dest.startswith("no_") and _is_bool(dest[3:])
         if negated:
             dest = dest[3:]
-        kind = _KNOBS.get(dest)
-        if kind is None:
+        known = _KNOBS.get(dest)
+        if known is None:
             continue
-        if kind == "bool":
+        if known.kind is bool:
             value: str | bool | list[str] = values[0] if values else True
             if negated:
                 value = False
-        elif kind == "strs":
+        elif known.many:
             value = values
         elif values:
             value = values[0]
@@ -221,48 +197,6 @@ def _scan(args: Sequence[str], positional_model: bool) -> tuple[dict[str, _Raw],
     if positional_model and positionals:
         found["model"] = _Raw(positionals[0], "serve MODEL")
     return found, config
-
-
-def _typed(kind: _Kind, raw: object) -> KnobValue:
-    """A raw value as the knob's type; None when it does not fit (the knob is then skipped)."""
-    if isinstance(raw, list):
-        names = [untrusted.clean(x, 200) for x in raw if str(x)]
-        return names[0] if names else None
-    if kind == "bool":
-        if isinstance(raw, bool):
-            return raw
-        text = str(raw).lower()
-        return True if text in _TRUE else False if text in _FALSE else None
-    if isinstance(raw, bool):
-        return None
-    if kind == "int":
-        if isinstance(raw, int):
-            return raw
-        return _human_int(str(raw))
-    if kind == "float":
-        try:
-            return float(str(raw))
-        except ValueError:
-            return None
-    # A process's command line is anyone's on this host to write: a text knob is shown inert.
-    return None if raw is None else untrusted.clean(raw, 200)
-
-
-def _human_int(text: str) -> int | None:
-    """vLLM's human-readable ints: `2048`, `-1`, `32k` (×1000), `32K` (×1024), `1.5m`."""
-    text = text.strip()
-    if re.fullmatch(r"-?\d+", text):
-        return int(text)
-    match = _HUMAN_INT.match(text)
-    if match is None:
-        return None
-    number, suffix = match.groups()
-    if not suffix:
-        return None  # "12.5": not an integer
-    scale = _HUMAN_SCALE[suffix.lower()]
-    if suffix.isupper():
-        scale = 1024 ** (list(_HUMAN_SCALE).index(suffix.lower()) + 1)
-    return int(float(number) * scale)
 
 
 def _read_config(path: str, cwd: str | None) -> dict[str, object]:
@@ -301,29 +235,28 @@ def parse_vllm_argv(
     found, config = _scan(args, positional)
     where = f"pid {pid} command line" if pid is not None else "command line"
 
-    knobs: dict[str, Knob] = {}
+    started: dict[str, Knob] = {}
     if config is not None:
         for dest, raw in _read_config(config, cwd).items():
-            kind = _KNOBS.get(dest)
-            if kind is None or _is_secret(dest):
+            if dest not in _KNOBS or _is_secret(dest):
                 continue
-            value = _typed(kind, raw)
+            value = knobs.read(dest, raw)
             if value is not None:
                 prefix = f"pid {pid} " if pid is not None else ""
                 shown = untrusted.clean(config, 200)
                 detail = f"{prefix}--config {shown}: {dest.replace('_', '-')}"
-                knobs[dest] = Knob(dest, value, "process", detail)
+                started[dest] = Knob(dest, value, "process", detail)
     for dest, raw in found.items():
-        kind = _KNOBS[dest]
-        value = _typed(kind, raw.value)
+        value = knobs.read(dest, raw.value)
         if value is None:
+            kind = _KNOBS[dest].kind.__name__
             log.info("vLLM %s %r is not a valid %s; ignored", raw.where, raw.value, kind)
             continue
         detail = f"{where} {raw.where}"
         if isinstance(raw.value, list) and len(raw.value) > 1:
             detail += f" (first of {len(raw.value)} names)"
-        knobs[dest] = Knob(dest, value, "process", detail)
-    return knobs
+        started[dest] = Knob(dest, value, "process", detail)
+    return started
 
 
 REDACTED: Final = "<redacted>"

@@ -19,23 +19,9 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 
-from vtop.model import EndpointInfo, Knob, KnobValue
-
-GIB = 1024**3
-
-
-def _typed(text: str) -> KnobValue:
-    """A `cache_config_info` label value (Python `str()` of the setting) as a typed value."""
-    if text in ("None", ""):
-        return None
-    if text in ("True", "False"):
-        return text == "True"
-    for kind in (int, float):
-        try:
-            return kind(text)
-        except ValueError:
-            pass
-    return text
+from vtop import knobs
+from vtop.knobs import KV_WALL
+from vtop.model import EndpointInfo, Knob
 
 
 def version_tuple(version: str | None) -> tuple[int, ...] | None:
@@ -49,66 +35,49 @@ def version_tuple(version: str | None) -> tuple[int, ...] | None:
 
 
 def from_cache_config(info: Mapping[str, str]) -> dict[str, Knob]:
-    """Knobs carried by `vllm:cache_config_info`'s labels."""
+    """Knobs carried by `vllm:cache_config_info`'s labels (those `vtop.knobs` reads at `page`)."""
     src = "vllm:cache_config_info"
-    knobs: dict[str, Knob] = {}
-    for label, name in (
-        ("block_size", "block_size"),
-        ("num_gpu_blocks", "num_gpu_blocks"),
-        ("gpu_memory_utilization", "gpu_memory_utilization"),
-        ("cache_dtype", "kv_cache_dtype"),
-        ("enable_prefix_caching", "enable_prefix_caching"),
-        ("kv_cache_max_concurrency", "kv_cache_max_concurrency"),
-    ):
-        if label in info:
-            value = _typed(info[label])
-            if value is not None:
-                knobs[name] = Knob(name, value, "metrics", f"{src} {label}")
-    size = _typed(info.get("kv_cache_size_tokens", ""))
-    blocks = knobs.get("num_gpu_blocks")
-    block = knobs.get("block_size")
-    if isinstance(size, int) and size > 0:
-        knobs["kv_capacity_tokens"] = Knob(
-            "kv_capacity_tokens", size, "metrics", f"{src} kv_cache_size_tokens"
-        )
+    found: dict[str, Knob] = {}
+    for name, spec in knobs.read_at("page").items():
+        label = spec.page_label or name
+        value = knobs.read(name, info[label]) if label in info else None
+        if value is not None:
+            found[name] = Knob(name, value, "metrics", f"{src} {label}")
+    size = found.pop("kv_capacity_tokens", None)
+    blocks = found.get("num_gpu_blocks")
+    block = found.get("block_size")
+    if size is not None and isinstance(size.value, int) and size.value > 0:
+        found["kv_capacity_tokens"] = size  # prefer it: blocks × block size is wrong for hybrids
     elif blocks and block and isinstance(blocks.value, int) and isinstance(block.value, int):
-        knobs["kv_capacity_tokens"] = Knob(
+        found["kv_capacity_tokens"] = Knob(
             "kv_capacity_tokens", blocks.value * block.value, "metrics",
             f"{src} num_gpu_blocks {blocks.value} × block_size {block.value}",
         )  # fmt: skip
-    return knobs
+    return found
 
 
 def defaults(
     version: str | None, gpu_mem_bytes: int | None, max_model_len: int | None
 ) -> dict[str, Knob]:
-    """The server's version defaults for the scheduler knobs (OpenAI server on a GPU)."""
+    """The server's version defaults for the scheduler knobs (OpenAI server on a GPU), as
+    `vtop.knobs` states them, marked as assumed."""
     v = version_tuple(version)
     vname = f"vLLM {version}" if version else "vLLM (version unknown)"
-    out: dict[str, Knob] = {}
-    if v is not None and v < (0, 8):
-        tokens = max(max_model_len or 0, 2048)
-        detail = f"{vname} default (V0 without chunked prefill: max(max_model_len, 2048))"
-        out["max_num_seqs"] = Knob("max_num_seqs", 256, "default", f"{vname} default")
-        out["max_num_batched_tokens"] = Knob("max_num_batched_tokens", tokens, "default", detail)
-    else:
-        if gpu_mem_bytes is None:
-            seqs, tokens, tier = 256, 2048, "GPU unknown; assuming one under 70 GiB"
-        elif gpu_mem_bytes < 70 * GIB:
-            seqs, tokens, tier = 256, 2048, "GPUs under 70 GiB"
-        elif gpu_mem_bytes < 160 * GIB:
-            seqs, tokens, tier = 1024, 8192, "GPUs of 70 to 160 GiB"
-        else:
-            seqs, tokens, tier = 1024, 16384, "GPUs of 160 GiB or more"
-        out["max_num_seqs"] = Knob("max_num_seqs", seqs, "default", f"{vname} default, {tier}")
-        out["max_num_batched_tokens"] = Knob(
-            "max_num_batched_tokens", tokens, "default", f"{vname} default, {tier}"
-        )
-    util = 0.92 if v is not None and v >= (0, 20) else 0.9
-    out["gpu_memory_utilization"] = Knob("gpu_memory_utilization", util, "default",
-                                         f"{vname} default")  # fmt: skip
-    out["tensor_parallel_size"] = Knob("tensor_parallel_size", 1, "default", "vLLM default")
-    return out
+    scheduler = knobs.scheduler_defaults(v, gpu_mem_bytes, max_model_len)
+    v0 = v is not None and v < (0, 8)
+    seqs = f"{vname} default" if v0 else f"{vname} default, {scheduler.tier}"
+    tokens = f"{vname} default ({scheduler.tier})" if v0 else seqs
+    util = knobs.gpu_memory_utilization_default(v)
+    return {
+        "max_num_seqs": Knob("max_num_seqs", scheduler.max_num_seqs, "default", seqs),
+        "max_num_batched_tokens": Knob(
+            "max_num_batched_tokens", scheduler.max_num_batched_tokens, "default", tokens
+        ),
+        "gpu_memory_utilization": Knob(
+            "gpu_memory_utilization", util, "default", f"{vname} default"
+        ),
+        "tensor_parallel_size": Knob("tensor_parallel_size", 1, "default", "vLLM default"),
+    }
 
 
 def merge(
@@ -146,10 +115,6 @@ def flag_knobs(max_num_seqs: int | None, max_num_batched_tokens: int | None) -> 
     return out
 
 
-KV_WALL = 0.9
-"""KV usage from which a queue may be the KV pool's doing, not the batch cap's."""
-
-
 def infer_max_num_seqs(
     running: Sequence[float | None],
     waiting: Sequence[float | None],
@@ -159,7 +124,7 @@ def infer_max_num_seqs(
 
     Needs at least 10 polls with a queue, and the highest running count seen during them to
     hold for at least half of those polls; otherwise the behaviour proves nothing. Given
-    `kv_usage`, a poll counts only when KV was known and below `KV_WALL`: with the pool full,
+    `kv_usage`, a poll counts only when KV was known and below `knobs.KV_WALL`: with the pool full,
     the ceiling is the KV wall (memory), not max_num_seqs.
     """
     kv: Sequence[float | None] = kv_usage if kv_usage is not None else [0.0] * len(running)

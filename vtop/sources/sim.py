@@ -17,7 +17,8 @@ import time
 from collections.abc import Mapping
 from dataclasses import replace
 
-from vtop.model import Frame, Knob, KnobValue
+from vtop.knobs import KnobValue
+from vtop.model import Frame, Knob
 from vtop.signals.extract import PageReader
 from vtop.sim.twin import Twin
 from vtop.sources import discovery

@@ -33,29 +33,19 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Final
 from urllib.parse import urlsplit
 
-from vtop import knobranges, untrusted
+from vtop import knobs, untrusted
 from vtop.files import read_regular
 from vtop.model import Knob
 from vtop.sources.host import VllmProcess, local_vllm_servers
 from vtop.sources.urls import base_url, check_url, redact_url
 
-KNOB_LABELS: Mapping[str, type] = {
-    "max_num_seqs": int,
-    "max_num_batched_tokens": int,
-    "max_model_len": int,
-    "tensor_parallel_size": int,
-    "pipeline_parallel_size": int,
-    "data_parallel_size": int,
-    "api_server_count": int,
-    "long_prefill_token_threshold": int,
-    "kv_capacity_tokens": int,
-    "gpu_memory_utilization": float,
-}
-"""Labels that set a knob of their endpoint, and the value's type: what no metric exposes, and
-`kv_capacity_tokens`, which the page has only as labels that PromQL cannot read as a number
-(`vtop rules export` needs it per instance)."""
+KNOB_LABELS: Final = knobs.read_at("label")
+"""Labels that set a knob of their endpoint (`vtop.knobs`, where `label`): what no metric
+exposes, and `kv_capacity_tokens`, which the page has only as labels that PromQL cannot read as
+a number (`vtop rules export` needs it per instance)."""
 
 _LABEL_NAME = re.compile(r"[a-zA-Z_][a-zA-Z0-9_]*\Z")
 _WILDCARD_HOSTS = frozenset({"", "0.0.0.0", "::", "[::]", "*"})
@@ -91,9 +81,9 @@ class Target:
     def knobs(self) -> dict[str, Knob]:
         """The knobs this target's labels set (already validated when the file was read)."""
         out: dict[str, Knob] = {}
-        for name, kind in KNOB_LABELS.items():
+        for name in KNOB_LABELS:
             if name in self.labels:
-                value = kind(self.labels[name])
+                value = knobs.parse(name, self.labels[name])
                 out[name] = Knob(name, value, "flag", f"{self.where} {name}={self.labels[name]}")
         return out
 
@@ -143,17 +133,9 @@ def _labels(tokens: Sequence[str], where: str) -> dict[str, str]:
             raise TargetsError(f"{where}: {name!r} is not a label name (letters, digits, _)")
         if name in labels:
             raise TargetsError(f"{where}: label {name!r} given twice")
-        kind = KNOB_LABELS.get(name)
-        if kind is not None:
+        if name in KNOB_LABELS:
             try:
-                number = kind(value)
-            except ValueError:
-                what = "a whole number" if kind is int else "a number"
-                raise TargetsError(f"{where}: {name!r} must be {what}, got {value!r}") from None
-            if number <= 0:
-                raise TargetsError(f"{where}: {name!r} must be positive, got {value!r}")
-            try:
-                knobranges.check(name, number)  # its range: no nan, no 1e30 sequences
+                knobs.parse(name, value)  # its type and range: no nan, no 1e30 sequences
             except ValueError as exc:
                 raise TargetsError(f"{where}: {exc}") from None
         labels[name] = untrusted.clean(value, 200)  # shown as a label, and a file is anyone's

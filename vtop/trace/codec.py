@@ -35,7 +35,8 @@ from dataclasses import dataclass
 from itertools import accumulate
 from typing import Any, Final, cast
 
-from vtop.model import Frame, KnobValue, SeriesKey
+from vtop.knobs import KnobValue
+from vtop.model import Frame, SeriesKey
 from vtop.trace import wire
 from vtop.trace.metadata import GPU_FLOAT, GPU_INT, HOST_FLOAT, HOST_INT, Path
 from vtop.trace.wire import put_str, put_svarint, put_uvarint

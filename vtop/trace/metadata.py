@@ -20,7 +20,8 @@ from dataclasses import dataclass
 from typing import Any, Final, cast, get_args
 
 from vtop import untrusted
-from vtop.model import EndpointInfo, Event, EventKind, Knob, KnobValue, Provenance
+from vtop.knobs import KnobValue
+from vtop.model import EndpointInfo, Event, EventKind, Knob, Provenance
 from vtop.trace import wire
 from vtop.trace.wire import Damaged
 

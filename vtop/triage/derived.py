@@ -21,6 +21,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
+from vtop import knobs
+
 DerivedKind = Literal["instant", "window"]
 
 
@@ -240,26 +242,9 @@ CONTEXT: dict[str, ContextValue] = {
     )
 }  # fmt: skip
 
-KNOBS: dict[str, str] = {
-    "max_num_seqs": "batch width cap (scheduler budget)",
-    "max_num_batched_tokens": "tokens per engine step (prefill + decode)",
-    "kv_capacity_tokens": "KV pool size in tokens (kv_cache_size_tokens or blocks × block size)",
-    "num_gpu_blocks": "KV blocks",
-    "block_size": "tokens per KV block",
-    "gpu_memory_utilization": "share of GPU memory vLLM may use",
-    "max_model_len": "longest context a request may have",
-    "tensor_parallel_size": "GPUs one model copy is split across",
-    "pipeline_parallel_size": "pipeline stages",
-    "data_parallel_size": "model copies (engines)",
-    "kv_cache_dtype": "KV cache data type (auto, fp8, ...)",
-    "enable_prefix_caching": "prefix caching on or off",
-    "enable_chunked_prefill": "chunked prefill on or off",
-    "long_prefill_token_threshold": "prompt chunk above which a prefill counts as long",
-    "kv_cache_max_concurrency": "vLLM's own estimate of max_model_len requests KV holds",
-    "api_server_count": "API server processes in front of the engine",
-    "quantization": "weight quantisation method",
-}
-"""Knob names an expression may read (values come from `vtop.sources.discovery`)."""
+KNOBS: dict[str, str] = {name: s.meaning for name, s in knobs.KNOBS.items() if s.rules_read}
+"""Knob names an expression may read, with their meaning (`vtop.knobs`; values come from
+`vtop.sources.discovery`)."""
 
 
 def name_known(name: str) -> bool:

@@ -17,11 +17,11 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from vtop import knobs
 from vtop.model import Finding, Recommendation
 from vtop.triage.measure import Snapshot
 from vtop.triage.schema import Measure, Operand
 
-KV_WALL_USAGE = 0.9
 KV_WALL_WINDOW_S = 120.0
 OPPOSITE = {"raise": "lower", "lower": "raise", "enable": "disable", "disable": "enable"}
 _KV_P50 = Measure("quantile_over_time", Operand("kv_usage"), KV_WALL_WINDOW_S, 0.5)
@@ -34,7 +34,7 @@ def kv_wall(snap: Snapshot, findings: list[Finding], wall_rules: set[str]) -> st
         if f.rule in wall_rules and f.state in ("pending", "insufficient", "firing", "suppressed"):
             return f.rule
     kv = snap.measure(_KV_P50)
-    if kv is not None and kv >= KV_WALL_USAGE:
+    if kv is not None and kv >= knobs.KV_WALL:
         return f"KV usage p50 {kv:.0%} over 2 min"
     preempted = snap.measure(_PREEMPTED)
     if preempted is not None and preempted >= 1:

@@ -21,6 +21,7 @@ import operator
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 
+from vtop import knobs
 from vtop.figures import WHOLES
 from vtop.model import Knob
 from vtop.signals.catalog import BY_NAME, Kind
@@ -171,7 +172,7 @@ class Snapshot:
             cap = self.resolve("kv_capacity_tokens")
             per = self.resolve("tokens_per_seq")
             if isinstance(cap, int | float) and isinstance(per, float) and per > 0:
-                return 0.9 * float(cap) / per
+                return knobs.KV_WALL * float(cap) / per
             return None
         return None
 

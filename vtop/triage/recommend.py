@@ -21,7 +21,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Literal
 
-from vtop.model import Knob, KnobValue, Recommendation, format_value
+from vtop.knobs import KnobValue, format_value
+from vtop.model import Knob, Recommendation
 from vtop.triage.derived import CONTEXT
 from vtop.triage.explain import explain
 from vtop.triage.expr import Expr, Value

@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, cast, get_args
 
-from vtop import knobranges
+from vtop import knobs
 from vtop.model import Finding, Histogram, Knob, Provenance, Scrape, SeriesKey
 from vtop.signals.catalog import BY_NAME, Kind
 from vtop.signals.store import Store
@@ -146,7 +146,7 @@ def _knobs(node: object, file: str, line: int) -> dict[str, Knob]:
                                 f"of {', '.join(get_args(Provenance))}")  # fmt: skip
         if provenance == "flag" and value is not None:  # as a user types it: within its range
             try:
-                knobranges.check(name, value)
+                knobs.check(name, value)
             except ValueError as exc:
                 raise TestFileError(f"{file}:{node.line_of(name)}: knobs: {exc}") from None
         out[name] = Knob(name, value, cast(Provenance, provenance), "rule test")

@@ -11,7 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from vtop.model import KnobValue, Severity
+from vtop.knobs import KnobValue
+from vtop.model import Severity
 from vtop.triage.expr import Expr
 
 Op = Literal["above", "at_least", "below", "at_most", "equals", "not_equals"]

@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from vtop import knobs
 from vtop.report.train import Answer, Direction, Question, Score, Verdict, grade
 
 NO_KNOB = "no server knob: the fix is elsewhere (the client, the load)"
@@ -29,8 +30,7 @@ class Change:
     def label(self) -> str:
         if self.knob is None or self.direction is None:
             return NO_KNOB
-        flag = "--" + self.knob.replace("_", "-")
-        return f"{VERBS.get(self.direction, self.direction)} {flag}"
+        return f"{VERBS.get(self.direction, self.direction)} {knobs.flag_name(self.knob)}"
 
 
 def changes(question: Question) -> list[Change]:

@@ -26,7 +26,8 @@ from dataclasses import dataclass
 
 from vtop import fmt
 from vtop.figures import ENDPOINT, Scope
-from vtop.model import Finding, Knob, KnobValue, Recommendation
+from vtop.knobs import KnobValue
+from vtop.model import Finding, Knob, Recommendation
 from vtop.signals.store import Store
 from vtop.whatif.predict import (
     KNOB_FIELDS,

@@ -40,11 +40,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
-from typing import Literal
+from typing import Final, Literal
 
 from vtop import fmt
 from vtop.figures import ENDPOINT, Scope, within_wholes
-from vtop.model import Knob, KnobValue
+from vtop.knobs import KNOBS, KnobValue, twin_knobs
+from vtop.model import Knob
 from vtop.signals import histogram as hist
 from vtop.signals.extract import PageReader
 from vtop.signals.store import Store
@@ -142,17 +143,8 @@ LABELS = {
 }
 """How a reason names a figure."""
 
-KNOB_FIELDS = {
-    "max_num_seqs": int,
-    "max_num_batched_tokens": int,
-    "max_model_len": int,
-    "gpu_memory_utilization": float,
-    "block_size": int,
-    "enable_prefix_caching": bool,
-    "kv_cache_dtype": str,
-    "long_prefill_token_threshold": int,
-}
-"""The knobs a what-if can set (ServeArgs fields) and their types."""
+KNOB_FIELDS: Final[dict[str, type]] = {name: KNOBS[name].kind for name in twin_knobs()}
+"""The knobs a what-if can set (ServeArgs fields) and their types, as `vtop.knobs` says."""
 
 
 def figures(

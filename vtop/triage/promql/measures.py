@@ -21,23 +21,21 @@ from __future__ import annotations
 import abc
 from collections.abc import Mapping, Sequence
 
-from vtop import durations
-from vtop.model import KnobValue
+from vtop import durations, knobs
+from vtop.knobs import KnobValue
 from vtop.signals.catalog import BY_NAME, Signal
 from vtop.sources.discovery import defaults as version_defaults
+from vtop.sources.promql import quote
 from vtop.triage.counts import SINCE_START_LOAD_FLOOR, SINCE_START_MIN_S
-from vtop.triage.promql.terms import PROMQL_OP, NotExpressible, Options, literal, quoted
+from vtop.triage.promql.terms import PROMQL_OP, NotExpressible, Options, literal
 from vtop.triage.schema import Cond, KnobIs, Measure, Operand, Rule, ValueDef
 
 CACHE_CONFIG_LABELS = {
-    "block_size": "block_size",
-    "num_gpu_blocks": "num_gpu_blocks",
-    "gpu_memory_utilization": "gpu_memory_utilization",
-    "kv_cache_dtype": "cache_dtype",
-    "enable_prefix_caching": "enable_prefix_caching",
-    "kv_cache_max_concurrency": "kv_cache_max_concurrency",
+    name: spec.page_label or name
+    for name, spec in knobs.read_at("page").items()
+    if name != "kv_capacity_tokens"  # a label from 0.25 only; blocks × block size before
 }
-"""Knobs `vllm:cache_config_info` carries as labels (values as Python `str()`)."""
+"""Knobs `vllm:cache_config_info` carries as labels (values as Python `str()`), by their label."""
 MEASURED_BY_PROMETHEUS = {"up": "up", "scrape_latency": "scrape_duration_seconds"}
 """vtop's own per-scrape signals and what Prometheus records of each scrape."""
 UNAVAILABLE = {
@@ -89,7 +87,7 @@ class MeasureTranslator(abc.ABC):
 
     def _matchers(self, sig: Signal, label: str) -> str:
         if label and label != "*" and sig.label is not None:
-            return "{" + f"{sig.label}={quoted(label)}" + "}"
+            return "{" + f"{sig.label}={quote(label)}" + "}"
         return ""
 
     def _alternatives(self, parts: Sequence[str]) -> str:
@@ -333,7 +331,7 @@ class MeasureTranslator(abc.ABC):
         parts = [f"({u} * on (instance) group_left max by (instance) (vtop_knob_{name}))"]
         if per:
             consts = " or ".join(
-                f'label_replace(vector({literal(float(v))}), "instance", {quoted(i)}, "", "")'
+                f'label_replace(vector({literal(float(v))}), "instance", {quote(i)}, "", "")'
                 for i, v in sorted(per.items())
             )
             parts.append(f"({u} * on (instance) group_left () ({consts}))")
@@ -373,7 +371,7 @@ class MeasureTranslator(abc.ABC):
             self.knobs_used[name] = f"{name}: the {label} label of vllm:cache_config_info"
             return (
                 f"group by ({self.by}) (vllm:cache_config_info"
-                f"{{{label}{m}{quoted(label_value(value))}}})"
+                f"{{{label}{m}{quote(label_value(value))}}})"
             )
         if isinstance(value, bool) or not isinstance(value, int | float):
             raise NotExpressible(f"knob test {name} {op} {value!r} has no numeric PromQL form")
