@@ -8,7 +8,7 @@ only when it was an int, the panels any number); here each is defined once, as p
 
 "Now" is the latest poll for a gauge (`gauge`), a counter's per-second increase over the rate
 span (`rate`; `rate_span`: 10 s, or three polls when polls are slower) and the percentiles of
-the observations that arrived in the last `LATENCY_S` (`latency`). Window figures are the same
+the observations that arrived in the last `LATENCY_SPAN_S` (`latency`). Window figures are the same
 questions over the chosen window (`gauge_window`, `counter_window`, `latency`). Unknown is
 `None`, never 0.
 
@@ -36,8 +36,8 @@ RATES = {
 }
 """Each per-second figure and the counter it is the rate of."""
 
-LATENCY_S = 60.0
-"""The span of "current" latency percentiles."""
+LATENCY_SPAN_S = 60.0
+"""The span of "current" latency percentiles: the observations of the last minute."""
 CAP_KNOB = "max_num_seqs"
 """The knob that caps the running batch."""
 
@@ -47,6 +47,11 @@ def rate_span(interval_s: float) -> float:
     same span), or three polls when polls are slower. Shorter spans only add jitter, and every
     jitter is a repaint."""
     return max(10.0, 3.0 * interval_s)
+
+
+DEFAULT_RATE_SPAN_S = rate_span(1.0)
+"""The span of a "current" rate at vtop's default one-second polls, for a caller that does
+not say its interval (a rate's span, not a latency's: that is `LATENCY_SPAN_S`)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -236,7 +241,7 @@ class Now:
 
 
 def now(store: Store, scope: Scope = ENDPOINT, *, rate_span_s: float,
-        latency_span_s: float = LATENCY_S) -> Now:  # fmt: skip
+        latency_span_s: float = LATENCY_SPAN_S) -> Now:  # fmt: skip
     """The figures of `scope` now (see the module's docstring for what "now" means)."""
     return Now(
         running=gauge(store, scope.key("running")),

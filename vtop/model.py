@@ -10,16 +10,16 @@ Missing data is `None`, never 0: a gauge the server did not expose is unknown, n
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import IntEnum
 from typing import Literal, NamedTuple
 
+from vtop import knobs
+from vtop.knobs import KnobValue, format_value
+
 Provenance = Literal["metrics", "process", "flag", "inferred", "default"]
 """Where a configuration value came from, best first (see `vtop.sources.discovery`)."""
-
-KnobValue = int | float | str | bool | None
 
 
 class SeriesKey(NamedTuple):
@@ -216,24 +216,12 @@ class Recommendation:
     @property
     def flag(self) -> str:
         """The `vllm serve` flag: `--max-num-seqs 128` (booleans: `--enable-prefix-caching`)."""
-        name = "--" + self.knob.replace("_", "-")
-        if isinstance(self.new_value, bool):
-            return name if self.new_value else "--no-" + name[2:]
-        return f"{name} {format_value(self.new_value)}"
+        return knobs.flag(self.knob, self.new_value)
 
     @property
     def engine_arg(self) -> str:
         """The engine argument: `max_num_seqs=128`."""
         return f"{self.knob}={format_value(self.new_value)!s}"
-
-
-def format_value(value: KnobValue) -> str:
-    """Render a knob value the way vLLM's command line takes it."""
-    if isinstance(value, float):
-        if math.isfinite(value) and value == int(value) and abs(value) >= 1:
-            return str(int(value))
-        return f"{value:g}"
-    return str(value)
 
 
 FindingState = Literal["pending", "firing", "suppressed", "insufficient"]
@@ -277,3 +265,8 @@ class Finding:
     path: EvidencePath = ""
     """Which of the rule's paths `needs_s` counts down on: its fast one (evidence far past the
     thresholds) or its slow one; a change of path is why a pending "N of M s" changes M."""
+    missing: tuple[str, ...] = ()
+    """What an `insufficient` finding's evidence still lacks, one phrase each (`7 of 20
+    finished requests`, a suspect rule's `waits_for`); empty for every other state. The
+    summary says the same in words (`not enough data yet: 7 of 20 finished requests`); this is
+    the fact itself, for whatever shows it differently, so nobody parses the words back."""

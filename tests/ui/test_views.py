@@ -11,9 +11,11 @@ from hypothesis import strategies as st
 from tests.ui import pages
 from tests.ui.scripted import EP, FINDINGS, FIRING, PENDING, UNDERLOADED
 from vtop import fmt
-from vtop.model import ACCRUING, Finding, FindingState, Histogram, Knob, Severity
+from vtop.model import ACCRUING, Finding, FindingState, Histogram, Knob, SeriesKey, Severity
 from vtop.monitor import Monitor
+from vtop.signals.store import Store
 from vtop.sources.status import CONNECTED, ConnectionStatus
+from vtop.triage.engine import lacking
 from vtop.ui import chart, detail, panels, trend, verdict
 from vtop.ui.headline import headline, short_url
 from vtop.ui.thresholds import FALLBACK, from_rules, level, table_for
@@ -251,9 +253,9 @@ def test_verdict_orders_firing_then_pending_then_suppressed() -> None:
 
 
 def test_rules_waiting_for_evidence_are_not_all_clear() -> None:
-    waiting = Finding(rule="memory-ceiling", title="KV cache is the wall", endpoint=EP,
-                      severity=Severity.OK, state="insufficient",
-                      summary="not enough data yet: 12 of 30 polls")  # fmt: skip
+    waiting = lacking(Finding(rule="memory-ceiling", title="KV cache is the wall", endpoint=EP,
+                              severity=Severity.OK, state="insufficient", summary=""),
+                      ["12 of 30 polls"])  # fmt: skip
     lines = verdict.lines([waiting], polls=12)
     assert [line.kind for line in lines] == ["info", "insufficient"]
     assert lines[0].text == "gathering evidence before judging"
@@ -262,10 +264,10 @@ def test_rules_waiting_for_evidence_are_not_all_clear() -> None:
     assert [line.kind for line in lines] == ["likely", "insufficient"]
 
 
-INSUFFICIENT = Finding(rule="long-prompt-starvation", title="Long prompts starve short ones",
-                       endpoint=EP, severity=Severity.WARNING, state="insufficient",
-                       summary="not enough data yet: 7 of 20 finished requests", held_s=6.0,
-                       for_s=30.0)  # fmt: skip
+INSUFFICIENT = lacking(Finding(rule="long-prompt-starvation", title="Long prompts starve short ones",
+                               endpoint=EP, severity=Severity.WARNING, state="insufficient",
+                               summary="", held_s=6.0, for_s=30.0),
+                       ["7 of 20 finished requests"])  # fmt: skip
 HELD_BACK = replace(PENDING, rule="ttft-queueing", title="Time to first token is queueing",
                     held_s=50.0, for_s=52.0, needs_s=2.0,
                     evidence=(("held back", "budget-too-small would explain it"),))  # fmt: skip
@@ -305,8 +307,8 @@ def test_the_likely_cause_is_the_first_in_the_engines_order_not_the_furthest_alo
 
 
 def test_info_rules_accruing_are_no_likely_cause_and_no_bar_to_all_clear() -> None:
-    waiting = replace(UNDERLOADED, state="insufficient", needs_s=None,
-                      summary="not enough data yet: 3 of 20 finished requests")  # fmt: skip
+    waiting = lacking(replace(UNDERLOADED, state="insufficient", needs_s=None),
+                      ["3 of 20 finished requests"])  # fmt: skip
     lines = verdict.lines([UNDERLOADED, waiting], polls=30)
     assert [line.kind for line in lines] == ["ok", "pending", "insufficient"]
     assert lines[0].text == "no bottleneck found"
@@ -522,3 +524,38 @@ def test_no_all_clear_before_the_quickest_verdict_could_come() -> None:
     ]
     later = verdict.lines([], polls=40, watched_s=10.0, quickest_s=10.0)
     assert [(line.kind, line.text) for line in later] == [("ok", "no bottleneck found")]
+
+
+def test_rates_read_over_the_rate_span_and_latency_over_the_latency_span(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Two spans, once both called RECENT_S: a rate "now" is read over `figures.rate_span` of
+    the poll interval (the fleet row: the span it is given), latency percentiles over
+    `figures.LATENCY_SPAN_S`; swapping them would show a minute's rate or ten seconds' p99."""
+    from vtop import figures
+    from vtop.ui import fleet
+
+    spans: list[tuple[str, float | None]] = []
+    real_rate, real_latency = figures.rate, figures.latency
+
+    def rate(store: Store, key: SeriesKey, span: float | None) -> float | None:
+        spans.append(("rate", span))
+        return real_rate(store, key, span)
+
+    def latency(store: Store, key: SeriesKey, span: float | None) -> figures.Latency:
+        spans.append(("latency", span))
+        return real_latency(store, key, span)
+
+    monkeypatch.setattr(figures, "rate", rate)
+    monkeypatch.setattr(figures, "latency", latency)
+    ev = fed_monitor().endpoints[EP]
+    slow = panels.View(ev.store, ev.knobs, 300.0, 5.0)  # 5 s polls: a 15 s rate span
+    panels.read(panels.BY_ID["finished"], slow)
+    panels.read(panels.BY_ID["itl"], slow)
+    assert spans == [("rate", figures.rate_span(5.0)), ("latency", figures.LATENCY_SPAN_S)]
+    for span, rates in ((figures.rate_span(5.0), 15.0), (None, figures.DEFAULT_RATE_SPAN_S)):
+        spans.clear()
+        fleet.row(ev, [], CONNECTED) if span is None else fleet.row(ev, [], CONNECTED, span)
+        assert {span for kind, span in spans if kind == "rate"} == {rates}
+        assert {span for kind, span in spans if kind == "latency"} == {figures.LATENCY_SPAN_S}
+    assert figures.DEFAULT_RATE_SPAN_S == figures.rate_span(1.0) == 10.0

@@ -16,10 +16,11 @@ import pytest
 from tests.fakerules import kv_full
 from tests.pageserver import Answer, PageServer, Script
 from tests.tracegen import BusyEngine, busy_frames
+from vtop.exits import fail_on_code
 from vtop.model import Event, Frame
 from vtop.report import render
 from vtop.report.build import knobs_json
-from vtop.report.collect import Collector, exit_code
+from vtop.report.collect import Collector
 from vtop.report.run import replay_document
 from vtop.trace import TraceReader
 from vtop.trace.recorder import Recorder
@@ -72,10 +73,10 @@ def test_the_schema_test_can_fail() -> None:
 
 
 def test_exit_codes_follow_the_monitoring_convention() -> None:
-    assert [exit_code(s) for s in ("OK", "WARNING", "CRITICAL", "UNKNOWN")] == [0, 1, 2, 3]
-    assert exit_code("WARNING", "critical") == 0
-    assert exit_code("CRITICAL", "critical") == 2
-    assert exit_code("UNKNOWN", "critical") == 3
+    assert [fail_on_code(s) for s in ("OK", "WARNING", "CRITICAL", "UNKNOWN")] == [0, 1, 2, 3]
+    assert fail_on_code("WARNING", "critical") == 0
+    assert fail_on_code("CRITICAL", "critical") == 2
+    assert fail_on_code("UNKNOWN", "critical") == 3
 
 
 def test_findings_fire_set_the_status_and_carry_their_advice() -> None:
@@ -247,8 +248,8 @@ def test_from_and_to_select_part_of_a_trace() -> None:
 
 def test_fail_on_critical_lets_a_warning_pass(tmp_path: Path) -> None:
     doc = replay_document(str(GOLDEN / "kv-pressure.vtrace"), findings=kv_full)
-    assert exit_code(doc["status"], "critical") == 2
-    assert exit_code("WARNING", "critical") == 0
+    assert fail_on_code(doc["status"], "critical") == 2
+    assert fail_on_code("WARNING", "critical") == 0
 
 
 def test_no_secret_reaches_a_report_or_a_trace(

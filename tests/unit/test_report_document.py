@@ -22,9 +22,9 @@ from typing import Any, Literal, NotRequired, TypedDict, get_args, get_origin
 
 import pytest
 
+from vtop.exits import VERDICTS, verdict_code
 from vtop.model import Severity
 from vtop.report import document
-from vtop.report.collect import EXIT_CODES
 
 ROOT = Path(__file__).resolve().parents[2]
 SCHEMA: dict[str, Any] = json.loads((ROOT / "docs" / "report-schema.json").read_text())
@@ -200,8 +200,8 @@ def test_the_literals_follow_the_code() -> None:
     """The names the document writes are the schema's: severities, statuses and exit codes."""
     assert [document.severity_name(s) for s in Severity] == [s.name for s in Severity]
     assert set(get_args(document.SeverityName)) == {s.name for s in Severity}
-    assert set(get_args(document.Status)) == set(EXIT_CODES)
-    assert set(get_args(document.ExitCode)) == set(EXIT_CODES.values())
+    assert set(get_args(document.Status)) == set(VERDICTS)
+    assert set(get_args(document.VerdictCode)) == {verdict_code(v) for v in VERDICTS}
 
 
 class _Source(TypedDict):

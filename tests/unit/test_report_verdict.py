@@ -24,7 +24,7 @@ from vtop.monitor import Monitor
 from vtop.report import render
 from vtop.report.collect import Collector, monitor_findings
 from vtop.sources.sim import SimSource
-from vtop.triage.engine import Engine
+from vtop.triage.engine import Engine, lacking
 
 ROOT = Path(__file__).resolve().parents[2]
 SCHEMA = json.loads((ROOT / "docs" / "report-schema.json").read_text())
@@ -187,12 +187,12 @@ def test_the_demo_report_leads_with_the_root_cause() -> None:
 def accruing(rule: str, severity: Severity = Severity.WARNING, needs: float | None = 15.0,
              held: float = 30.0) -> Finding:  # fmt: skip
     """A rule whose condition holds while its evidence accrues (no advice, as the engine)."""
-    return Finding(
+    f = Finding(
         rule=rule, title=rule, endpoint=EP, severity=severity,
         state="pending" if needs is not None else "insufficient",
-        summary="not enough data yet: 7 of 20 finished requests" if needs is None else rule,
-        held_s=held, for_s=held + (needs or 0.0), needs_s=needs,
+        summary=rule, held_s=held, for_s=held + (needs or 0.0), needs_s=needs,
     )  # fmt: skip
+    return f if needs is not None else lacking(f, ["7 of 20 finished requests"])
 
 
 def test_a_warning_still_being_judged_at_the_end_is_unknown_never_ok() -> None:
@@ -203,7 +203,7 @@ def test_a_warning_still_being_judged_at_the_end_is_unknown_never_ok() -> None:
     assert doc["reason"].endswith("; needs 15 s more")
     (f,) = doc["findings"]
     assert (f["state"], f["held_s"], f["needs_s"], f["counts"]) == ("pending", 30.0, 15.0, False)
-    assert f["recommendations"] == [] and f["active_at_end"]
+    assert f["recommendations"] == [] and f["active_at_end"] and f["missing"] == []
     text = render(doc, "text")
     assert "no verdict yet: holding from" in text and "needs 15 s more" in text
     assert "no verdict yet" in render(doc, "markdown") and "no verdict yet" in render(doc, "html")
@@ -214,7 +214,11 @@ def test_one_that_waits_for_requests_says_what_it_waits_for() -> None:
     doc = collect(lambda i: [accruing("ttft-queueing", needs=None)] if i == last else [])
     assert doc["status"] == "UNKNOWN"
     assert doc["reason"].endswith("not enough data yet: 7 of 20 finished requests")
-    assert doc["findings"][0]["state"] == "insufficient" and doc["findings"][0]["needs_s"] is None
+    (f,) = doc["findings"]
+    assert f["state"] == "insufficient" and f["needs_s"] is None
+    assert f["missing"] == ["7 of 20 finished requests"]  # the fact, for scripts
+    assert "not enough data yet: 7 of 20 finished requests" in render(doc, "text")
+    assert "not enough data yet: 7 of 20 finished requests" in render(doc, "markdown")
 
 
 def test_a_verdict_wins_over_a_rule_still_judged_and_info_never_makes_it_unknown() -> None:

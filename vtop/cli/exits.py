@@ -1,8 +1,9 @@
-"""Exit codes: one mapping, and one small object that says which code a command line gets.
+"""Exit codes on the command line: which code a command line gets, in one small object.
 
-vtop gives a verdict under `--report`, and there it follows the monitoring-plugin convention:
-0 OK, 1 WARNING, 2 CRITICAL, 3 UNKNOWN (the report's own mapping, `vtop.report.collect`, which
-also writes it into the document; the names here are read from it, so the two cannot drift).
+The codes themselves, and the verdict's mapping and `--fail-on` policy, are `vtop.exits`'
+(`ExitCode`), on the ground floor, so that the report and the screens use the same ones; the
+names below are the command line's spelling of them. vtop gives a verdict under `--report`,
+and there it follows the monitoring-plugin convention: 0 OK, 1 WARNING, 2 CRITICAL, 3 UNKNOWN.
 Everywhere else a usage error exits 2, the usual convention of command-line tools. The two
 collide on 2: under `--report` a scheduler would read a typo as CRITICAL, and plugins exit
 UNKNOWN on invalid arguments, so with `--report` on the command line a usage error exits 3.
@@ -16,19 +17,19 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from vtop.report.collect import EXIT_CODES, exit_code
+from vtop.exits import ExitCode, FailOn, Verdict, fail_on_code
 
-EXIT_OK = EXIT_CODES["OK"]
-EXIT_WARNING = EXIT_CODES["WARNING"]
-EXIT_CRITICAL = EXIT_CODES["CRITICAL"]
-EXIT_UNKNOWN = EXIT_CODES["UNKNOWN"]
+EXIT_OK = ExitCode.OK
+EXIT_WARNING = ExitCode.WARNING
+EXIT_CRITICAL = ExitCode.CRITICAL
+EXIT_UNKNOWN = ExitCode.UNKNOWN
 """Nothing could be read (a trace, a server): no verdict either way."""
-EXIT_USAGE = 2
+EXIT_USAGE = ExitCode.USAGE
 """A command line that cannot work, outside `--report`."""
-EXIT_FAILED = 1
+EXIT_FAILED = ExitCode.FAILED
 """Something asked for went wrong without a verdict: a recording that could not be written,
 rule files with errors, failing rule tests."""
-EXIT_INTERRUPTED = 130
+EXIT_INTERRUPTED = ExitCode.INTERRUPTED
 """Ctrl-C, as a shell reports a process ended by SIGINT (128 + 2)."""
 
 
@@ -55,11 +56,12 @@ class Exits:
         return cls(report=report_requested(argv))
 
     @property
-    def usage(self) -> int:
+    def usage(self) -> ExitCode:
         """A usage error, or an error that is no verdict: never CRITICAL's 2 under --report."""
         return EXIT_UNKNOWN if self.report else EXIT_USAGE
 
     @staticmethod
-    def verdict(status: str, fail_on: str = "warning") -> int:
-        """A report's status as an exit code: UNKNOWN is always 3; below `fail_on`, 0."""
-        return exit_code(status, fail_on)
+    def verdict(status: Verdict, fail_on: FailOn = "warning") -> ExitCode:
+        """A report's status as an exit code (`vtop.exits.fail_on_code`): UNKNOWN is always 3;
+        below `fail_on`, 0."""
+        return fail_on_code(status, fail_on)

@@ -61,7 +61,7 @@ def run_tui(source: FrameSource, args: argparse.Namespace, recorder: Recorder | 
         str(err), severity="warning", timeout=20, title="a rule stopped; the others run"
     )
     app.run()
-    return app.return_code or EXIT_OK  # 129 when the terminal hung up (vtop.ui.driver)
+    return app.return_code or EXIT_OK  # ExitCode.HANGUP: the terminal hung up (vtop.ui.driver)
 
 
 def record_screen_wanted(args: argparse.Namespace) -> bool:
@@ -115,6 +115,7 @@ def replay_screen_wanted(args: argparse.Namespace) -> bool:
 def run_replay_tui(args: argparse.Namespace, exits: Exits) -> int:
     """The replay (or training) screen; Textual is imported only here."""
     from vtop.sources.replay import ReplaySource
+    from vtop.trace import shipped
     from vtop.trace.reader import TraceError, TraceReader
 
     if args.url or args.demo:
@@ -128,7 +129,7 @@ def run_replay_tui(args: argparse.Namespace, exits: Exits) -> int:
         (shown[0] if shown else pending.append)(message)
 
     try:
-        reader = TraceReader(args.replay, warn=warn)
+        reader = TraceReader(shipped.resolve(args.replay), warn=warn)
     except TraceError as exc:
         return fail(str(exc), EXIT_UNKNOWN)
     try:

@@ -300,4 +300,5 @@ def undecided_doc(f: Finding, end: float) -> FindingDoc:
         "active_at_end": True,
         "held_s": round(f.held_s, 3),
         "needs_s": None if f.needs_s is None else round(f.needs_s, 3),
+        "missing": list(f.missing),
     }

@@ -31,9 +31,10 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import replace
-from typing import Final
+from typing import Final, cast, get_args
 
 from vtop import __version__, durations
+from vtop.exits import verdict_code
 from vtop.model import ACCRUING, Event, Finding, Frame, Severity
 from vtop.monitor import Monitor
 from vtop.report import tracks
@@ -49,12 +50,12 @@ from vtop.report.build import (
 )
 from vtop.report.document import (
     Document,
-    ExitCode,
     NoSignals,
     PredictionCheckDoc,
     SignalsDoc,
     SourceKind,
     Status,
+    VerdictCode,
 )
 from vtop.report.tracks import Track
 from vtop.report.window import WindowStats
@@ -62,7 +63,6 @@ from vtop.triage.engine import MIN_DECISIVE_POLLS
 from vtop.whatif.advice import Advice, Advisor, Reading, twin_changes, unavailable
 
 REPORT_VERSION: Final = 1
-EXIT_CODES: dict[str, ExitCode] = {"OK": 0, "WARNING": 1, "CRITICAL": 2, "UNKNOWN": 3}
 FindingsFn = Callable[[Monitor], Iterable[Finding]]
 """Every current finding of every endpoint the monitor watches."""
 MAX_EVENTS = 200
@@ -329,7 +329,7 @@ class Collector:
             "report_version": REPORT_VERSION,
             "vtop": __version__,
             "status": status,
-            "exit_code": EXIT_CODES[status],
+            "exit_code": document_code(status),
             "reason": reason,
             "source": {"kind": self.source_kind, "name": self.source_name},
             "window": {
@@ -421,10 +421,10 @@ def _span(t0: float | None, t1: float | None) -> str:
     return durations.span(t1 - t0)
 
 
-def exit_code(status: str, fail_on: str = "warning") -> int:
-    """The process exit code: UNKNOWN is always 3; below `fail_on`, a status exits 0."""
-    code = EXIT_CODES[status]
-    if status == "UNKNOWN":
-        return code
-    threshold = EXIT_CODES[fail_on.upper()]
-    return code if code >= threshold else 0
+def document_code(status: Status) -> VerdictCode:
+    """The verdict's exit code (`vtop.exits.verdict_code`) as the document writes it: a plain
+    int, one of the schema's four, not the enum member a renderer would have to unwrap."""
+    code = int(verdict_code(status))
+    if code not in get_args(VerdictCode):
+        raise AssertionError(f"{status} has exit code {code}, which the schema does not name")
+    return cast(VerdictCode, code)

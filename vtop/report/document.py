@@ -16,7 +16,9 @@ and strings would make every key required at run time.
 
 from typing import Literal, NotRequired, TypedDict, final
 
-from vtop.model import EventKind, FindingState, KnobValue, Severity
+from vtop.exits import Verdict
+from vtop.knobs import KnobValue
+from vtop.model import EventKind, FindingState, Severity
 from vtop.summary import BandDoc, KnobDoc, RecommendationDoc
 from vtop.whatif.predict import Confidence
 
@@ -28,7 +30,6 @@ __all__ = [
     "EndpointStatus",
     "EventDoc",
     "EvidenceDoc",
-    "ExitCode",
     "FindingDoc",
     "GpuDoc",
     "GpuSource",
@@ -49,13 +50,16 @@ __all__ = [
     "Status",
     "TimelineDoc",
     "TimelineName",
+    "VerdictCode",
     "WindowDoc",
     "severity_name",
     "signals_of",
 ]
 
-Status = Literal["OK", "WARNING", "CRITICAL", "UNKNOWN"]
-ExitCode = Literal[0, 1, 2, 3]
+Status = Verdict
+"""`vtop.exits.Verdict`: the statuses are the exit codes' verdicts."""
+VerdictCode = Literal[0, 1, 2, 3]
+"""A verdict's exit code as the document writes it (`vtop.exits.verdict_code`, a plain int)."""
 SeverityName = Literal["OK", "INFO", "WARNING", "CRITICAL"]
 SourceKind = Literal["live", "replay", "demo"]
 EndpointStatus = Literal["ok", "partial", "unreachable", "no_vllm"]
@@ -218,6 +222,8 @@ class FindingDoc(TypedDict):
     """Pending or insufficient only."""
     needs_s: NotRequired[float | None]
     """Pending or insufficient only."""
+    missing: NotRequired[list[str]]
+    """Pending or insufficient only: what the evidence still lacks (`Finding.missing`)."""
     prediction: NotRequired[PredictionDoc | None]
 
 
@@ -277,7 +283,7 @@ class Document(TypedDict):
     report_version: Literal[1]
     vtop: str
     status: Status
-    exit_code: ExitCode
+    exit_code: VerdictCode
     reason: str
     source: SourceDoc
     window: WindowDoc

@@ -60,7 +60,15 @@ def parse_match(text: str) -> tuple[str, ...]:
 
 
 def quote(value: str) -> str:
-    """A PromQL double-quoted string literal."""
+    """A PromQL double-quoted string literal: vtop's one quoter, for the queries it sends
+    and for the rules it exports (`vtop.triage.promql`).
+
+    PromQL's strings follow Go's escaping rules (Prometheus's "String literals"; its parser
+    unquotes them with Go's `strconv.Unquote`): inside double quotes a backslash begins an
+    escape, a bare `"` ends the string, and a raw newline is refused ("unterminated quoted
+    string"). Escaping those three is all a literal needs; every other character, control
+    characters included, stands for itself.
+    """
     return '"' + value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n") + '"'
 
 

@@ -27,16 +27,8 @@ from typing import Protocol
 
 from vtop import durations
 from vtop.figures import load_change
-from vtop.model import (
-    ALL,
-    EvidencePath,
-    Finding,
-    FindingState,
-    Knob,
-    KnobValue,
-    Recommendation,
-    Severity,
-)
+from vtop.knobs import KnobValue
+from vtop.model import ALL, EvidencePath, Finding, FindingState, Knob, Recommendation, Severity
 from vtop.signals.store import Store, key
 from vtop.triage import cost, guards
 from vtop.triage.expr import Value
@@ -257,13 +249,12 @@ class Engine:
             return self._finding(rule, st, seen, now, "firing")
         if suspected:
             assert rule.suspect is not None
-            return replace(self._finding(rule, st, seen, now, "insufficient"),
-                           summary=NOT_ENOUGH_DATA + rule.suspect.waits_for)  # fmt: skip
+            return lacking(self._finding(rule, st, seen, now, "insufficient"),
+                           (rule.suspect.waits_for,))  # fmt: skip
         recent_fast = st.fast_last is not None and now - st.fast_last < PENDING_GRACE_S
         needs, path = evidence.needs(rule, st, now, fast is True or recent_fast, main is True)
         if needs is None:
-            return replace(self._finding(rule, st, seen, now, "insufficient"),
-                           summary=NOT_ENOUGH_DATA + ", ".join(missing))  # fmt: skip
+            return lacking(self._finding(rule, st, seen, now, "insufficient"), missing)
         return replace(self._finding(rule, st, seen, now, "pending", needs), path=path)
 
     def _finding(self, rule: Rule, st: _State, snap: Snapshot, now: float,
@@ -342,6 +333,14 @@ class Engine:
                                              for_s=g.held_s + current.needs_s,
                                              evidence=(*g.evidence, note))  # fmt: skip
         return sorted(by_rule.values(), key=lambda f: (self.by_id[f.rule].order, f.rule))
+
+
+def lacking(finding: Finding, missing: Iterable[str]) -> Finding:
+    """`finding` as insufficient for want of `missing`: the fact on its own field, for the
+    screens and the report's JSON, and in its summary's words (`NOT_ENOUGH_DATA`), which every
+    view that shows a summary prints as it is. One place makes both, so they cannot differ."""
+    lacks = tuple(missing)
+    return replace(finding, missing=lacks, summary=NOT_ENOUGH_DATA + ", ".join(lacks))
 
 
 class _NameView(Mapping[str, Value]):

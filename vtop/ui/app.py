@@ -44,6 +44,7 @@ from textual.notifications import SeverityLevel
 from textual.widgets import Footer, Input
 
 from vtop import untrusted
+from vtop.exits import ExitCode
 from vtop.monitor import Monitor
 from vtop.sources.base import FrameSource, sample_host, warms_up
 from vtop.sources.pacing import WARM_UP_S, Pacer
@@ -226,10 +227,11 @@ class VtopApp(KeysMixin, RecordingMixin, PollingMixin, DrawingMixin, LayoutMixin
                 loop.add_signal_handler(sig, self._end_on_signal, sig)
 
     def _end_on_signal(self, sig: signal.Signals) -> None:
-        """A hangup exits with 129 (128 + SIGHUP), as when the driver finds the terminal gone
-        without one (`vtop.ui.driver`): nothing is printed after the screen then."""
+        """A hangup exits with `ExitCode.HANGUP` (128 + SIGHUP), as when the driver finds the
+        terminal gone without one (`vtop.ui.driver`): nothing is printed after the screen then.
+        SIGTERM is a request to stop, answered as `q` is: OK."""
         self._stop_recording()  # first: the terminal may be gone, the file is not
-        self.exit(return_code=128 + sig if sig == signal.SIGHUP else 0)
+        self.exit(return_code=ExitCode.HANGUP if sig == signal.SIGHUP else ExitCode.OK)
 
     def notify(
         self,

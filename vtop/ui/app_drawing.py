@@ -11,10 +11,10 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from vtop import durations, fmt
+from vtop import durations, figures, fmt
 from vtop.monitor import EndpointView
 from vtop.sources.status import UNKNOWN, ConnectionStatus
-from vtop.ui import fleet, panels, verdict
+from vtop.ui import fleet, verdict
 from vtop.ui.app_host import DashboardHost
 from vtop.ui.headline import headline
 from vtop.ui.panels import View
@@ -71,10 +71,10 @@ class DrawingMixin(DashboardHost):
         eps = self.endpoints
         ep = self.endpoint
         if len(eps) > 1:
-            recent = panels.recent_span(self.interval)
+            rate_span_s = figures.rate_span(self.interval)
             quickest = self.monitor.engine.quickest_s
             rows = [fleet.row(self.monitor.endpoints[e], self._findings(self.monitor, e),
-                              self._status(e), recent, quickest) for e in eps]  # fmt: skip
+                              self._status(e), rate_span_s, quickest) for e in eps]  # fmt: skip
             self.endpoint_list.show(rows, self.selected)
         if self.endpoint_list.display != (len(eps) > 1):
             self.endpoint_list.display = len(eps) > 1

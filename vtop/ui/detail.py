@@ -22,8 +22,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from vtop import durations, fmt
-from vtop.model import ACCRUING, Finding, Knob, Recommendation, format_value
-from vtop.triage.engine import NOT_ENOUGH_DATA
+from vtop.knobs import format_value
+from vtop.model import ACCRUING, Finding, Knob, Recommendation
 from vtop.triage.explain import is_literal
 from vtop.ui.verdict import LABELS, held_of
 from vtop.whatif.advice import Advice
@@ -102,8 +102,7 @@ def rows(f: Finding, now: float | None = None) -> list[Row]:
             more = f"so far: it fires in {f.needs_s:.0f} s more if it goes on holding"
         out.append(Row(f"holding for {held_of(f)} {more}"))
     elif f.state in ACCRUING:
-        wait = f.summary.removeprefix(NOT_ENOUGH_DATA)
-        have = f" ({wait})" if wait != f.summary else ""
+        have = f" ({', '.join(f.missing)})" if f.missing else ""
         out.append(Row(f"holding for {f.held_s:.0f} s; it can fire once it has more data{have}, "
                        "not after a set time"))  # fmt: skip
     elif f.for_s:

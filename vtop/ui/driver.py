@@ -19,7 +19,8 @@ A terminal that goes away (the SSH connection drops, the tmux server is killed) 
 end of input on what was a terminal; no SIGHUP need arrive. The app then exits as on `q`
 (a recording is closed whole); were it left running, it would paint into a closed terminal at
 most of a core until someone killed it. If it has not ended after `HANGUP_GRACE_S` (the app
-handles SIGHUP itself, so that signal is no backstop), the process ends there, status 129.
+handles SIGHUP itself, so that signal is no backstop), the process ends there, with
+`ExitCode.HANGUP` (129).
 """
 
 from __future__ import annotations
@@ -36,6 +37,8 @@ from typing import Any
 from textual import constants
 from textual.driver import Driver
 from textual.drivers.linux_driver import LinuxDriver
+
+from vtop.exits import ExitCode
 
 try:
     from textual._xterm_parser import XTermParser
@@ -172,10 +175,10 @@ class QuietLinuxDriver(LinuxDriver):
             selector.close()
 
     def _hung_up(self) -> None:
-        """The terminal is gone: exit the app (from the app's loop) with 128 + SIGHUP, as a
+        """The terminal is gone: exit the app (from the app's loop) with `ExitCode.HANGUP`, as a
         hangup does, and end the process if that has not happened after `HANGUP_GRACE_S`."""
         app = self._app
-        self._loop.call_soon_threadsafe(app.exit, None, 129)
-        timer = threading.Timer(HANGUP_GRACE_S, os._exit, (129,))
+        self._loop.call_soon_threadsafe(app.exit, None, ExitCode.HANGUP)
+        timer = threading.Timer(HANGUP_GRACE_S, os._exit, (int(ExitCode.HANGUP),))
         timer.daemon = True
         timer.start()

@@ -50,11 +50,6 @@ DROP_ORDER = ("pre", "ttft", "gen", "wait")
 """Left out first when the row is too narrow: preemptions follow KV usage (which stays), then
 latency and throughput; running against its cap and KV usage always stay."""
 
-RECENT_S = figs.rate_span(1.0)
-"""The span of a rate "now" (the panels' own for one-second polls)."""
-LATENCY_S = figs.LATENCY_S
-"""The span of TTFT p99 "now" (the panels' own)."""
-
 
 @dataclass(frozen=True, slots=True)
 class EngineRow:
@@ -88,10 +83,10 @@ def cap_text(cap: figs.Cap | None) -> str:
 
 
 def cells(store: Store, cap: figs.Cap | None, model: str = ALL, engine: str = ALL,
-          recent_s: float = RECENT_S) -> dict[str, str]:  # fmt: skip
+          rate_span_s: float = figs.DEFAULT_RATE_SPAN_S) -> dict[str, str]:  # fmt: skip
     """The figures of one endpoint (`model`, `engine` ALL) or of one of its engines."""
-    now = figs.now(store, figs.Scope(model, engine), rate_span_s=recent_s,
-                      latency_span_s=LATENCY_S)  # fmt: skip
+    now = figs.now(store, figs.Scope(model, engine), rate_span_s=rate_span_s,
+                   latency_span_s=figs.LATENCY_SPAN_S)  # fmt: skip
     return {
         "run": fmt.num(now.running) + cap_text(cap),
         "wait": fmt.num(now.waiting),
@@ -102,8 +97,9 @@ def cells(store: Store, cap: figs.Cap | None, model: str = ALL, engine: str = AL
     }
 
 
-def engine_rows(store: Store, cap: figs.Cap | None,
-                recent_s: float = RECENT_S) -> tuple[EngineRow, ...]:  # fmt: skip
+def engine_rows(
+    store: Store, cap: figs.Cap | None, rate_span_s: float = figs.DEFAULT_RATE_SPAN_S
+) -> tuple[EngineRow, ...]:
     """A sub-row per engine when there are several (one engine is the endpoint's own row)."""
     pairs = store.engines()
     if len(pairs) < 2:
@@ -114,7 +110,7 @@ def engine_rows(store: Store, cap: figs.Cap | None,
         name = f"engine {engine or '–'}"
         if len(models) > 1:
             name = f"{model.rsplit('/', 1)[-1]} · {name}"
-        out.append(EngineRow(name, cells(store, cap, model, engine, recent_s)))
+        out.append(EngineRow(name, cells(store, cap, model, engine, rate_span_s)))
     return tuple(out)
 
 
@@ -127,7 +123,7 @@ def watched(store: Store) -> float:
 
 
 def row(view: EndpointView, findings: Sequence[Finding] | None, status: ConnectionStatus,
-        recent_s: float = RECENT_S, quickest_s: float = 0.0) -> Row:  # fmt: skip
+        rate_span_s: float = figs.DEFAULT_RATE_SPAN_S, quickest_s: float = 0.0) -> Row:  # fmt: skip
     s = view.store
     cap = figs.cap(view.knobs)
     firing = [f for f in order(findings or ()) if f.state == "firing"]
@@ -146,8 +142,8 @@ def row(view: EndpointView, findings: Sequence[Finding] | None, status: Connecti
         verdict, sev = f"judging {seen:.0f} of {quickest_s:.0f} s", Severity.OK
     else:
         verdict, sev = "OK", Severity.OK
-    return Row(s.endpoint, short_url(s.endpoint), up, cells(s, cap, recent_s=recent_s),
-               verdict, sev, engine_rows(s, cap, recent_s),
+    return Row(s.endpoint, short_url(s.endpoint), up, cells(s, cap, rate_span_s=rate_span_s),
+               verdict, sev, engine_rows(s, cap, rate_span_s),
                likely=up and cause is not None)  # fmt: skip
 
 

@@ -66,9 +66,6 @@ PANELS: tuple[PanelSpec, ...] = (
 
 BY_ID = {p.id: p for p in PANELS}
 
-RECENT_S = figures.LATENCY_S
-"""The span of "current" latency percentiles."""
-
 
 @dataclass(frozen=True, slots=True)
 class View:
@@ -91,8 +88,9 @@ class View:
         return figures.Scope(self.model, self.engine)
 
     @property
-    def recent_s(self) -> float:
-        return recent_span(self.interval_s)
+    def rate_span_s(self) -> float:
+        """The span of a "current" rate at this view's poll interval (`figures.rate_span`)."""
+        return figures.rate_span(self.interval_s)
 
     @property
     def window_label(self) -> str:
@@ -103,9 +101,6 @@ class View:
         if held >= self.window_s - self.interval_s:
             return durations.exact(self.window_s)
         return durations.exact(max(1.0, round(held)))
-
-
-recent_span = figures.rate_span
 
 
 @dataclass(frozen=True, slots=True)
@@ -141,9 +136,10 @@ def read(spec: PanelSpec, v: View) -> Reading:
                     lvl = max(lvl, level("running_of_cap", last / cap.value, v.thresholds))
         return Reading(value, lvl)
     if spec.kind == "rate":
-        now = figures.rate(s, k, v.recent_s)
+        now = figures.rate(s, k, v.rate_span_s)
         return Reading(fmt.num(now), level(spec.signal, now, v.thresholds))
-    recent = figures.latency(s, k, min(RECENT_S, v.window_s))  # one delta for both percentiles
+    # One histogram delta for both percentiles.
+    recent = figures.latency(s, k, min(figures.LATENCY_SPAN_S, v.window_s))
     p50, p99 = recent.p50, recent.p99
     return Reading(
         f"p50 {fmt.seconds(p50)} p99 {fmt.seconds(p99)}", level(spec.signal, p99, v.thresholds)

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from vtop.model import ACCRUING, Finding, Severity
-from vtop.triage.engine import HOLD_BACK_S, NOT_ENOUGH_DATA
+from vtop.triage.engine import HOLD_BACK_S
 
 LineKind = Literal["firing", "action", "likely", "pending", "suppressed", "insufficient", "ok",
                    "error", "info"]  # fmt: skip
@@ -94,7 +94,7 @@ def waits_for(finding: Finding) -> str:
     """What an accruing finding still needs: `8 of 15 s`, or `7 of 20 finished requests`."""
     if finding.state == "pending" and finding.needs_s is not None:
         return held_of(finding)
-    return finding.summary.removeprefix(NOT_ENOUGH_DATA) or held_of(finding)
+    return ", ".join(finding.missing) or held_of(finding)
 
 
 def likely(findings: Sequence[Finding] | None) -> Finding | None:

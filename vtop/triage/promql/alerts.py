@@ -23,9 +23,10 @@ from typing import Any
 
 from vtop import durations
 from vtop.model import Severity
+from vtop.sources.promql import quote
 from vtop.triage.engine import MIN_DECISIVE_POLLS
 from vtop.triage.promql.conditions import Translator, has_clear
-from vtop.triage.promql.terms import NotExpressible, Options, quoted
+from vtop.triage.promql.terms import NotExpressible, Options
 from vtop.triage.schema import Rule
 
 
@@ -91,8 +92,7 @@ def _rule(rule: Rule, o: Options) -> list[dict[str, Any]]:
     expr = tr.cond(rule.when, active=False)
     if has_clear(rule.when):
         state = (
-            f"ALERTS{{alertname={quoted(name)}, vtop_rule={quoted(rule.id)}, "
-            f"severity={quoted(sev)}}}"
+            f"ALERTS{{alertname={quote(name)}, vtop_rule={quote(rule.id)}, severity={quote(sev)}}}"
         )
         expr = f"{expr}\nor\n(\n{tr.cond(rule.when, active=True)}\nand on ({tr.by}) {state}\n)"
     fast = _decisive(rule, tr)

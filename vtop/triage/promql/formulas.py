@@ -15,10 +15,12 @@ from __future__ import annotations
 
 import ast
 
+from vtop import knobs
+from vtop.sources.promql import quote
 from vtop.triage.derived import CONTEXT_WINDOW_S, KNOBS
 from vtop.triage.expr import FUNCTIONS, Expr
 from vtop.triage.promql.measures import MeasureTranslator
-from vtop.triage.promql.terms import PROMQL_OP, Fragment, NotExpressible, literal, quoted
+from vtop.triage.promql.terms import PROMQL_OP, Fragment, NotExpressible, literal
 from vtop.triage.recommend import bounded
 from vtop.triage.schema import KnobIs, Measure, Op, Operand, RecSpec
 
@@ -61,7 +63,8 @@ class FormulaTranslator(MeasureTranslator):
             )
         if name == "kv_fit":
             per = self._name("tokens_per_seq").text
-            return Fragment(f"(0.9 * {self.knob('kv_capacity_tokens')} / {per})", "vector")
+            cap = self.knob("kv_capacity_tokens")
+            return Fragment(f"({knobs.KV_WALL:g} * {cap} / {per})", "vector")
         if name == "uptime_s":
             return Fragment(f"(time() - max by ({self.by}) (process_start_time_seconds))", "vector")
         raise NotExpressible(f"no PromQL for {name!r}")
@@ -73,7 +76,7 @@ class FormulaTranslator(MeasureTranslator):
                 return Fragment(str(v), "bool", v)
             if isinstance(v, int | float):
                 return Fragment(literal(float(v)), "scalar", float(v))
-            return Fragment(quoted(str(v)), "string", str(v))
+            return Fragment(quote(str(v)), "string", str(v))
         if isinstance(node, ast.Name):
             return self._name(node.id)
         if isinstance(node, ast.UnaryOp):

@@ -4,8 +4,9 @@ The translation is split by what it translates (measures, formulas, conditions, 
 files); what they all speak is kept here, below them, so none of them imports a sibling for a
 number format or an operator table: the options the caller gives, `NotExpressible` (the one
 typed error a translation raises: why a rule, or part of one, has no PromQL equivalent), the
-comparison operators, how numbers and strings are written, and `Fragment`, the typed piece of PromQL
-the formula translator folds and combines.
+comparison operators, how numbers are written (strings: `vtop.sources.promql.quote`, vtop's one
+PromQL quoter), and `Fragment`, the typed piece of PromQL the formula translator folds and
+combines.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from vtop.model import KnobValue
+from vtop.knobs import KnobValue
 
 PROMQL_OP = {
     "above": ">",
@@ -54,11 +55,6 @@ def literal(x: float) -> str:
     if math.isfinite(x) and x == int(x) and abs(x) < 1e15:
         return str(int(x))
     return repr(float(x))
-
-
-def quoted(text: str) -> str:
-    """A PromQL string literal (label values, alert names)."""
-    return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
 # -- typed PromQL fragments ---------------------------------------------------------------------
