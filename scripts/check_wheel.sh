@@ -2,7 +2,9 @@
 # The wheel as users get it: built from this checkout, installed with pip into a fresh venv
 # (its dependencies pinned by constraints.txt), and run from a folder outside the checkout, so
 # nothing can come from the source tree: the entry point, the packaged rules (vtop/_rules),
-# their tests (vtop/_rule_tests), the report schema, the completion scripts.
+# their tests (vtop/_rule_tests), the report schema, the example traces (vtop/_traces), the
+# completion scripts; and a newcomer's first mistakes (a malformed URL, a dead port) are one
+# line and exit 3 at once.
 # scripts/test.sh runs this; it also runs alone: ./scripts/check_wheel.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -17,6 +19,11 @@ quiet() {  # run pip without its notes on index locations it cannot read (noise 
     { "$@" 2>&1 1>&3 | { grep -v '^WARNING: Location .* is ignored' || true; } >&2; } 3>&1
 }
 fail() { echo "check_wheel: $*" >&2; exit 1; }
+PROBLEMS=()
+problem() {  # a check that failed; the rest still run, and the script fails at the end
+    PROBLEMS+=("$*")
+    echo "check_wheel: FAILED: $*" >&2
+}
 
 step "build the wheel"
 quiet "$PY" -m pip wheel -q --disable-pip-version-check --no-deps -w "$WORK/dist" "$ROOT"
@@ -26,14 +33,17 @@ echo "$(basename "$WHEEL")"
 import sys, zipfile
 names = set(zipfile.ZipFile(sys.argv[1]).namelist())
 need = ["vtop/_rules/memory-ceiling.yaml", "vtop/_rule_tests/memory-ceiling.test.yaml",
-        "vtop/report/report-schema.json", "vtop/ui/vtop.tcss"]
+        "vtop/report/report-schema.json", "vtop/ui/vtop.tcss", "vtop/_traces/memory-ceiling.vtrace"]
 missing = [n for n in need if n not in names]
 missing += [] if any(n.endswith(".dist-info/licenses/LICENSE") for n in names) else ["LICENSE"]
-stray = sorted(n for n in names if n.startswith(("tests/", "docs/", "rules/"))
-               or (n.startswith("vtop/_rule_tests/") and n.endswith(".py")))
+stray = sorted(n for n in names if n.startswith(("tests/", "docs/", "rules/", "traces/"))
+               or (n.startswith("vtop/_rule_tests/") and n.endswith(".py"))
+               or (n.startswith("vtop/_traces/") and not n.endswith(".vtrace")))
 if missing or stray:
     sys.exit(f"wheel contents: missing {missing}, stray {stray}")
-print(f"{len(names)} files: rules, rule tests, schema, LICENSE in; no tests or sources outside vtop/")
+traces = sum(n.startswith("vtop/_traces/") for n in names)
+print(f"{len(names)} files: rules, rule tests, schema, {traces} traces, LICENSE in; "
+      "no tests or sources outside vtop/")
 EOF
 
 step "install it in a fresh venv"
@@ -86,4 +96,56 @@ for shell in bash zsh fish; do
 done
 bash -n vtop.bash
 
+step "vtop --help lists every sub-command"
+for command in sim rules trace whatif completion; do  # listed, or in `vtop COMMAND …` examples
+    grep -Eq -- "([Ss]ub-?commands?:.*[ ,]|^ +|vtop )$command([ ,.:]|\$)" help.txt \
+        || problem "vtop --help does not list the sub-command $command"
+done
+
+step "vtop --replay memory-ceiling --report (a shipped trace, by name)"
+rc=0
+"$VTOP" --replay memory-ceiling --report > report.txt 2> report.err || rc=$?
+head -1 report.txt | cut -c1-100
+[ "$rc" = 2 ] || problem "vtop --replay memory-ceiling --report exited $rc, not 2 (CRITICAL): $(head -c 300 report.err)"
+grep -q '^vtop report: CRITICAL (memory-ceiling' report.txt \
+    || problem "vtop --replay memory-ceiling --report does not give the memory-ceiling verdict"
+
+step "vtop trace list"
+rc=0
+"$VTOP" trace list > list.txt 2> list.err || rc=$?
+head -3 list.txt
+[ "$rc" = 0 ] || problem "vtop trace list exited $rc: $(head -c 300 list.err)"
+grep -q '^memory-ceiling ' list.txt || problem "vtop trace list does not list memory-ceiling"
+wide=$(awk 'length($0) > 80' list.txt | wc -l)
+[ "$wide" = 0 ] || problem "vtop trace list has $wide lines over 80 columns"
+
+# One line on stderr, exit 3 (UNKNOWN), in under 5 s: what a newcomer's typo or a server not
+# yet up must get, not a traceback or a wait for the whole report window.
+one_line_unknown() {  # one_line_unknown ARGS…
+    local rc=0 t0 t1 took lines
+    t0=$(date +%s.%N)
+    timeout 60 "$VTOP" "$@" > quick.out 2> quick.err || rc=$?
+    t1=$(date +%s.%N)
+    took=$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.2f", b - a }')
+    lines=$(wc -l < quick.err)
+    echo "vtop $*: exit $rc after $took s, $lines line(s) on stderr: $(head -c 200 quick.err)"
+    if [ "$rc" = 124 ]; then
+        problem "vtop $*: still running after 60 s (killed), not one line and exit 3"
+    elif [ "$rc" != 3 ]; then
+        problem "vtop $*: exit $rc, not 3"
+    fi
+    [ "$lines" = 1 ] || problem "vtop $*: $lines lines on stderr, not one"
+    awk -v t="$took" 'BEGIN { exit !(t < 5) }' || problem "vtop $*: took $took s, not under 5 s"
+}
+
+step "a malformed URL: one line, exit 3, at once"
+one_line_unknown --url 'http://[::1' --once
+
+step "a dead port: one line, exit 3, at once"
+one_line_unknown --url http://127.0.0.1:18999 --report
+
 step "the installed wheel works"
+if [ ${#PROBLEMS[@]} -gt 0 ]; then
+    printf 'check_wheel: %s\n' "${PROBLEMS[@]}" >&2
+    fail "${#PROBLEMS[@]} check(s) failed"
+fi

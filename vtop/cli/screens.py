@@ -114,8 +114,8 @@ def replay_screen_wanted(args: argparse.Namespace) -> bool:
 
 def run_replay_tui(args: argparse.Namespace, exits: Exits) -> int:
     """The replay (or training) screen; Textual is imported only here."""
+    from vtop.cli import shipped_traces as shipped
     from vtop.sources.replay import ReplaySource
-    from vtop.trace import shipped
     from vtop.trace.reader import TraceError, TraceReader
 
     if args.url or args.demo:

@@ -39,7 +39,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from vtop import durations, fmt, knobs
-from vtop.cli import connection_args, ranges
+from vtop.cli import connection_args, ranges, shipped_traces
 from vtop.cli.exits import EXIT_INTERRUPTED, EXIT_OK, EXIT_UNKNOWN, EXIT_USAGE
 from vtop.cli.output import fail, say, warning, write_stdout
 from vtop.cli.sources import UsageError, make_source
@@ -529,7 +529,7 @@ def main(argv: Sequence[str]) -> int:
         if args.url is not None:
             observed = watch_live(args.url, duration_s, interval_s, args)
         else:
-            observed = read_trace(args.replay)
+            observed = read_trace(shipped_traces.resolve(args.replay))
     except UsageError as exc:
         return fail(str(exc), EXIT_USAGE)
     except (TraceError, WatchError) as exc:
