@@ -98,7 +98,7 @@ bash -n vtop.bash
 
 step "vtop --help lists every sub-command"
 for command in sim rules trace whatif completion; do  # listed, or in `vtop COMMAND …` examples
-    grep -Eq -- "([Ss]ub-?commands?:.*[ ,]|^ +|vtop )$command([ ,.:]|\$)" help.txt \
+    grep -Eq -- "([Ss]ub-?commands?:.*[ ,]|^ *|vtop )$command([ ,.:]|\$)" help.txt \
         || problem "vtop --help does not list the sub-command $command"
 done
 
@@ -119,10 +119,12 @@ grep -q '^memory-ceiling ' list.txt || problem "vtop trace list does not list me
 wide=$(awk 'length($0) > 80' list.txt | wc -l)
 [ "$wide" = 0 ] || problem "vtop trace list has $wide lines over 80 columns"
 
-# One line on stderr, exit 3 (UNKNOWN), in under 5 s: what a newcomer's typo or a server not
-# yet up must get, not a traceback or a wait for the whole report window.
-one_line_unknown() {  # one_line_unknown ARGS…
-    local rc=0 t0 t1 took lines
+# One line on stderr, the documented exit, in under 5 s: what a newcomer's typo (a usage error,
+# 2) or a server not yet up (UNKNOWN, 3) must get, not a traceback or a wait for the whole
+# report window.
+one_line_exit() {  # one_line_exit CODE ARGS…
+    local want=$1 rc=0 t0 t1 took lines
+    shift
     t0=$(date +%s.%N)
     timeout 60 "$VTOP" "$@" > quick.out 2> quick.err || rc=$?
     t1=$(date +%s.%N)
@@ -130,19 +132,19 @@ one_line_unknown() {  # one_line_unknown ARGS…
     lines=$(wc -l < quick.err)
     echo "vtop $*: exit $rc after $took s, $lines line(s) on stderr: $(head -c 200 quick.err)"
     if [ "$rc" = 124 ]; then
-        problem "vtop $*: still running after 60 s (killed), not one line and exit 3"
-    elif [ "$rc" != 3 ]; then
-        problem "vtop $*: exit $rc, not 3"
+        problem "vtop $*: still running after 60 s (killed), not one line and exit $want"
+    elif [ "$rc" != "$want" ]; then
+        problem "vtop $*: exit $rc, not $want"
     fi
     [ "$lines" = 1 ] || problem "vtop $*: $lines lines on stderr, not one"
     awk -v t="$took" 'BEGIN { exit !(t < 5) }' || problem "vtop $*: took $took s, not under 5 s"
 }
 
-step "a malformed URL: one line, exit 3, at once"
-one_line_unknown --url 'http://[::1' --once
+step "a malformed URL: one line, exit 2 (usage), at once"
+one_line_exit 2 --url 'http://[::1' --once
 
 step "a dead port: one line, exit 3, at once"
-one_line_unknown --url http://127.0.0.1:18999 --report
+one_line_exit 3 --url http://127.0.0.1:18999 --report
 
 step "the installed wheel works"
 if [ ${#PROBLEMS[@]} -gt 0 ]; then

@@ -33,6 +33,8 @@ BAD = {
     "unclosed IPv6": f"http://u:{PASSWORD}@[::1",
     "no IPv6 in brackets": f"http://u:{PASSWORD}@[zz]:8000/",
     "a password with a slash": f"http://u:{PASSWORD}/x@127.0.0.1:8000/",
+    "text after an IPv6 address": f"http://u:{PASSWORD}@[::1]x",  # urlsplit's yes, httpx's no
+    "a control character": f"http://u:{PASSWORD}@127.0.0.1:8000/\x7f",
 }
 PAGE = b'vllm:num_requests_running{engine="0",model_name="m"} 3\n'
 
@@ -90,6 +92,10 @@ def test_the_message_says_what_is_wrong_with_the_password_hidden() -> None:
     assert check_url(BAD["bad host"]) == "URL 'http://a..b:8000/' has a bad host name"
     assert check_url(BAD["bad scheme"]) == "URL 'ftp://127.0.0.1:8000/' is not http:// or https://"
     assert check_url("http://[::1]:8000") is None
+    assert check_url(BAD["text after an IPv6 address"]) == "URL 'http://***@[::1]x' has a bad port"
+    assert check_url(BAD["a control character"]) == (
+        "URL 'http://***@127.0.0.1:8000/\\x7f' contains a control character"  # repr's escape
+    )
     assert redact_url(f"u:{PASSWORD}@host:99999?key=v") == "***@host:99999?key=…"
 
 
@@ -101,7 +107,8 @@ def test_an_unreachable_url_with_credentials_is_reported_without_them(
     assert vtop_main(["--url", url, "--report", "--duration", "1"]) == 3
     out, err = capsys.readouterr()
     assert PASSWORD not in out + err
-    assert f"cannot connect to http://127.0.0.1:{port}/metrics: connection refused" in err
+    assert f"cannot connect to http://127.0.0.1:{port}/metrics: connection refused" in out
+    assert err == f"vtop: nothing listens at http://127.0.0.1:{port}: connection refused\n"
 
 
 def vtop(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:

@@ -15,6 +15,7 @@ typed errors; they never import this package. Its modules:
     connection_args.py   how to reach a server (--header, --ca-cert), the knobs it hides
     exits.py       the exit codes, and `Exits`        usage.py     one-line usage errors
     output.py      `vtop: …` on stderr, documents on stdout; actions.py  --version, --schema
+    examples.py    the `examples:` that ends every --help, by parser (`OneLineParser`)
 
 What tests and benches reach for is re-exported here.
 """

@@ -86,7 +86,7 @@ def command_tree() -> argparse.ArgumentParser:
                 action.choices = list(DIALECTS)
             elif action.metavar == "DIR":
                 action.complete = shtab.DIRECTORY  # type: ignore[attr-defined]
-            elif action.metavar in ("FILE", "PATH"):
+            elif action.metavar in ("FILE", "PATH", "FILE_OR_DIR"):
                 action.complete = shtab.FILE  # type: ignore[attr-defined]
     return root
 

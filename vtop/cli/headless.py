@@ -10,7 +10,10 @@ Textual: a report or a recording in a script, a cron job or CI never loads the T
 Signals: SIGINT, SIGTERM and SIGHUP (an SSH session dropping) end a live report early (it covers
 what was watched) and close a recording cleanly, footer included. Errors a user can fix are one
 line on stderr: exit 3 (UNKNOWN) when nothing could be read; a usage error, or a report that
-cannot be written, exits 2, or 3 under --report (vtop/cli/exits.py says why).
+cannot be written, exits 2, or 3 under --report (vtop/cli/exits.py says why). A live report
+whose targets refuse every connection from the start ends after `STARTUP_S` (nothing listens:
+a wrong port, a server not started) instead of polling a closed port for its whole window;
+`--wait-for` gives a server being started that long to come up (`vtop.report.run.Startup`).
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ from typing import Any
 
 from vtop import durations
 from vtop.cli import outfile, ranges
+from vtop.cli import shipped_traces as shipped
 from vtop.cli.actions import SchemaAction
 from vtop.cli.exits import EXIT_FAILED, EXIT_OK, EXIT_UNKNOWN, Exits
 from vtop.cli.output import fail, say, warning, write_stdout
@@ -32,6 +36,7 @@ from vtop.cli.sources import recorded_sources
 from vtop.model import Frame
 from vtop.report import FORMATS, render
 from vtop.report.document import Document
+from vtop.report.run import STARTUP_S, Startup
 from vtop.sources.base import FrameSource, Simulated, simulated
 from vtop.trace import TraceError, TraceReader, TraceWriteError
 from vtop.trace.recorder import Recorder
@@ -50,7 +55,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="record every poll to FILE: beside the dashboard on a terminal; without a "
         "screen where there is none, or with --headless, --duration or --report",
     )
-    group.add_argument("--replay", metavar="FILE", help="replay a recorded trace")
+    group.add_argument(
+        "--replay",
+        metavar="FILE",
+        help="replay a recorded trace: a file, or a shipped one by name (vtop trace list)",
+    )
     group.add_argument(
         "--train",
         action="store_true",
@@ -77,6 +86,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
             "how long to watch: 30s, 5m, 1h30m (report default 30 s, 5 min of "
             "simulated time with --demo, which runs it flat out; a recording "
             "runs until stopped)",
+            ranges.WATCH,
+        ),
+    )
+    group.add_argument(
+        "--wait-for",
+        metavar="TIME",
+        type=ranges.WATCH,
+        help=ranges.ranged(
+            "with --report on a live server: wait this long for it to answer (a server just "
+            "started) before the report's --duration begins; without it a report on a port "
+            f"where nothing listens ends after {STARTUP_S:g} s, exit 3",
             ranges.WATCH,
         ),
     )
@@ -142,7 +162,17 @@ def _stopping() -> Iterator[threading.Event]:
             signal.signal(signum, old)
 
 
-def _emit(doc: Document, args: argparse.Namespace, exits: Exits) -> int:
+def wait_for_problem(args: argparse.Namespace) -> str | None:
+    """--wait-for where nothing would wait: it holds a live report's window, nothing else."""
+    if args.wait_for is None:
+        return None
+    if not args.report or args.demo or args.replay or args.once:
+        return "--wait-for goes with --report on a live server (--url, --targets, --discover)"
+    return None
+
+
+def _emit(doc: Document, args: argparse.Namespace, exits: Exits,
+          startup: Startup | None = None) -> int:  # fmt: skip
     text = render(doc, args.report_format)
     if args.output:
         problem = outfile.write(args.output, text)  # whole or not at all: the old file stays
@@ -152,6 +182,10 @@ def _emit(doc: Document, args: argparse.Namespace, exits: Exits) -> int:
         write_stdout(text)
     # Nothing could be read: one line on stderr too. A warning still being judged is no error:
     # the report says what it waits for (`no verdict yet: …`).
+    # A report that gave up on targets where nothing listens says that, and nothing else.
+    if startup is not None and startup.gave_up:
+        say(startup.line)
+        return EXIT_UNKNOWN
     undecided = any(f["state"] in ("pending", "insufficient") for f in doc["findings"])
     if doc["status"] == "UNKNOWN" and not undecided:
         say(f"UNKNOWN: {doc['reason']}")
@@ -199,7 +233,13 @@ def run(args: argparse.Namespace, source: FrameSource | None, names: list[str],
         return _closing(source, fail(f"--duration: {exc}", exits.usage))
     if duration is not None and duration <= 0:
         return _closing(source, fail("--duration must be positive", exits.usage))
-    problem = _usage_problem(args) or _output_problem(args)
+    problem = _usage_problem(args) or wait_for_problem(args)
+    if problem is None and args.replay:
+        try:  # a shipped trace's name becomes its file before -o is compared with it
+            args.replay = shipped.resolve(args.replay)
+        except TraceError as exc:
+            return _closing(source, fail(str(exc), EXIT_UNKNOWN))
+    problem = problem or _output_problem(args)
     if problem is not None:
         return _closing(source, fail(problem, exits.usage))
     if args.train:
@@ -274,6 +314,13 @@ def _demo(
     return _emit(doc, args, exits)
 
 
+def _wait_s(wait_for: str | None, window: float) -> float:
+    """How long a report waits for targets that refuse every connection: `--wait-for` (its
+    range checked by the parser), else `STARTUP_S`, or the window itself if that is shorter
+    (a report asked for 1 s does not wait 3)."""
+    return durations.parse(wait_for) if wait_for else min(STARTUP_S, window)
+
+
 async def _report_live(
     args: argparse.Namespace,
     source: FrameSource,
@@ -288,19 +335,22 @@ async def _report_live(
     stop = asyncio.Event()
     _signals(stop)
     on_frame = recorder.feed if recorder is not None else None
+    window = duration or DEFAULT_REPORT_S
+    startup = Startup(_wait_s(args.wait_for, window))
     try:
         doc = await live_document(
             source,
             name=" ".join(urls),
             interval_s=args.interval,
-            duration_s=duration or DEFAULT_REPORT_S,
+            duration_s=window,
             on_frame=on_frame,
             stop=stop,
             engine=engine,
+            startup=startup,
         )
     finally:
         await source.aclose()
-    return _emit(doc, args, exits)
+    return _emit(doc, args, exits, startup)
 
 
 async def _record(

@@ -26,6 +26,7 @@ import json
 from vtop import __version__, untrusted
 from vtop.cli import connection_args, headless, prometheus_args, ranges, targets_args
 from vtop.cli.actions import VersionAction
+from vtop.cli.dispatch import COMMANDS
 from vtop.cli.exits import EXIT_OK, EXIT_UNKNOWN, EXIT_USAGE, Exits
 from vtop.cli.output import fail
 from vtop.cli.screens import (
@@ -44,12 +45,16 @@ from vtop.sources.sim import DEFAULT_SCENARIO
 from vtop.triage.engine import Engine
 
 
+def _description() -> str:
+    """The help's first lines, the sub-commands named from the dispatcher's table (`COMMANDS`),
+    so a new command cannot be runnable and missing from `vtop --help` (as `whatif` was)."""
+    return (f"Monitor and triage vLLM servers. Sub-commands: {', '.join(COMMANDS)} "
+            "(vtop COMMAND --help).")  # fmt: skip
+
+
 def build_parser(exit_code: int = EXIT_USAGE) -> argparse.ArgumentParser:
     """The monitor's arguments; a usage error is one line and exits `exit_code`."""
-    parser = OneLineParser(
-        prog="vtop",
-        description="Monitor and triage vLLM servers. Sub-commands: sim, rules, trace, completion.",
-    )
+    parser = OneLineParser(prog="vtop", description=_description())
     parser.add_argument("--version", action=VersionAction)
     src = parser.add_argument_group("what to watch")
     src.add_argument(
@@ -154,6 +159,9 @@ def run_monitor(args: argparse.Namespace, exits: Exits) -> int:
     if args.headless and not args.record:
         return fail("--headless goes with --record FILE (it records without the dashboard)",
                     exits.usage)  # fmt: skip
+    problem = headless.wait_for_problem(args)
+    if problem is not None:
+        return fail(problem, exits.usage)
     if args.once and (args.report or args.record or args.replay):
         return fail("--once prints one snapshot of a live or simulated server; it does not go "
                     "with --report, --record or --replay", exits.usage)  # fmt: skip

@@ -27,6 +27,10 @@ from vtop.triage.loader import check, load_catalog, load_paths
 from vtop.triage.ruletest import TestFileError, run_file, test_files
 from vtop.triage.schema import Rule
 
+PATHS = "FILE_OR_DIR"
+"""What `check` and `test` take: the name says a folder will do (`vtop completion` completes
+files and folders for it)."""
+
 
 def build_parser() -> argparse.ArgumentParser:
     """`vtop rules` and its commands (`export` with its own parser: help, completion)."""
@@ -38,11 +42,17 @@ def build_parser() -> argparse.ArgumentParser:
     ls.add_argument("--no-user", action="store_true",
                     help="ignore $XDG_CONFIG_HOME/vtop/rules")  # fmt: skip
     ck = sub.add_parser("check", help="validate rule files (default: the whole catalog)")
-    ck.add_argument("paths", nargs="*", type=Path, metavar="PATH")
+    ck.add_argument("paths", nargs="*", type=Path, metavar=PATHS,
+                    help="a rule file (*.yaml), or a folder whose *.yaml files are read (not "
+                    "its sub-folders), one or more; none: the whole catalog, yours "
+                    "included")  # fmt: skip
     ts = sub.add_parser(
         "test", help="run rule tests (*.test.yaml; default: the shipped rules' tests)"
     )
-    ts.add_argument("paths", nargs="*", type=Path, metavar="PATH")
+    ts.add_argument("paths", nargs="*", type=Path, metavar=PATHS,
+                    help="a rule test file (*.test.yaml), or a folder whose *.test.yaml files "
+                    "are run (not its sub-folders), one or more; none: the shipped rules' "
+                    "tests")  # fmt: skip
     ts.add_argument("-q", "--quiet", action="store_true", help="print failures only")
     sub.add_parser("export", help="write the rules as Prometheus alerting rules "
                    "(or Alertmanager inhibit rules)")  # fmt: skip

@@ -112,8 +112,16 @@ def describe(out: TextIO) -> None:
     for sc in SCENARIOS.values():
         rule = sc.rule or "(none: baseline)"
         out.write(f"{sc.name}  -> rule {rule}\n  {sc.title}\n")
-        out.write(textwrap.fill(sc.cause, width=96, initial_indent="  ", subsequent_indent="  "))
+        out.write(_fill(sc.cause))
         out.write(f"\n  symptom: {sc.symptom}\n\n")
+
+
+def _fill(text: str) -> str:
+    """A scenario's prose at 96 columns, indented. Lines break at spaces only: textwrap's
+    default breaks after a hyphen, which cut `--api-server-count` into `--api-` and
+    `server-count`, a flag no one can copy."""
+    return textwrap.fill(text, width=96, initial_indent="  ", subsequent_indent="  ",
+                         break_on_hyphens=False, break_long_words=False)  # fmt: skip
 
 
 def _error(msg: str) -> int:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 from typing import NoReturn
 
+from vtop.cli import examples
 from vtop.cli.exits import EXIT_USAGE
 
 
@@ -19,9 +20,14 @@ class OneLineParser(argparse.ArgumentParser):
     """An `ArgumentParser` whose errors are one line naming the argument, and `exit_code`.
 
     Sub-parsers made from it (`add_subparsers`) are of this class too; set their `exit_code`.
+    Its help ends with the command's examples, looked up by `prog`.
     """
 
     exit_code: int = EXIT_USAGE
+
+    def format_help(self) -> str:
+        """argparse's help, then this command's `examples:` (`vtop.cli.examples`)."""
+        return super().format_help() + examples.section(self.prog)
 
     def error(self, message: str) -> NoReturn:
         text = " ".join(message.split())

@@ -28,11 +28,14 @@ HIDDEN = "***"
 
 
 def _split(url: str) -> SplitResult | None:
-    """`urlsplit` with every part checked (the port, a bracketed host), or None."""
+    """`urlsplit` with every part checked (the port, a bracketed host), or None; also None
+    for what httpx, which sends the requests, cannot read (`http://[::1]x`, whose `x` urlsplit
+    would drop from the URL shown)."""
     try:
         parts = urlsplit(url)
         parts.port  # noqa: B018 - raises on a bad port
-    except ValueError:
+        httpx.URL(url)
+    except (ValueError, httpx.InvalidURL):
         return None
     return parts
 
@@ -61,7 +64,46 @@ def check_url(url: str) -> str | None:
         return f"URL {shown!r} has port 0"
     if not _host_ok(host):
         return f"URL {shown!r} has a bad host name"
+    return _httpx_problem(text, shown)
+
+
+def _httpx_problem(text: str, shown: str) -> str | None:
+    """What httpx, which sends the requests, rejects that `urlsplit` lets through
+    (`http://[::1]x`, a control character): worded here, never httpx's own words, which may
+    quote the credentials."""
+    try:
+        httpx.URL(text)
+    except httpx.InvalidURL as exc:
+        reason = str(exc)
+        if "port" in reason:
+            return f"URL {shown!r} has a bad port"
+        if "IPv6" in reason:
+            return f"URL {shown!r} has a bad IPv6 address (write it as http://[::1]:8000)"
+        if "non-printable" in reason:
+            return f"URL {shown!r} contains a control character"
+        return f"URL {shown!r} is not a URL vtop can read"
     return None
+
+
+VLLM_PORT = 8000
+"""The port `vllm serve` listens on when not told otherwise."""
+
+
+def port_hint(url: str) -> str:
+    """For a URL that names no port (`localhost`, read as port 80): a note that says so and
+    gives vLLM's default instead, to add to "connection refused"; "" when a port was given.
+
+    Port 80 is what a URL without one means, and a server behind a proxy may well be there,
+    so vtop keeps that meaning; but a newcomer who types `--url localhost` means vLLM's 8000,
+    and a refusal is where the two part."""
+    parts = _split(url if "://" in url else "http://" + url)
+    if parts is None or parts.port is not None or not parts.hostname:
+        return ""
+    host = f"[{parts.hostname}]" if ":" in parts.hostname else parts.hostname
+    https = parts.scheme.lower() == "https"
+    default, example = (443, f"https://{host}") if https else (80, host)
+    return (f" (no port given, so port {default}; vLLM listens on {VLLM_PORT} by default: "
+            f"--url {example}:{VLLM_PORT})")  # fmt: skip
 
 
 def _host_ok(host: str) -> bool:

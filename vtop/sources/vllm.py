@@ -46,7 +46,7 @@ from vtop.signals.extract import PageReader, clean_label
 from vtop.signals.parser import ParseError
 from vtop.sources import netconfig, redirects
 from vtop.sources.transport import OneOriginTransport
-from vtop.sources.urls import base_url, redact_url, split_credentials, with_path
+from vtop.sources.urls import base_url, port_hint, redact_url, split_credentials, with_path
 
 DEFAULT_MAX_BYTES = 16 * 1024 * 1024
 API_KEY_ENV = "VTOP_API_KEY"
@@ -166,6 +166,24 @@ class ScrapeError(Exception):
         self.refused = refused
 
 
+CANNOT_CONNECT = "cannot connect to "
+REFUSED = "connection refused"
+UNKNOWN_HOST = "unknown host"
+
+
+def no_answer(error: str | None) -> str | None:
+    """Why a scrape's error says nothing can answer there: `connection refused` (nothing
+    listens at that port) or `unknown host` (the name does not resolve); None for any other
+    error (a timeout, an HTTP error: something is there).
+
+    A `Frame` carries each scrape's error as the line the scraper wrote, not the scraper's
+    `refused` flag, so whoever reads frames (a report deciding that nobody is there) tells
+    these by that line, which is written here and only here."""
+    if error is None or not error.startswith(CANNOT_CONNECT):
+        return None
+    return next((why for why in (REFUSED, UNKNOWN_HOST) if f": {why}" in error), None)
+
+
 _HINTS = {
     401: "needs credentials: set VTOP_API_KEY or --header 'Authorization: …'",
     403: "credentials refused: check VTOP_API_KEY or the --header values",
@@ -264,8 +282,10 @@ class VllmScraper:
             raise ScrapeError(f"no answer from {where}{self._via} within {timeout:g} s") from None
         except httpx.ConnectError as exc:
             reason = error_reason(exc)
-            raise ScrapeError(f"cannot connect to {where}{self._via}: {reason}",
-                              refused=reason == "connection refused") from None  # fmt: skip
+            refused = reason == REFUSED
+            hint = port_hint(self.base) if refused and not self._via else ""
+            raise ScrapeError(f"{CANNOT_CONNECT}{where}{self._via}: {reason}{hint}",
+                              refused=refused) from None  # fmt: skip
         except httpx.DecodingError:
             raise ScrapeError(f"{where} sent a body that does not decode (bad gzip?)") from None
         except httpx.HTTPError as exc:
@@ -361,7 +381,7 @@ def error_reason(exc: BaseException) -> str:
     text = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
     text = untrusted.clean(text, 200)  # a protocol error may quote what the server sent
     if "Errno 111" in text or "Connection refused" in text:
-        return "connection refused"
+        return REFUSED
     if "Name or service not known" in text or "Errno -2" in text or "Errno -3" in text:
-        return "unknown host"
+        return UNKNOWN_HOST
     return text
