@@ -68,8 +68,9 @@ phase "python dependencies" pip_install
 #   tmux: vtop in a real terminal (tests/hardening)
 #   zsh, fish: the generated completion scripts (tests/unit/test_completion.py)
 #   prometheus, promtool: a real Prometheus (tests/integration/test_prometheus*.py)
+#   man: the manual page as `man vtop` shows it (tests/unit/test_manpage.py, check_wheel.sh)
 declare -A PACKAGE=([chromium]=chromium [openssl]=openssl [tmux]=tmux [zsh]=zsh [fish]=fish
-                    [prometheus]=prometheus [promtool]=prometheus)
+                    [prometheus]=prometheus [promtool]=prometheus [man]=man-db)
 missing_tools() {
     local tool
     for tool in "${!PACKAGE[@]}"; do
