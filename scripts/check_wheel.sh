@@ -3,8 +3,8 @@
 # (its dependencies pinned by constraints.txt), and run from a folder outside the checkout, so
 # nothing can come from the source tree: the entry point, the packaged rules (vtop/_rules),
 # their tests (vtop/_rule_tests), the report schema, the example traces (vtop/_traces), the
-# completion scripts; and a newcomer's first mistakes (a malformed URL, a dead port) are one
-# line and exit 3 at once.
+# completion scripts, the manual page (`man vtop`, share/man/man1/vtop.1); and a newcomer's
+# first mistakes (a malformed URL, a dead port) are one line and exit 3 at once.
 # scripts/test.sh runs this; it also runs alone: ./scripts/check_wheel.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -36,13 +36,14 @@ need = ["vtop/_rules/memory-ceiling.yaml", "vtop/_rule_tests/memory-ceiling.test
         "vtop/report/report-schema.json", "vtop/ui/vtop.tcss", "vtop/_traces/memory-ceiling.vtrace"]
 missing = [n for n in need if n not in names]
 missing += [] if any(n.endswith(".dist-info/licenses/LICENSE") for n in names) else ["LICENSE"]
+missing += [] if any(n.endswith(".data/data/share/man/man1/vtop.1") for n in names) else ["man"]
 stray = sorted(n for n in names if n.startswith(("tests/", "docs/", "rules/", "traces/"))
                or (n.startswith("vtop/_rule_tests/") and n.endswith(".py"))
                or (n.startswith("vtop/_traces/") and not n.endswith(".vtrace")))
 if missing or stray:
     sys.exit(f"wheel contents: missing {missing}, stray {stray}")
 traces = sum(n.startswith("vtop/_traces/") for n in names)
-print(f"{len(names)} files: rules, rule tests, schema, {traces} traces, LICENSE in; "
+print(f"{len(names)} files: rules, rule tests, schema, {traces} traces, man page, LICENSE in; "
       "no tests or sources outside vtop/")
 EOF
 
@@ -102,6 +103,32 @@ for command in sim rules trace whatif completion; do  # listed, or in `vtop COMM
         || problem "vtop --help does not list the sub-command $command"
 done
 
+# `man vtop` as a user gets it: no MANPATH, the venv's bin on PATH, from which man-db derives
+# <venv>/share/man, where pip put the wheel's page (pyproject's shared-data).
+step "man vtop: the installed page, found from PATH, at 80 columns, names every sub-command"
+if [ ! -f "$WORK/venv/share/man/man1/vtop.1" ]; then
+    problem "the wheel installed no share/man/man1/vtop.1"
+elif ! command -v man >/dev/null; then
+    problem "man is not installed (Debian package man-db; scripts/test.sh installs it)"
+else
+    man_vtop() {
+        env -u MANPATH PATH="$WORK/venv/bin:$PATH" MANWIDTH=80 MANPAGER=cat LC_ALL=C.UTF-8 man "$@"
+    }
+    found=$(man_vtop -w vtop 2>&1) || true
+    [ "$found" = "$WORK/venv/share/man/man1/vtop.1" ] \
+        || problem "man -w vtop finds '$found', not the venv's page"
+    man_vtop vtop > man.txt 2> man.err || problem "man vtop failed: $(head -c 300 man.err)"
+    echo "$(head -1 man.txt | tr -s ' '): $(wc -l < man.txt) lines"
+    commands=$("$WORK/venv/bin/python" -c 'from vtop.cli.dispatch import COMMANDS; print(*COMMANDS)')
+    for command in $commands; do
+        grep -q "^VTOP ${command^^}\$" man.txt || problem "man vtop has no section for vtop $command"
+        grep -Eq "^ +vtop $command( |\$)" man.txt || problem "man vtop's SYNOPSIS lacks vtop $command"
+    done
+    wide=$(awk 'length($0) > 80' man.txt | wc -l)
+    [ "$wide" = 0 ] || problem "man vtop has $wide lines over 80 columns"
+    ! grep -n '\\f[BIR]\|\\-' man.txt || problem "man vtop shows roff escapes"
+fi
+
 step "vtop --replay memory-ceiling --report (a shipped trace, by name)"
 rc=0
 "$VTOP" --replay memory-ceiling --report > report.txt 2> report.err || rc=$?
@@ -140,7 +167,8 @@ one_line_exit() {  # one_line_exit CODE ARGS…
     awk -v t="$took" 'BEGIN { exit !(t < 5) }' || problem "vtop $*: took $took s, not under 5 s"
 }
 
-step "a malformed URL: one line, exit 2 (usage), at once"
+step "a malformed URL: one line, at once; exit 3 under --report, as monitoring plugins do, else 2"
+one_line_exit 3 --url 'http://[::1' --report
 one_line_exit 2 --url 'http://[::1' --once
 
 step "a dead port: one line, exit 3, at once"

@@ -45,6 +45,9 @@ class ExitCode(IntEnum):
     """The terminal went away under a screen: 128 + SIGHUP, as a hangup ends a process."""
     INTERRUPTED = 130
     """Ctrl-C: 128 + SIGINT, as a shell reports a process ended by it."""
+    PIPE = 141
+    """The reader of stdout went away (`vtop rules list | head -1`): 128 + SIGPIPE, what a
+    shell reports for a tool SIGPIPE ended (`git log | head`); nothing is said."""
 
 
 VERDICTS: tuple[Verdict, ...] = get_args(Verdict)

@@ -96,6 +96,8 @@ def broken(draw: st.DrawFn, name: str) -> Any:
             parent[key]  # still there?
         except (KeyError, IndexError, TypeError):
             continue
+        if not isinstance(parent, dict | list):
+            continue  # an earlier edit put a string here: indexing reads it, nothing edits it
         edit = draw(st.sampled_from(["replace", "replace", "drop", "repeat"]))
         if edit == "replace":
             parent[key] = draw(JSON)

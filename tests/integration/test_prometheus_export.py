@@ -149,7 +149,7 @@ def test_bad_export_arguments_are_one_line(tmp_path: Path) -> None:
     bad.write_text("127.0.0.1:1 max_num_seqs=x\n")
     r = vtop("rules", "export", "--targets", str(bad))
     assert (r.returncode, r.stderr) == (
-        2, f"vtop rules export: {bad}:1: 'max_num_seqs' must be a whole number, got 'x'\n")  # fmt: skip
+        2, f"vtop rules export: {bad}:1: max_num_seqs=x: expected a whole number from 1 to 1048576\n")  # fmt: skip
 
 
 # -- the same scenario, vtop's engine and a real Prometheus -------------------------------------

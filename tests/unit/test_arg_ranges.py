@@ -227,7 +227,8 @@ def test_whatif_says_in_one_line_when_the_servers_own_max_model_len_outgrows_its
         str(ROOT / "tests" / "fixtures" / "real-regimes" / "budget4.vtrace")
     )
     knobs["max_model_len"] = Knob("max_model_len", 10_000_000, "process", "its command line")
-    code = whatif.run((store, knobs, gpu), 300.0, [{"max_num_seqs": 8}], whatif.Bounds(), "text")
+    code = whatif.run((store, knobs, gpu), 300.0, [{"max_num_seqs": 8}], whatif.Bounds(), "text",
+                      source={"kind": "replay", "name": "budget4.vtrace"})  # fmt: skip
     assert code == 3
     err = capsys.readouterr().err
     assert err.startswith("vtop: no prediction: the twin failed (ValueError: ")

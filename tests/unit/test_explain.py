@@ -18,31 +18,40 @@ from tests.ui.scripted import sim_frames
 from vtop.model import Finding, Frame
 from vtop.report import render
 from vtop.report.collect import Collector
-from vtop.triage.explain import explain
+from vtop.triage.explain import RULE_MAX, RULE_MIN, explain
 from vtop.ui import detail
 
 BUDGET = (
     "min(min(ceil_to(demand_p95, 8), floor_to(known(kv_fit, 2 * max_num_seqs), 8), "
-    "max_num_batched_tokens), 4096)"
-)  # budget-too-small's max_num_seqs, with its max: 4096 bound as the finding shows it
+    f"max_num_batched_tokens), {RULE_MAX})"
+)  # budget-too-small's max_num_seqs, with its max: 4096 bound named as recommend names it
 
 
 def test_each_step_is_said_with_its_numbers() -> None:
     names = {"demand_p95": 97.0, "kv_fit": 156.4, "max_num_seqs": 64,
-             "max_num_batched_tokens": 2048}  # fmt: skip
+             "max_num_batched_tokens": 2048, RULE_MAX: 4096}  # fmt: skip
     assert explain(BUDGET, names) == (
         "demand p95 (running + waiting) = 97 → rounded up to a multiple of 8: 104; "
         "sequences the KV pool fits at 90% = 156.4 → rounded down to a multiple of 8: 152; "
-        "the smallest of 104, 152, max_num_batched_tokens 2048 and 4096: 104"
+        "the smallest of 104, 152, max_num_batched_tokens 2048 and the rule's maximum 4096: 104"
     )
 
 
 def test_an_unknown_input_says_what_stood_in_for_it() -> None:
     names = {"demand_p95": 97.0, "kv_fit": None, "max_num_seqs": 64,
-             "max_num_batched_tokens": 2048}  # fmt: skip
+             "max_num_batched_tokens": 2048, RULE_MAX: 4096}  # fmt: skip
     said = explain(BUDGET, names)
     assert "2 × max_num_seqs 64 = 128 (sequences the KV pool fits at 90% unknown)" in said
-    assert said.endswith("the smallest of 104, 128, max_num_batched_tokens 2048 and 4096: 104")
+    assert said.endswith(
+        "the smallest of 104, 128, max_num_batched_tokens 2048 and the rule's maximum 4096: 104"
+    )
+
+
+def test_a_named_bound_that_does_not_bind_is_quiet_and_one_that_binds_says_what_it_is() -> None:
+    quiet = explain(f"max(ceil_to(demand_p95, 8), {RULE_MIN})", {"demand_p95": 97.0, RULE_MIN: 1})
+    assert quiet == "demand p95 (running + waiting) = 97 → rounded up to a multiple of 8: 104"
+    binds = explain(f"min(ceil_to(demand_p95, 8), {RULE_MAX})", {"demand_p95": 97.0, RULE_MAX: 64})
+    assert binds.endswith("the smallest of 104 and the rule's maximum 64: 64")
 
 
 def test_a_rule_value_is_explained_first_under_its_label_and_a_bound_that_does_not_bind_is_quiet(
@@ -114,11 +123,13 @@ def test_every_report_format_says_it_in_words_and_the_json_keeps_the_formula() -
         recs["kv_cache_dtype"]["formula"] == "'fp8'" and recs["kv_cache_dtype"]["explanation"] == ""
     )
     flag = seqs["flag"]
-    for fmt in ("text", "markdown", "html"):
+    # The flag once, then why: the engine argument (max_num_seqs=104) beside it said it again.
+    # HTML is held to the flag and the words only, until its view drops the argument too.
+    once = {"text": "", "markdown": "", "html": r"(?: / \S*max_num_seqs=\d+\S*)?"}
+    for fmt, beside in once.items():
         out = " ".join(html.unescape(re.sub("<[^>]+>", "", render(doc, fmt))).split())
-        assert re.search(
-            re.escape(flag) + r"\S* / \S*max_num_seqs=\d+\S* \(down from 256; ", out
-        ), fmt
+        assert re.search(re.escape(flag) + r"\S*" + beside + r" \(down from 256; ", out), fmt
+        assert fmt == "html" or seqs["engine_arg"] not in out, fmt
         assert WORDS.search(out), fmt
         assert "floor_to(" not in out and "'fp8'" not in out, fmt
     assert json.loads(render(doc, "json"))["findings"] == doc["findings"]

@@ -13,9 +13,12 @@ import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
+import jsonschema
 import pytest
 
+from vtop import __version__
 from vtop.cli.dispatch import main as vtop_main
 from vtop.cli.exits import EXIT_OK, EXIT_UNKNOWN, EXIT_USAGE
 from vtop.cli.whatif import configurations
@@ -54,6 +57,38 @@ def test_the_json_gives_each_figure_now_after_and_its_band(
     assert gen["after"] > 1.5 * gen["now"]  # four seats to sixteen for sixteen clients
     waiting = prediction["predicted"]["waiting"]
     assert waiting["after"] < waiting["now"]
+
+
+REPORT_SCHEMA = json.loads(
+    (Path(__file__).resolve().parents[2] / "docs" / "report-schema.json").read_text()
+)
+
+
+def about(doc: dict[str, Any]) -> dict[str, Any]:
+    """The document's head, held to the report schema's own definitions of the three fields:
+    the same shape as a report's JSON, so one consumer reads both."""
+    head = {k: doc[k] for k in ("vtop", "source", "window")}
+    for name, value in head.items():
+        jsonschema.validate(value, REPORT_SCHEMA["properties"][name])
+    return head
+
+
+def test_the_json_says_which_vtop_which_source_and_which_window_as_a_report_does(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    code = vtop_main(["whatif", "--replay", str(TRACE), "--window", "30s", "--set",
+                      "max_num_seqs=16", "--format", "json"])  # fmt: skip
+    doc = json.loads(capsys.readouterr().out)
+    assert code == EXIT_OK
+    head = about(doc)
+    assert list(doc)[:3] == ["vtop", "source", "window"]  # first, as in a report
+    assert head["vtop"] == __version__
+    assert head["source"] == {"kind": "replay", "name": "budget4.vtrace"}
+    window = head["window"]
+    assert 25 <= window["duration_s"] <= 30 and 20 <= window["polls"] <= 31  # its last 30 s
+    assert window["end_t"] - window["start_t"] == window["duration_s"]
+    assert window["from"] < window["to"] and window["from"].endswith("Z")
+    assert window["evaluations"] == 0 and window["step_s"] is None  # no rules ran
 
 
 def test_knob_values_are_typed_and_bad_ones_named() -> None:
@@ -173,6 +208,8 @@ def test_a_live_watch_predicts_from_the_servers_own_page(
     assert code == EXIT_OK
     assert captured.err == f"vtop: watching {server} for 4 s to fit the twin…\n"
     doc = json.loads(captured.out)
+    assert about(doc)["source"] == {"kind": "live", "name": server}
+    assert doc["window"]["polls"] >= 8
     assert doc["observed"]["generation_tokens_per_s"] > 0
     assert doc["observed"]["running"] > 10  # the 16 seats held full
     assert doc["twin_today"]["generation_tokens_per_s"] > 0

@@ -31,6 +31,8 @@ EXIT_FAILED = ExitCode.FAILED
 rule files with errors, failing rule tests."""
 EXIT_INTERRUPTED = ExitCode.INTERRUPTED
 """Ctrl-C, as a shell reports a process ended by SIGINT (128 + 2)."""
+EXIT_PIPE = ExitCode.PIPE
+"""stdout's reader went away, as a shell reports a process ended by SIGPIPE (128 + 13)."""
 
 
 def report_requested(argv: Sequence[str]) -> bool:

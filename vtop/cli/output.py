@@ -4,8 +4,10 @@ Every message a user can act on is one line on stderr with the `vtop:` prefix; d
 report, `trace info`, `--once`'s JSON) go to stdout. Both outlive a reader that went away:
 `vtop trace info F | head` closes the pipe, and a terminal that hung up (the window or the SSH
 session closed) answers writes with EIO. Nobody is left to read then, so the text is dropped
-and the stream sent to /dev/null, and the run ends as cleanly as it would have, not with a
-traceback and a failure status.
+and the stream sent to /dev/null (`to_devnull`), and the run ends as cleanly as it would have,
+not with a traceback and a failure status. A document written in pieces (`print` in `rules
+list`, `sim --list`, training) meets the closed pipe as a `BrokenPipeError` wherever it is;
+`vtop.cli.dispatch.main` catches that once for every command (`reader_gone`: exit 141).
 
 Both are also the last net for text from outside (`vtop.untrusted`): a message is one clean
 line, and a document keeps its newlines and tabs and loses every other control and bidi
@@ -19,9 +21,11 @@ import contextlib
 import errno
 import os
 import sys
-from typing import NoReturn
+from typing import NoReturn, TextIO
 
 from vtop import untrusted
+from vtop.cli.exits import EXIT_PIPE
+from vtop.exits import ExitCode
 
 
 def say(message: str) -> None:
@@ -29,7 +33,7 @@ def say(message: str) -> None:
     try:
         print(f"vtop: {untrusted.clean(message, None)}", file=sys.stderr, flush=True)
     except OSError:
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stderr.fileno())
+        to_devnull(sys.stderr)
 
 
 def warning(message: str) -> None:
@@ -62,7 +66,27 @@ def write_stdout(text: str) -> None:
     except OSError as exc:
         if not isinstance(exc, BrokenPipeError) and exc.errno != errno.EIO:
             raise
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        to_devnull(sys.stdout)
+
+
+def to_devnull(stream: TextIO) -> None:
+    """Point `stream`'s file descriptor at /dev/null: nobody reads it any more, and what is
+    still buffered, or written later (the interpreter flushes at exit), must go somewhere
+    without raising again (Python's advice for SIGPIPE, in the `signal` module's docs)."""
+    with contextlib.suppress(OSError, ValueError):  # a stream already closed, or no fd
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        try:
+            os.dup2(devnull, stream.fileno())
+        finally:
+            os.close(devnull)
+
+
+def reader_gone() -> ExitCode:
+    """The reader of stdout went away under a command (`vtop rules list | head -1`): stdout
+    to /dev/null, nothing said, and the exit status a shell gives a tool that SIGPIPE ended
+    (`git log | head`), as `hard_exit` ends the process."""
+    to_devnull(sys.stdout)
+    return EXIT_PIPE
 
 
 def hard_exit(code: int) -> NoReturn:

@@ -19,7 +19,9 @@ today's knobs, and the twin after each change (`--set`s are one configuration to
 reason instead of predictions; a family of figures it finds off (occupancy, latency) prints
 "–" in the after rows and a line saying why. `--format json` writes the same as one document
 (each predicted figure as {now, after, low, high}, the issue's shape; each withheld one under
-`withheld` with its reason).
+`withheld` with its reason), headed as a report's JSON is, by the same code
+(`vtop.report.build`): the `vtop` that made it, its `source` and the `window` the twin was
+fitted over, so a prediction kept beside a report says what it is of.
 
 `--max-itl-ms` / `--max-ttft-s` with `--sweep` mark the best row: the highest predicted
 generated tokens/s among the rows whose predicted ITL p50 / TTFT p90 stay within the bounds. A
@@ -34,11 +36,11 @@ import contextlib
 import json
 import math
 import signal
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from vtop import durations, fmt, knobs
+from vtop import __version__, durations, fmt, knobs
 from vtop.cli import connection_args, ranges, shipped_traces
 from vtop.cli.exits import EXIT_INTERRUPTED, EXIT_OK, EXIT_UNKNOWN, EXIT_USAGE
 from vtop.cli.output import fail, say, warning, write_stdout
@@ -47,13 +49,14 @@ from vtop.cli.usage import OneLineParser
 from vtop.knobs import KnobValue
 from vtop.model import Frame, Knob
 from vtop.monitor import EndpointView, Monitor
-from vtop.report.build import families_doc
+from vtop.report.build import families_doc, source_doc, window_doc
 from vtop.report.collect import twin_failed
+from vtop.report.document import SourceDoc
 from vtop.report.run import watch
 from vtop.signals.store import Store
 from vtop.sources.base import FrameSource, watching
 from vtop.sources.pacing import WARM_INTERVAL_S, WARM_UP_S
-from vtop.trace.reader import TraceError, TraceReader
+from vtop.trace.reader import TraceError, TraceReader, shown_name
 from vtop.whatif.predict import (
     FAMILIES,
     FIGURES,
@@ -61,7 +64,8 @@ from vtop.whatif.predict import (
     LABELS,
     Prediction,
     WhatIf,
-    prepare,
+    observe,
+    prepare_from,
 )
 
 COLUMNS = (
@@ -326,14 +330,18 @@ def table(whatif: WhatIf, predictions: list[Prediction], bounds: Bounds | None =
 
 
 def document(
-    whatif: WhatIf, predictions: list[Prediction], bounds: Bounds | None = None
-) -> dict[str, Any]:
-    """The JSON form: observed, twin today, the check (each family's verdict), each
-    configuration's figures and what is withheld, and the best configuration under the bounds
-    (null when none qualifies or none were given)."""
+    whatif: WhatIf, predictions: list[Prediction], bounds: Bounds | None = None, *,
+    about: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:  # fmt: skip
+    """The JSON form: what it is of first (`about`: the vtop, the source and the window the
+    twin was fitted over, as a report's JSON says them, `about_doc`), then observed, twin
+    today, the check (each family's verdict), each configuration's figures and what is
+    withheld, and the best configuration under the bounds (null when none qualifies or none
+    were given)."""
     check = whatif.check
     chosen = best(predictions, bounds) if bounds is not None and bounds.given else None
     return {
+        **(about or {}),
         "observed": check.observed,
         "twin_today": check.twin,
         "prediction_check": {
@@ -480,12 +488,24 @@ def watch_live(url: str, duration_s: float, interval_s: float,
     return view.store, dict(view.knobs), _gpu_name(monitor, view)
 
 
+def about_doc(source: SourceDoc, store: Store, window_s: float) -> dict[str, Any]:
+    """What a what-if is of, in the report's words and shapes (`vtop.report.build`): the vtop
+    that made it, the source read, and the window of it the twin was fitted over (its polls;
+    no rules run here, so no evaluations)."""
+    fitted = store.times(window_s)
+    window = window_doc(fitted[0] if fitted else None, fitted[-1] if fitted else None,
+                        len(fitted))  # fmt: skip
+    return {"vtop": __version__, "source": source, "window": window}
+
+
 def run(
     observed: Observed,
     window_s: float,
     configs: Sequence[dict[str, KnobValue]],
     bounds: Bounds,
     form: str,
+    *,
+    source: SourceDoc,
 ) -> int:
     """Fit the twin to what was observed over the window (at most what was read), predict each
     configuration, and print the table or the document: one path for a trace and a watch."""
@@ -493,7 +513,8 @@ def run(
     times = store.times()
     window_s = min(window_s, times[-1] - times[0])
     try:
-        whatif = prepare(store, window_s, knobs, gpu_name=gpu)
+        seen = observe(store, window_s, knobs, gpu_name=gpu)
+        whatif = prepare_from(seen)
     except Exception as exc:  # the server's own knobs the twin cannot start with, as a report
         return fail(f"no prediction: {twin_failed(exc)}", EXIT_UNKNOWN)  # says it
     try:
@@ -501,7 +522,8 @@ def run(
     except ValueError as exc:  # knobs the twin cannot start with (a KV pool too small)
         return fail(str(exc), EXIT_USAGE)
     if form == "json":
-        write_stdout(json.dumps(document(whatif, predictions, bounds), indent=2) + "\n")
+        doc = document(whatif, predictions, bounds, about=about_doc(source, store, seen.window_s))
+        write_stdout(json.dumps(doc, indent=2) + "\n")
     else:
         write_stdout(table(whatif, predictions, bounds))
     return EXIT_OK
@@ -528,13 +550,16 @@ def main(argv: Sequence[str]) -> int:
     try:
         if args.url is not None:
             observed = watch_live(args.url, duration_s, interval_s, args)
+            source = source_doc("live", observed[0].endpoint)
         else:
-            observed = read_trace(shipped_traces.resolve(args.replay))
+            path = shipped_traces.resolve(args.replay)
+            observed = read_trace(path)
+            source = source_doc("replay", shown_name(path))
     except UsageError as exc:
         return fail(str(exc), EXIT_USAGE)
     except (TraceError, WatchError) as exc:
         return fail(str(exc), EXIT_UNKNOWN)
     try:
-        return run(observed, window_s, configs, bounds, args.format)
+        return run(observed, window_s, configs, bounds, args.format, source=source)
     except KeyboardInterrupt:  # Ctrl-C while the twin runs: nothing to print, no traceback
         return EXIT_INTERRUPTED

@@ -17,6 +17,7 @@ import time
 from collections.abc import Mapping
 from dataclasses import replace
 
+from vtop import knobs
 from vtop.knobs import KnobValue
 from vtop.model import Frame, Knob
 from vtop.signals.extract import PageReader
@@ -37,10 +38,15 @@ def sim_url(scenario: str, index: int = 0) -> str:
 
 
 def twin_knobs(twin: Twin) -> dict[str, Knob]:
-    """The twin's configuration as discovery would read it from its command line."""
-    detail = "simulated server's command line"
-    knobs: Mapping[str, KnobValue] = twin.knobs
-    return {name: Knob(name, value, "process", detail) for name, value in knobs.items()}
+    """The twin's configuration as discovery would read it from its command line, each knob's
+    detail naming the flag it came from (`simulated server's --max-num-seqs`), as a real
+    server's names its pid and flag: the provenance, `process`, already says "its command
+    line", and every view prints the two side by side."""
+    values: Mapping[str, KnobValue] = twin.knobs
+    return {
+        name: Knob(name, value, "process", f"simulated server's {knobs.flag_argv(name, value)[0]}")
+        for name, value in values.items()
+    }
 
 
 class SimSource:

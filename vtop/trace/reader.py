@@ -93,12 +93,18 @@ class Poll:
         return self.decoder.samples
 
 
+def shown_name(path: str | os.PathLike[str]) -> str:
+    """The name a trace goes by in what vtop prints (a reader's warnings, a document's
+    source): its file's name, made inert, since a stranger may have named it."""
+    return untrusted.clean(os.path.basename(os.fspath(path)), 200)
+
+
 class TraceReader:
     """A trace opened for reading. Use as a context manager or call `close()`."""
 
     def __init__(self, path: str | os.PathLike[str], *, warn: Warn | None = None) -> None:
         self.path = os.fspath(path)
-        self.name = untrusted.clean(os.path.basename(self.path), 200)  # a stranger named it
+        self.name = shown_name(self.path)
         self._warn = warn
         self.warning: str | None = None
         """The damage the reader met first (it says it once, to `warn` where one was given)."""

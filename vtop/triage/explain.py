@@ -4,7 +4,10 @@
 but asks the reader to evaluate it. `explain` walks the same tree the safe evaluator runs
 (`vtop.triage.expr`), evaluates every sub-expression over the same names, and says what each
 step did: "demand p95 = 97 → rounded up to a multiple of 8: 104; sequences the KV pool fits at
-90% = 156 → rounded down to a multiple of 8: 152; the smallest of 104, 152 and 4096: 104".
+90% = 156 → rounded down to a multiple of 8: 152; the smallest of 104, 152 and the rule's
+maximum 4096: 104". A bare number would leave the reader to guess what it is, so a
+recommendation's constant bounds (its `min:` and `max:`) come here named (`BOUNDS`), and read
+as what they are.
 
 It is one mechanism for every rule: functions and operators have fixed wording here, names
 read as their labels (a knob as its own name, a rule value's `label`, a context value's below,
@@ -31,6 +34,12 @@ CONTEXT_LABELS = {
     "uptime_s": "seconds of history",
 }
 """How the context values read in an explanation (`vtop.triage.derived.CONTEXT`)."""
+RULE_MIN = "_rule_min"
+RULE_MAX = "_rule_max"
+BOUNDS = {RULE_MIN: "the rule's minimum", RULE_MAX: "the rule's maximum"}
+"""The names `vtop.triage.recommend` gives a recommendation's constant bounds (`min: 1`,
+`max: 4096`), and how they read: "the rule's maximum 4096". Like a constant, a bound that does
+not bind says nothing."""
 
 ROUNDING = {
     "ceil_to": "rounded up to a multiple of {1}",
@@ -144,7 +153,7 @@ class _Explainer:
         if fn in ("min", "max"):
             flat = self.flatten(fn, node)
             terms = [self.term(a, "item") for a in flat]
-            moving = [i for i, a in enumerate(flat) if not isinstance(a, ast.Constant)]
+            moving = [i for i, a in enumerate(flat) if not _fixed(a)]
             if len(moving) == 1 and self.value(flat[moving[0]]) == v:
                 return terms[moving[0]]  # a constant bound that does not bind says nothing
             which = "smallest" if fn == "min" else "largest"
@@ -171,6 +180,11 @@ class _Explainer:
             else:
                 out.append(a)
         return out
+
+
+def _fixed(node: ast.AST) -> bool:
+    """A number the rule wrote: a constant, or a constant bound named for the words."""
+    return isinstance(node, ast.Constant) or (isinstance(node, ast.Name) and node.id in BOUNDS)
 
 
 def _and(terms: list[str]) -> str:
@@ -212,7 +226,8 @@ def explain(formula: str, names: Mapping[str, Value], *,
     def label(name: str) -> str:
         if name in KNOBS:
             return name
-        return given.get(name) or CONTEXT_LABELS.get(name) or name.replace("_", " ")
+        said = given.get(name) or CONTEXT_LABELS.get(name) or BOUNDS.get(name)
+        return said or name.replace("_", " ")
 
     ex = _Explainer(names, label, def_trees)
     last = ex.term(tree)

@@ -24,7 +24,7 @@ from typing import Literal
 from vtop.knobs import KnobValue, format_value
 from vtop.model import Knob, Recommendation
 from vtop.triage.derived import CONTEXT
-from vtop.triage.explain import explain
+from vtop.triage.explain import RULE_MAX, RULE_MIN, explain
 from vtop.triage.expr import Expr, Value
 from vtop.triage.measure import Snapshot
 from vtop.triage.schema import RecSpec, ValueDef
@@ -86,13 +86,27 @@ def _inputs(exprs: list[Expr], values: Mapping[str, Value], defs: Mapping[str, V
 def bounded(formula: str, lo: Expr | None, hi: Expr | None) -> str:
     """The formula with its bounds as a person writes them: `max(…, 1)`, `min(…, 4096)`,
     `clamp(…, lo, hi)` only when both are set (no infinite bounds on display)."""
+    return _bounded(formula, lo.text if lo else None, hi.text if hi else None)
+
+
+def _bounded(formula: str, lo: str | None, hi: str | None) -> str:
     if lo is not None and hi is not None:
-        return f"clamp({formula}, {lo.text}, {hi.text})"
+        return f"clamp({formula}, {lo}, {hi})"
     if hi is not None:
-        return f"min({formula}, {hi.text})"
+        return f"min({formula}, {hi})"
     if lo is not None:
-        return f"max({formula}, {lo.text})"
+        return f"max({formula}, {lo})"
     return formula
+
+
+def _named_bound(bound: Expr | None, name: str, names: dict[str, Value]) -> str | None:
+    """A constant bound as `name`, its value put in `names`, so the words say what the number
+    is ("the rule's maximum 4096", `vtop.triage.explain.BOUNDS`); a bound over knobs or
+    values as written, its own terms say what it is."""
+    if bound is None or bound.names:
+        return bound.text if bound is not None else None
+    names[name] = bound.eval({})
+    return name
 
 
 def steady(rec: Recommendation, previous: KnobValue) -> Recommendation:
@@ -190,7 +204,7 @@ def build(spec: RecSpec, values: Mapping[str, Value], defs: Mapping[str, ValueDe
         said = "; ".join(f"{k.name} = {k.value} ({k.detail or k.provenance})" for k in assumed)
         note = (note + " " if note else "") + f"Assumed, not read from the server: {said}."
     formula = bounded(spec.value.text, spec.minimum, spec.maximum)
-    explanation = _explanation(formula, exprs, values, defs, snap)
+    explanation = _explanation(spec, exprs, values, defs, snap)
     direction = spec.direction
     c, n = _number(cur), _number(new)
     if direction == "set" and c is not None and n is not None:
@@ -200,10 +214,11 @@ def build(spec: RecSpec, values: Mapping[str, Value], defs: Mapping[str, ValueDe
                           confidence=confidence, explanation=explanation)  # fmt: skip
 
 
-def _explanation(formula: str, exprs: list[Expr], values: Mapping[str, Value],
+def _explanation(spec: RecSpec, exprs: list[Expr], values: Mapping[str, Value],
                  defs: Mapping[str, ValueDef], snap: Snapshot) -> str:  # fmt: skip
-    """The formula's arithmetic in words (`vtop.triage.explain`), over the names it and the
-    rule values it reads (through their own expressions) resolve to this evaluation."""
+    """The bounded formula's arithmetic in words (`vtop.triage.explain`), over the names it
+    and the rule values it reads (through their own expressions) resolve to this evaluation,
+    its constant bounds named for what they are."""
     names: dict[str, Value] = {}
     exprs_defs: dict[str, str] = {}
     todo = list(exprs)
@@ -218,4 +233,7 @@ def _explanation(formula: str, exprs: list[Expr], values: Mapping[str, Value],
                 exprs_defs[name] = d.expr.text
                 todo.append(d.expr)
     labels = {name: d.label for name, d in defs.items() if d.label}
+    lo = _named_bound(spec.minimum, RULE_MIN, names)
+    hi = _named_bound(spec.maximum, RULE_MAX, names)
+    formula = _bounded(spec.value.text, lo, hi)
     return explain(formula, names, labels=labels, defs=exprs_defs)
