@@ -45,6 +45,18 @@ class BandDoc(TypedDict):
     high: float
 
 
+class AlternativeDoc(TypedDict):
+    """A configuration the twin's search ran beside the one recommended, and its trade-off."""
+
+    changes: dict[str, KnobValue]
+    flags: str
+    predicted: dict[str, BandDoc]
+    misses: list[str]
+    """The goals it misses, in words ("1.8 preemptions/s"); empty when it meets them."""
+    line: str
+    """The trade-off in words: `--max-num-seqs 12: gen tok/s 408 (+11%), 1.8 preemptions/s`."""
+
+
 RecommendationDoc = TypedDict(
     "RecommendationDoc",
     {
@@ -61,12 +73,14 @@ RecommendationDoc = TypedDict(
         "tradeoff": NotRequired[str],
         "assumed": NotRequired[bool],
         "predicted": NotRequired[dict[str, "BandDoc"]],
+        "alternatives": NotRequired[list["AlternativeDoc"]],
     },
 )
 """A recommendation as `--once` and the report write it (functional: `from` is a keyword);
 every key but `predicted` is always written, those after `flag` are optional in the report's
 schema, which documents began without them; `predicted` is the report's, on a recommendation
-the twin could run (`vtop.whatif.advice`)."""
+the twin could run (`vtop.whatif.advice`), and `alternatives` the other configurations its
+search shows beside the choice (`vtop.whatif.search`)."""
 
 
 def _round(v: float | None, digits: int = 6) -> float | None:

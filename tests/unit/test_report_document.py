@@ -182,6 +182,8 @@ def test_the_document_types_match_the_schema() -> None:
         (document.StatDoc, "stat"),
         (document.BandDoc, "band"),
         (document.PredictionDoc, "prediction"),
+        (document.SearchDoc, "search"),
+        (document.AlternativeDoc, "alternative"),
     ],
 )
 def test_each_record_matches_its_definition(td: type, schema: str) -> None:
@@ -192,7 +194,7 @@ def test_each_record_matches_its_definition(td: type, schema: str) -> None:
 def test_every_definition_has_its_type() -> None:
     """Every record the schema defines is checked above (a new one needs a TypedDict)."""
     typed = {"finding", "recommendation", "endpoint", "signals", "signal", "latency", "knob",
-             "stat", "knobs", "band", "prediction"}  # fmt: skip
+             "stat", "knobs", "band", "prediction", "search", "alternative"}  # fmt: skip
     assert set(SCHEMA["$defs"]) == typed
 
 

@@ -14,19 +14,21 @@ import copy
 import json
 import subprocess
 import sys
+import tomllib
 from pathlib import Path
 from typing import Any
 
 import jsonschema
 import pytest
 
-from vtop.report import render, schema_path
+import vtop.report as report_package
+from vtop.report import SCHEMA_NAME, render, schema_path
 from vtop.report.run import replay_document
 
 ROOT = Path(__file__).resolve().parents[2]
 SCHEMA = json.loads((ROOT / "docs" / "report-schema.json").read_text())
 MAPS = {"knobs", "signals", "latency", "predicted", "changes", "withheld", "observed", "twin",
-        "errors", "families"}  # fmt: skip
+        "errors", "families", "formula"}  # fmt: skip
 """Objects keyed by a name (a knob, a signal, a latency histogram, a predicted figure): open to
 new names, each value held to its record's schema."""
 
@@ -126,3 +128,29 @@ def test_vtop_prints_the_schema_it_ships() -> None:
     assert json.loads(result.stdout) == SCHEMA
     assert schema_path() == ROOT / "docs" / "report-schema.json"  # a checkout reads docs/
     jsonschema.Draft202012Validator.check_schema(json.loads(result.stdout))
+
+
+PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())
+
+
+def test_the_schema_id_is_the_url_the_file_is_published_at() -> None:
+    """`$id` fetches this very file: the raw file on the main branch of the project's
+    repository (pyproject's Homepage), at the path it has in the checkout."""
+    home = PYPROJECT["project"]["urls"]["Homepage"]
+    assert home.startswith("https://github.com/")
+    repo = home.removeprefix("https://github.com/").rstrip("/")
+    path = schema_path().relative_to(ROOT).as_posix()
+    assert SCHEMA["$id"] == f"https://raw.githubusercontent.com/{repo}/main/{path}"
+    assert path == f"docs/{SCHEMA_NAME}"
+
+
+def test_the_wheel_ships_this_file_not_a_second_copy() -> None:
+    """The checkout holds one schema; the wheel maps docs/ into vtop/report/, where
+    `schema_path` looks first: the packaged copy is this file, `$id` and all, and cannot drift
+    (scripts/check_wheel.sh prints it from the installed wheel)."""
+    wheel = PYPROJECT["tool"]["hatch"]["build"]["targets"]["wheel"]
+    assert f"docs/{SCHEMA_NAME}" in wheel["only-include"]
+    assert wheel["sources"]["docs"] == "vtop/report"
+    beside = Path(report_package.__file__).resolve().parent  # where schema_path looks first
+    assert Path(wheel["sources"]["docs"]) == beside.relative_to(ROOT)
+    assert not (ROOT / "vtop" / "report" / SCHEMA_NAME).exists()  # no copy to drift in a checkout

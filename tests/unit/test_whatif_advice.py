@@ -18,7 +18,7 @@ from vtop.signals.store import Store
 from vtop.sim.scenarios import get_scenario
 from vtop.sim.twin import Twin
 from vtop.whatif.advice import MIN_GAIN, Advice, Advisor, advise, twin_changes
-from vtop.whatif.predict import Band, Prediction, WhatIf, prepare
+from vtop.whatif.predict import Band, Prediction, SelfCheck, WhatIf, prepare
 
 WINDOW_S = 240.0
 ROOT = Path(__file__).resolve().parents[2]
@@ -151,10 +151,12 @@ def test_a_twin_that_raises_costs_the_finding_its_prediction_not_the_report(
 
 
 class _Fixed:
-    """A fitted twin that predicts what it is given (for the demotion's wording)."""
+    """A fitted twin that predicts what it is given (for the demotion's wording); its
+    self-check's confidence is low, so the search runs the formula's configuration alone."""
 
     def __init__(self, bands: dict[str, Band]) -> None:
         self.bands = bands
+        self.check = SelfCheck({}, {}, {}, "low", "")
 
     def predict(self, changes: Mapping[str, object]) -> Prediction:
         return Prediction(dict(changes), self.bands, {}, "high")  # type: ignore[arg-type]

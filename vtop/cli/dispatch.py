@@ -15,6 +15,9 @@ monitor's usage code (`Exits`) is made here, once, from the raw arguments.
 An exception nobody expected ends here too: one line on stderr and exit 3 (UNKNOWN), in every
 mode and command. A traceback exits 1, which a `--report` caller reads as WARNING; with
 `VTOP_DEBUG=1` in the environment the exception goes on, traceback and all, for developers.
+A reader of stdout that went away (`vtop rules list | head -1`) is no error: the
+`BrokenPipeError` any command's output meets ends here, once, quietly, as `git log | head`
+ends (`vtop.cli.output.reader_gone`: stdout to /dev/null, exit 141).
 """
 
 from __future__ import annotations
@@ -30,7 +33,7 @@ from types import ModuleType
 from typing import NoReturn
 
 from vtop.cli.exits import EXIT_INTERRUPTED, EXIT_UNKNOWN, Exits
-from vtop.cli.output import hard_exit, internal_error
+from vtop.cli.output import fail, hard_exit, internal_error, reader_gone
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,6 +80,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _main(list(sys.argv[1:] if argv is None else argv))
     except KeyboardInterrupt:
         return EXIT_INTERRUPTED
+    except BrokenPipeError:  # stdout's reader went away (`| head`): quiet, 141
+        return reader_gone()
     except Exception as exc:
         if os.environ.get("VTOP_DEBUG", "") not in ("", "0"):
             raise
@@ -93,8 +98,14 @@ def _main(words: list[str]) -> int:
     command = COMMANDS.get(words[0]) if words else None
     if command is not None:
         return command.run(words[1:])
+    from vtop.cli import config
     from vtop.cli.monitor import build_parser, run_monitor
 
     exits = Exits.for_argv(words)
-    args = build_parser(exits.usage).parse_args(words)
+    parser = build_parser(exits.usage)
+    try:
+        config.apply(parser, words)
+    except config.ConfigError as exc:
+        return fail(str(exc), exits.usage)
+    args = parser.parse_args(words)
     return run_monitor(args, exits)

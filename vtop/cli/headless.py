@@ -31,6 +31,7 @@ from vtop.cli import outfile, ranges
 from vtop.cli import shipped_traces as shipped
 from vtop.cli.actions import SchemaAction
 from vtop.cli.exits import EXIT_FAILED, EXIT_OK, EXIT_UNKNOWN, Exits
+from vtop.cli.goals_args import goals_from
 from vtop.cli.output import fail, say, warning, write_stdout
 from vtop.cli.sources import recorded_sources
 from vtop.model import Frame
@@ -301,6 +302,7 @@ def _demo(
             on_frame=recorder.feed if recorder else None,
             engine=engine,
             stop=stop,
+            goals=goals_from(args),
         )
     if recorder is not None and not args.report:
         recorder.close()
@@ -347,6 +349,7 @@ async def _report_live(
             stop=stop,
             engine=engine,
             startup=startup,
+            goals=goals_from(args),
         )
     finally:
         await source.aclose()
@@ -389,7 +392,8 @@ def _report_replay(args: argparse.Namespace, exits: Exits, engine: Engine | None
         return durations.window(args.from_, args.to, reader.start, reader.end)
 
     try:
-        doc = replay_document(args.replay, resolve=resolve, engine=engine, warn=warning)
+        doc = replay_document(args.replay, resolve=resolve, engine=engine, warn=warning,
+                              goals=goals_from(args))  # fmt: skip
     except TraceError as exc:
         return fail(str(exc), EXIT_UNKNOWN)
     except ValueError as exc:

@@ -24,7 +24,15 @@ import asyncio
 import json
 
 from vtop import __version__, untrusted
-from vtop.cli import connection_args, headless, prometheus_args, ranges, targets_args
+from vtop.cli import (
+    config,
+    connection_args,
+    goals_args,
+    headless,
+    prometheus_args,
+    ranges,
+    targets_args,
+)
 from vtop.cli.actions import VersionAction
 from vtop.cli.dispatch import COMMANDS
 from vtop.cli.exits import EXIT_OK, EXIT_UNKNOWN, EXIT_USAGE, Exits
@@ -98,6 +106,8 @@ def build_parser(exit_code: int = EXIT_USAGE) -> argparse.ArgumentParser:
     )
     knobs = parser.add_argument_group("configuration the server does not expose")
     connection_args.add_knobs(knobs)
+    goals_args.add_goals(parser.add_argument_group("goals of the advice"))
+    config.add_argument(parser.add_argument_group("config file"))
     triage = parser.add_argument_group("triage")
     triage.add_argument(
         "--rules",

@@ -36,7 +36,8 @@ def add_arguments(group: argparse._ArgumentGroup) -> None:
 
 
 def from_args(args: argparse.Namespace, out: TextIO = sys.stderr) -> list[Target]:
-    """Every endpoint the command line names: --url, then --targets files, then --discover.
+    """Every endpoint the command line names: --url, then --targets files, then --discover;
+    when it names none, the config file's `[[endpoint]]`s (`vtop.cli.config`).
 
     Raises `TargetsError` (one line) for a bad file or a discovery that found nothing to add
     to an otherwise empty list. Discovered servers are printed to `out`, one line each.
@@ -56,4 +57,6 @@ def from_args(args: argparse.Namespace, out: TextIO = sys.stderr) -> list[Target
         if not servers:
             print("vtop: --discover found no vLLM server on this host", file=out)
         groups.append(discover(servers))
+    if not groups:  # the command line names no server: the config file's endpoints, if any
+        groups.append(list(getattr(args, "config_endpoints", None) or []))
     return merge(*groups)

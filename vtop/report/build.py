@@ -29,16 +29,22 @@ from vtop.report.document import (
     LatencyDoc,
     PredictionCheckDoc,
     PredictionDoc,
+    SearchDoc,
     SignalDoc,
     SignalsDoc,
+    SourceDoc,
+    SourceKind,
     StatDoc,
     TimelineDoc,
+    WindowDoc,
     severity_name,
 )
 from vtop.report.tracks import Track
 from vtop.report.window import EndpointStats, GpuStats, Stat
-from vtop.whatif.advice import Advice
+from vtop.summary import AlternativeDoc
+from vtop.whatif.advice import Advice, chosen_recommendations
 from vtop.whatif.predict import Band, SelfCheck, WhatIf
+from vtop.whatif.search import Choice, Trial
 
 UNITS = {
     "running": "requests",
@@ -62,6 +68,28 @@ def iso(t: float | None) -> str | None:
     if t is None:
         return None
     return datetime.fromtimestamp(t, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def source_doc(kind: SourceKind, name: str) -> SourceDoc:
+    """What a document was made from: `{"kind": "replay", "name": "memory-ceiling.vtrace"}`
+    (the report's, and `vtop whatif`'s)."""
+    return {"kind": kind, "name": name}
+
+
+def window_doc(t_first: float | None, t_last: float | None, polls: int, *,
+               evaluations: int = 0, step_s: float | None = None) -> WindowDoc:  # fmt: skip
+    """The span a document covers, in both clocks, and how it was read: its polls and the
+    rule evaluations over them (a what-if runs no rules: none, and no step between them)."""
+    return {
+        "from": iso(t_first),
+        "to": iso(t_last),
+        "start_t": t_first,
+        "end_t": t_last,
+        "duration_s": (t_last - t_first) if t_first is not None and t_last else 0.0,
+        "polls": polls,
+        "evaluations": evaluations,
+        "step_s": step_s,
+    }
 
 
 def endpoint_doc(e: EndpointStats, view: EndpointView | None) -> EndpointDoc:
@@ -189,12 +217,15 @@ def finding_doc(track: Track, advice: Advice | None = None) -> FindingDoc:
     what its advice will buy when the twin could predict it."""
     f = track.finding
     suppressed = f.state == "suppressed"
-    recommendations = [summary.recommendation(r) for r in f.recommendations]
+    recommendations = [summary.recommendation(r) for r in chosen_recommendations(f, advice)]
     if advice is not None:
         bands = {name: band_doc(b) for name, b in advice.prediction.figures.items()}
+        others = [alternative_doc(t) for t in advice.choice.alternatives] if advice.choice else []
         for doc in recommendations:
             if bands and doc["knob"] in advice.prediction.changes:
                 doc["predicted"] = bands
+                if others:
+                    doc["alternatives"] = others
     return {
         "rule": f.rule,
         "title": f.title,
@@ -229,10 +260,30 @@ def _sig(v: float) -> float:
     return float(f"{v:.9g}")
 
 
+def alternative_doc(t: Trial) -> AlternativeDoc:
+    """A configuration the search ran beside the one recommended, as data."""
+    bands = {name: band_doc(b) for name, b in t.prediction.figures.items()}
+    return {"changes": dict(t.changes), "flags": t.label(), "predicted": bands,
+            "misses": list(t.misses), "line": t.line()}  # fmt: skip
+
+
+def search_doc(choice: Choice) -> SearchDoc:
+    """How the twin chose the configuration a finding's prediction is of."""
+    return {
+        "goals": choice.goals.describe(),
+        "checked": choice.checked,
+        "moved": choice.moved,
+        "formula": dict(choice.formula.changes),
+        "note": choice.note,
+        "tried": len(choice.trials),
+        "line": choice.line(),
+    }
+
+
 def prediction_doc(advice: Advice) -> PredictionDoc:
     """A finding's predicted effect as data (`vtop.whatif.advice.Advice`)."""
     p = advice.prediction
-    return {
+    doc: PredictionDoc = {
         "changes": dict(p.changes),
         "confidence": p.confidence,
         "reason": p.reason or None,
@@ -243,6 +294,9 @@ def prediction_doc(advice: Advice) -> PredictionDoc:
         "verdict": advice.verdict() or None,
         "withheld": dict(p.withheld),
     }
+    if advice.choice is not None:
+        doc["search"] = search_doc(advice.choice)
+    return doc
 
 
 def families_doc(check: SelfCheck) -> dict[str, CheckFamilyDoc]:

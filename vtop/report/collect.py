@@ -44,9 +44,10 @@ from vtop.report.build import (
     event_doc,
     finding_doc,
     gpu_docs,
-    iso,
+    source_doc,
     timeline_doc,
     undecided_doc,
+    window_doc,
 )
 from vtop.report.document import (
     Document,
@@ -61,6 +62,7 @@ from vtop.report.tracks import Track
 from vtop.report.window import WindowStats
 from vtop.triage.engine import MIN_DECISIVE_POLLS
 from vtop.whatif.advice import Advice, Advisor, Reading, twin_changes, unavailable
+from vtop.whatif.search import Goals
 
 REPORT_VERSION: Final = 1
 FindingsFn = Callable[[Monitor], Iterable[Finding]]
@@ -95,8 +97,11 @@ class Collector:
         expected_s: float | None = None,
         capacity: int = 3600,
         monitor: Monitor | None = None,
+        goals: Goals | None = None,
     ) -> None:
         self.source_kind = source_kind
+        self.goals = goals or Goals()
+        """What the twin's search for each finding's best setting optimises."""
         self.source_name = source_name
         self.monitor = monitor or Monitor(capacity=capacity)
         self.stats = WindowStats(expected_s)
@@ -319,7 +324,6 @@ class Collector:
             endpoint_doc(e, self.monitor.endpoints.get(e.url)) for e in st.endpoints.values()
         ]
         primary = endpoints[0] if endpoints else None
-        duration = (st.t_last - st.t_first) if st.t_first is not None and st.t_last else 0.0
         first_ep = next(iter(st.endpoints.values()), None)
         end = st.t_last
         judging = [undecided_doc(f, end) for f in self.undecided()] if end is not None else []
@@ -331,17 +335,10 @@ class Collector:
             "status": status,
             "exit_code": document_code(status),
             "reason": reason,
-            "source": {"kind": self.source_kind, "name": self.source_name},
-            "window": {
-                "from": iso(st.t_first),
-                "to": iso(st.t_last),
-                "start_t": st.t_first,
-                "end_t": st.t_last,
-                "duration_s": duration,
-                "polls": st.polls,
-                "evaluations": self.evaluations,
-                "step_s": self.step_s,
-            },
+            "source": source_doc(self.source_kind, self.source_name),
+            "window": window_doc(
+                st.t_first, st.t_last, st.polls, evaluations=self.evaluations, step_s=self.step_s
+            ),
             "endpoint": primary["url"] if primary else None,
             "knobs": primary["knobs"] if primary else {},
             "signals": signals,
@@ -360,7 +357,7 @@ class Collector:
     ) -> tuple[dict[tuple[str, str], Advice], PredictionCheckDoc | None]:
         """What the advice of each finding that counts will buy (`vtop.whatif.advice`), and
         the self-check of the twin the first prediction stands on."""
-        advisor = Advisor()
+        advisor = Advisor(self.goals)
         out: dict[tuple[str, str], Advice] = {}
         check: PredictionCheckDoc | None = None
         began = time.monotonic()

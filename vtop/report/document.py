@@ -19,10 +19,11 @@ from typing import Literal, NotRequired, TypedDict, final
 from vtop.exits import Verdict
 from vtop.knobs import KnobValue
 from vtop.model import EventKind, FindingState, Severity
-from vtop.summary import BandDoc, KnobDoc, RecommendationDoc
+from vtop.summary import AlternativeDoc, BandDoc, KnobDoc, RecommendationDoc
 from vtop.whatif.predict import Confidence
 
 __all__ = [
+    "AlternativeDoc",
     "BandDoc",
     "CheckFamilyDoc",
     "Document",
@@ -39,6 +40,7 @@ __all__ = [
     "PredictionCheckDoc",
     "PredictionDoc",
     "RecommendationDoc",
+    "SearchDoc",
     "ServerDoc",
     "SeverityName",
     "SignalDoc",
@@ -156,6 +158,23 @@ class EvidenceDoc(TypedDict):
     value: str
 
 
+class SearchDoc(TypedDict):
+    """The twin's search around the rule's formula (`vtop.whatif.search.Choice`)."""
+
+    goals: str
+    """What "best" meant: `most gen tok/s with no sustained preemption, …`."""
+    checked: bool
+    """Whether the twin could judge the candidates; false: the formula's value stands."""
+    moved: bool
+    """Whether the twin chose another configuration than the formula's."""
+    formula: dict[str, KnobValue]
+    """The configuration the rule's formula gave."""
+    note: str
+    tried: int
+    line: str
+    """How the configuration was chosen and the goals, in words, as the text formats say it."""
+
+
 class PredictionDoc(TypedDict):
     """What the finding's recommendations will buy, run through the twin together."""
 
@@ -174,6 +193,8 @@ class PredictionDoc(TypedDict):
     """Why the advice is demoted: the gain is small, and what limits the server instead."""
     withheld: dict[str, str]
     """Figure -> why it is not predicted."""
+    search: NotRequired[SearchDoc]
+    """How the twin chose the configuration predicted (absent: no search ran)."""
 
 
 class CheckFamilyDoc(TypedDict):

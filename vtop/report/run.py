@@ -37,6 +37,7 @@ from vtop.sources.urls import port_hint
 from vtop.sources.vllm import REFUSED, no_answer
 from vtop.trace.reader import TraceReader, Warn
 from vtop.triage.engine import Engine
+from vtop.whatif.search import Goals
 
 MAX_EVALUATIONS = 2000
 HELD_FRAMES = 10
@@ -193,6 +194,7 @@ async def live_document(
     stop: asyncio.Event | None = None,
     engine: Engine | None = None,
     startup: Startup | None = None,
+    goals: Goals | None = None,
 ) -> Document:
     """Watch a live source for `duration_s` (at least two polls, so rates exist).
 
@@ -201,7 +203,7 @@ async def live_document(
     `startup.gave_up` then says the document covers refusals only)."""
     collector = Collector(
         source_kind="live", source_name=name, findings=findings, expected_s=duration_s,
-        monitor=_monitor(engine),
+        monitor=_monitor(engine), goals=goals,
     )  # fmt: skip
     collector.step_s = interval_s
 
@@ -225,13 +227,14 @@ def simulated_document(
     findings: FindingsFn = monitor_findings,
     engine: Engine | None = None,
     stop: threading.Event | None = None,
+    goals: Goals | None = None,
 ) -> Document:
     """The simulator for `duration_s` of virtual time, as fast as it computes (≥ two polls).
     `stop` (set by Ctrl-C) ends it early with the polls made so far, as it ends a live watch."""
     step = source.interval_s * source.speed
     collector = Collector(
         source_kind="demo", source_name=name, findings=findings, expected_s=duration_s,
-        monitor=_monitor(engine),
+        monitor=_monitor(engine), goals=goals,
     )  # fmt: skip
     collector.step_s = step
     pacer = Pacer(source.interval_s)
@@ -262,6 +265,7 @@ def replay_document(
     max_evaluations: int = MAX_EVALUATIONS,
     resolve: Callable[[TraceReader], tuple[float | None, float | None]] | None = None,
     engine: Engine | None = None,
+    goals: Goals | None = None,
 ) -> Document:
     """Report over a trace (or its [start, end] part). Raises `TraceError` if unreadable.
 
@@ -276,6 +280,7 @@ def replay_document(
         max_evaluations=max_evaluations,
         resolve=resolve,
         engine=engine,
+        goals=goals,
     ).document()
 
 
@@ -299,10 +304,13 @@ def replay_collector(
     max_evaluations: int = MAX_EVALUATIONS,
     resolve: Callable[[TraceReader], tuple[float | None, float | None]] | None = None,
     engine: Engine | None = None,
+    goals: Goals | None = None,
 ) -> Collector:
     """One pass over a trace into a `Collector` (see `replay_document`).
 
-    `engine`: the rules to run (a fresh engine: it keeps state), else the shipped catalog."""
+    `engine`: the rules to run (a fresh engine: it keeps state), else the shipped catalog;
+    `goals`: what the twin's search for each finding's best setting optimises (the sweet spot
+    by default)."""
     with TraceReader(path, warn=warn) as reader:
         if resolve is not None:
             start, end = resolve(reader)
@@ -321,6 +329,7 @@ def replay_collector(
             findings=findings,
             expected_s=span,
             monitor=_monitor(engine),
+            goals=goals,
         )
         step = span / max_evaluations if span else 0.0
         interval = reader.header.interval_s

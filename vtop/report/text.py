@@ -129,11 +129,22 @@ def _recommendation(r: RecommendationDoc) -> str:
 
 
 def _change(r: RecommendationDoc, code: Callable[[str], str] = str) -> str:
-    """The flag and, beside it, the engine argument: `--max-num-seqs 128 / max_num_seqs=128`
-    (`code`: how each is written, a code span in Markdown)."""
-    arg = r.get("engine_arg")
-    flag = code(r["flag"])
-    return f"{flag} / {code(arg)}" if arg else flag
+    """The flag that applies the change, once: `--max-num-seqs 128` (`code`: how it is
+    written, a code span in Markdown). The engine argument beside it (`max_num_seqs=128`)
+    would only say it again; the JSON keeps it (`engine_arg`) for programs."""
+    return code(r["flag"])
+
+
+def search_lines(f: FindingDoc) -> list[tuple[str, str]]:
+    """How the twin chose the configuration predicted (`chosen`, or `unchecked` when it could
+    not judge the candidates) and each alternative beside it (`instead`), as (label, text)."""
+    prediction = f.get("prediction")
+    search = prediction.get("search") if prediction else None
+    if search is None or prediction is None or prediction["confidence"] == "withheld":
+        return []  # the withheld prediction's line already says why nothing was chosen
+    out = [("chosen" if search["checked"] else "unchecked", search["line"])]
+    seen = {a["flags"]: a for r in f["recommendations"] for a in r.get("alternatives", [])}
+    return out + [("instead", a["line"]) for a in seen.values()]
 
 
 def check_line(doc: Document) -> str | None:
@@ -244,6 +255,8 @@ def render_text(doc: Document) -> str:
                 out.extend(_wrap(prediction["line"], "           predicted ", " " * 21))
                 if prediction["verdict"]:
                     out.extend(_wrap(prediction["verdict"], "           but       ", " " * 21))
+                for label, said in search_lines(f):
+                    out.extend(_wrap(said, f"           {label:<10}", " " * 21))
     checked = check_line(doc)
     if checked:
         out.extend(_wrap(checked, "  predicted by ", " " * 16))
@@ -327,7 +340,7 @@ def render_markdown(doc: Document) -> str:
         "",
     ]
     src = doc["source"]
-    out.append("| | |")
+    out.append("| scope | detail |")  # GitHub's Markdown needs a header row: no empty one
     out.append("|---|---|")
     out.append(f"| source | {_md(src['kind'])} {_code(src['name'])} |")
     if doc["window"]["from"]:
@@ -395,6 +408,7 @@ def render_markdown(doc: Document) -> str:
             out.append(f"  - predicted: {_md(prediction['line'])}")
             if prediction["verdict"]:
                 out.append(f"  - but {_md(prediction['verdict'])}")
+            out.extend(f"  - {label}: {_md(said)}" for label, said in search_lines(f))
     checked = check_line(doc)
     if checked:
         out.append("")

@@ -22,11 +22,12 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from typing import Literal
 
 from vtop import fmt
 from vtop.figures import ENDPOINT, Scope
-from vtop.knobs import KnobValue
+from vtop.knobs import KnobValue, format_value
 from vtop.model import Finding, Knob, Recommendation
 from vtop.signals.store import Store
 from vtop.whatif.predict import (
@@ -38,6 +39,7 @@ from vtop.whatif.predict import (
     observe,
     prepare_from,
 )
+from vtop.whatif.search import Choice, Goals, kv_is_wall, search
 
 MIN_GAIN = 0.10
 """Below this predicted improvement on the figure it promises, a recommendation is demoted."""
@@ -105,6 +107,9 @@ class Advice:
     """The predicted improvement on `promised` (0.5: 50 % better); None when not predicted."""
     limit: str = ""
     """What limits the server instead, when the gain is under `MIN_GAIN`."""
+    choice: Choice | None = None
+    """The twin's search around the finding's formula (`vtop.whatif.search`): `prediction` is
+    its chosen configuration's; None when no search ran (the twin could not start)."""
 
     @property
     def demoted(self) -> bool:
@@ -172,6 +177,47 @@ def _limit(p: Prediction, promised: str) -> str:
     return "what limits this server is not this knob"
 
 
+def chosen_recommendations(finding: Finding, advice: Advice | None) -> tuple[Recommendation, ...]:
+    """The finding's recommendations as the twin's choice sets them: a knob it chose another
+    value for carries that value (its explanation says the formula's), a knob the choice left
+    as it is today is dropped, a knob only the choice sets is added; the finding's own when
+    the twin kept the formula's configuration or made no choice."""
+    choice = advice.choice if advice is not None else None
+    if choice is None or not choice.moved:
+        return finding.recommendations
+    chosen = choice.chosen.changes
+    said_by_twin = choice.chosen.prediction.confidence
+    confidence: Literal["high", "medium", "low"] = (
+        "low" if said_by_twin == "withheld" else said_by_twin
+    )
+    out: list[Recommendation] = []
+    for r in finding.recommendations:
+        if r.knob not in KNOB_FIELDS:
+            out.append(r)
+        elif r.knob in chosen:
+            value = chosen[r.knob]
+            if value == r.new_value:
+                out.append(r)
+                continue
+            said = f"the twin's choice; the rule's formula gave {format_value(r.new_value)}"
+            out.append(replace(r, new_value=value, direction=_direction(r.current, value),
+                               explanation=said, confidence=confidence))  # fmt: skip
+    for knob, value in chosen.items():
+        if all(r.knob != knob for r in finding.recommendations):
+            chosen_by_twin = "the twin's choice"
+            out.append(Recommendation(knob, None, value, _direction(None, value),
+                                      chosen_by_twin, {}, explanation=chosen_by_twin))  # fmt: skip
+    return tuple(out)
+
+
+def _direction(current: Knob | None, value: KnobValue) -> Literal["raise", "lower", "set"]:
+    before = current.value if current is not None else None
+    numbers = all(isinstance(v, int | float) and not isinstance(v, bool) for v in (before, value))
+    if not numbers:
+        return "set"
+    return "raise" if value > before else "lower"  # type: ignore[operator]
+
+
 class Advisor:
     """Predictions for the findings of the endpoints it is asked about, kept until they go
     stale: one fit per endpoint and workload, one prediction per finding and changes.
@@ -179,7 +225,8 @@ class Advisor:
     `read` takes what a prediction needs from the store (cheap; on the thread that feeds the
     store) and `advise` runs the twin on it (seconds; any thread, one at a time)."""
 
-    def __init__(self) -> None:
+    def __init__(self, goals: Goals | None = None) -> None:
+        self.goals = goals or Goals()
         self._fits: dict[str, tuple[tuple[object, ...], WhatIf]] = {}
         self._advice: dict[tuple[str, str], tuple[tuple[object, ...], Advice]] = {}
 
@@ -217,7 +264,7 @@ class Advisor:
         cached = self._advice.get(key)
         if cached is not None and cached[0] == stamp:
             return cached[1]
-        advice = advise(finding, whatif, changes)
+        advice = advise(finding, whatif, changes, self.goals)
         self._advice[key] = (stamp, advice)
         return advice
 
@@ -251,17 +298,23 @@ def unavailable(finding: Finding, reason: str) -> Advice:
     return Advice(finding.rule, Prediction(changes, {}, {}, "withheld", reason), None, None)
 
 
-def advise(finding: Finding, whatif: WhatIf, changes: Mapping[str, KnobValue]) -> Advice:
-    """Run `changes` (the finding's, together) and judge the promise of its first
-    recommendation that promises a figure."""
-    try:
-        prediction = whatif.predict(changes)
-    except ValueError as exc:  # a configuration the twin cannot start (a pool too small)
-        prediction = Prediction(dict(changes), {}, {}, "withheld", str(exc))
+def advise(
+    finding: Finding,
+    whatif: WhatIf,
+    changes: Mapping[str, KnobValue],
+    goals: Goals | None = None,
+) -> Advice:
+    """Search the configurations around `changes` (the finding's, together) under `goals`
+    (`vtop.whatif.search`) and judge the promise of the finding's first recommendation that
+    promises a figure on the configuration chosen."""
+    choice = search(
+        whatif, changes, goals or Goals(), kv_wall=kv_is_wall(whatif.check.observed, finding.rule)
+    )
+    prediction = choice.chosen.prediction
     promise = next((n for r in finding.recommendations if (n := promised(r)) is not None), None)
     band = prediction.figures.get(promise) if promise is not None else None
     moved = gain(promise, band.now, band.after) if band is not None and promise else None
     limit = (
         _limit(prediction, promise) if moved is not None and moved < MIN_GAIN and promise else ""
     )
-    return Advice(finding.rule, prediction, promise, moved, limit)
+    return Advice(finding.rule, prediction, promise, moved, limit, choice)

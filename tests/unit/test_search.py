@@ -1,0 +1,204 @@
+"""The twin's search for the best setting (`vtop.whatif.search`).
+
+On the shipped traces, read as vtop reads a server: the choice is the optimum of the twin's own
+dense sweep under the goals (within the twin's resolution), and the goals are respected. With a
+twin that predicts whatever hypothesis draws, the search never proposes what the rules forbid
+(a raise of max_num_seqs while the KV cache is the wall, unless FP8 KV makes the room), picks
+the most tokens/s among the configurations meeting the goals, and orders its alternatives. A
+twin that cannot tell the candidates apart leaves the formula's value, marked unchecked.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import random
+from collections.abc import Mapping
+from functools import cache
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from vtop.cli import shipped_traces
+from vtop.cli.whatif import read_trace
+from vtop.knobs import KnobValue
+from vtop.whatif.predict import BAND_FLOOR, Band, Prediction, WhatIf, prepare
+from vtop.whatif.search import (
+    MAX_TRIALS,
+    SUSTAINED_PREEMPTION_PER_S,
+    Goals,
+    Trial,
+    kv_is_wall,
+    search,
+)
+
+WINDOW_S = 300.0
+
+
+@cache
+def fitted(name: str) -> WhatIf:
+    store, knobs, gpu = read_trace(shipped_traces.resolve(name))
+    return prepare(store, WINDOW_S, knobs, gpu_name=gpu)
+
+
+def band(after: float, now: float = 1.0) -> Band:
+    return Band(now, after, after * 0.9, after * 1.1)
+
+
+def prediction(changes: Mapping[str, KnobValue], **after: float) -> Prediction:
+    return Prediction(dict(changes), {k: band(v) for k, v in after.items()}, {}, "high")
+
+
+# -- goals -----------------------------------------------------------------------------------
+
+
+def test_the_default_goals_are_the_sweet_spot() -> None:
+    goals = Goals()
+    ok = prediction({}, generation_tokens_per_s=100, preemptions_per_s=0.0, itl_p50=1.4)
+    assert goals.misses(ok) == ()
+    preempting = prediction({}, generation_tokens_per_s=120, preemptions_per_s=0.5, itl_p50=1.0)
+    assert goals.misses(preempting) == ("0.5 preemptions/s",)
+    slow = prediction({}, generation_tokens_per_s=120, preemptions_per_s=0.0, itl_p50=1.6)
+    assert goals.misses(slow) == ("ITL p50 1.6x today's",)
+    assert Goals(allow_preemption=True).misses(preempting) == ()
+    assert "no sustained preemption" in goals.describe()
+    assert "preemption" not in Goals(allow_preemption=True).describe()
+
+
+def test_a_bound_the_user_gave_needs_its_figure_predicted() -> None:
+    no_latency = prediction({}, generation_tokens_per_s=100, preemptions_per_s=0.0)
+    assert Goals().misses(no_latency) == ()  # the default ITL bound cannot be judged: skipped
+    assert Goals(max_ttft_s=2.0).misses(no_latency) == ("TTFT p90 not predicted",)
+    late = prediction({}, generation_tokens_per_s=100, preemptions_per_s=0.0, ttft_p90=3.0)
+    assert Goals(max_ttft_s=2.0).misses(late) == ("TTFT p90 3s > 2s",)
+    assert Goals(max_itl_s=0.05).misses(prediction({}, generation_tokens_per_s=1)) == (
+        "preemptions not predicted", "ITL p50 not predicted")  # fmt: skip
+
+
+# -- on the shipped traces -------------------------------------------------------------------
+
+
+def test_on_the_kv_bound_trace_the_choice_is_the_dense_sweeps_optimum() -> None:
+    whatif = fitted("memory-ceiling")
+    formula: dict[str, KnobValue] = {"kv_cache_dtype": "fp8", "max_num_seqs": 104}
+    goals = Goals()
+    choice = search(whatif, formula, goals, kv_wall=True)
+    assert choice.checked and len(choice.trials) <= MAX_TRIALS
+    assert choice.chosen.meets, choice.chosen.misses
+    sweep = [Trial(c, p, goals.misses(p)) for c, p in dense(whatif, formula)]
+    best = max(t.tokens or 0 for t in sweep if t.meets)
+    assert (choice.chosen.tokens or 0) >= best * (1 - BAND_FLOOR), (choice.chosen, best)
+    today = whatif.args.max_num_seqs
+    assert today is not None
+    for t in choice.trials:  # the KV wall: no raise without FP8 KV
+        assert t.changes.get("kv_cache_dtype") == "fp8" or int(t.changes["max_num_seqs"]) <= today
+    # Without FP8 the best plain setting is shown beside the choice, with its cost.
+    plain = [a for a in choice.alternatives if "kv_cache_dtype" not in a.changes]
+    assert plain and plain[0].meets and (plain[0].tokens or 0) < (choice.chosen.tokens or 0)
+
+
+def dense(whatif: WhatIf, formula: Mapping[str, KnobValue]) -> list[tuple[dict[str, KnobValue],
+                                                                            Prediction]]:  # fmt: skip
+    """Every eighth max_num_seqs value from 8 to 160, with the formula's other knobs."""
+    out = []
+    for seats in range(8, 161, 8):
+        changes = {**formula, "max_num_seqs": seats}
+        out.append((changes, whatif.predict(changes)))
+    return out
+
+
+def test_on_the_budget_bound_trace_the_raise_is_chosen_by_the_curve() -> None:
+    whatif = fitted("budget-too-small")
+    today = whatif.args.max_num_seqs
+    assert today is not None
+    formula: dict[str, KnobValue] = {"max_num_seqs": today * 2}
+    choice = search(whatif, formula, Goals(), kv_wall=False)
+    assert choice.checked and choice.chosen.meets
+    tokens = [t.tokens or 0 for t in choice.trials if t.meets]
+    assert choice.chosen.tokens == max(tokens) or not choice.moved
+    assert int(choice.chosen.changes["max_num_seqs"]) > today  # it is a raise that pays
+
+
+def test_a_twin_the_self_check_distrusts_does_not_choose() -> None:
+    whatif = fitted("memory-ceiling")
+    low = dataclasses.replace(whatif, check=dataclasses.replace(whatif.check, confidence="low"))
+    formula: dict[str, KnobValue] = {"max_num_seqs": 48}
+    choice = search(low, formula, Goals(), kv_wall=True)
+    assert not choice.checked and not choice.moved and len(choice.trials) == 1
+    assert choice.note.startswith("not checked by the twin")
+
+
+def test_a_gain_inside_the_twins_error_keeps_the_formulas_value() -> None:
+    whatif = fitted("memory-ceiling")
+    formula: dict[str, KnobValue] = {"max_num_seqs": 48}
+
+    def flat(changes: Mapping[str, KnobValue]) -> Prediction:
+        seats = int(changes["max_num_seqs"])  # 5 % more tokens/s per doubling: under the floor
+        return prediction(changes, generation_tokens_per_s=100 + seats / 20,
+                          preemptions_per_s=0.0)  # fmt: skip
+
+    choice = search(whatif, formula, Goals(), kv_wall=False, run=flat)
+    assert choice.checked and not choice.moved
+    assert "the twin's own error" in choice.note
+
+
+def test_kv_is_the_wall_on_the_finding_or_on_the_figures() -> None:
+    assert kv_is_wall({}, "memory-ceiling")
+    assert kv_is_wall({"kv_usage": 0.97, "preemptions_per_s": 1.0}, "ttft-queueing")
+    assert not kv_is_wall({"kv_usage": 0.97, "preemptions_per_s": 0.0}, "ttft-queueing")
+
+
+# -- whatever the twin says ------------------------------------------------------------------
+
+
+@settings(max_examples=60, deadline=None)
+@given(seed=st.integers(0, 2**32 - 1), kv_wall=st.booleans(), fp8=st.booleans(),
+       allow=st.booleans())  # fmt: skip
+def test_the_search_holds_the_rules_and_the_goals_whatever_the_twin_says(
+    seed: int, kv_wall: bool, fp8: bool, allow: bool
+) -> None:
+    whatif = fitted("memory-ceiling")
+    today = whatif.args.max_num_seqs
+    assert today is not None
+    rng = random.Random(seed)
+    drawn: dict[tuple[tuple[str, str], ...], Prediction] = {}
+
+    def anything(changes: Mapping[str, KnobValue]) -> Prediction:
+        key = tuple(sorted((k, str(v)) for k, v in changes.items()))
+        preempt = rng.choice([0.0, 0.0, rng.uniform(0, 3)])
+        return drawn.setdefault(key, prediction(changes, generation_tokens_per_s=rng.uniform(1, 2000),
+                                                preemptions_per_s=preempt,
+                                                itl_p50=rng.uniform(0.5, 2.0)))  # fmt: skip
+
+    formula: dict[str, KnobValue] = {"max_num_seqs": rng.randint(1, 300)}
+    if fp8:
+        formula["kv_cache_dtype"] = "fp8"
+    goals = Goals(allow_preemption=allow)
+    choice = search(whatif, formula, goals, kv_wall=kv_wall, run=anything)
+    assert len(choice.trials) <= MAX_TRIALS
+    assert choice.trials[0].changes == formula
+    if kv_wall:
+        for t in choice.trials:
+            raised = int(t.changes["max_num_seqs"]) > today
+            assert not raised or t.changes.get("kv_cache_dtype") == "fp8" or t is choice.formula
+    meeting = [t.tokens or 0 for t in choice.trials if t.meets]
+    if choice.moved:
+        assert choice.chosen.meets and choice.chosen.tokens == max(meeting)
+        if choice.formula.meets:  # else the formula's misses a goal the choice meets
+            assert (choice.chosen.tokens or 0) > (choice.formula.tokens or 0)
+    elif meeting and choice.formula.meets:
+        assert max(meeting) <= (choice.formula.tokens or 0) * (1 + BAND_FLOOR) + 1e-9
+    if not allow and choice.chosen.meets:
+        preempt = choice.chosen.prediction.figures["preemptions_per_s"].after
+        assert preempt <= SUSTAINED_PREEMPTION_PER_S
+    tokens = [a.tokens or 0 for a in choice.alternatives]
+    assert tokens == sorted(tokens, reverse=True) and choice.chosen not in choice.alternatives
+
+
+@pytest.mark.parametrize("name", ["memory-ceiling", "budget-too-small"])
+def test_a_search_stays_within_its_trials_on_the_real_twin(name: str) -> None:
+    whatif = fitted(name)
+    seats = whatif.args.max_num_seqs or 16
+    choice = search(whatif, {"max_num_seqs": seats}, Goals(), kv_wall=False)
+    assert 1 < len(choice.trials) <= MAX_TRIALS
+    assert len({tuple(sorted(t.changes.items())) for t in choice.trials}) == len(choice.trials)

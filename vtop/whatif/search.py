@@ -1,0 +1,367 @@
+"""The best setting, searched by the twin under the user's goals.
+
+A rule's formula gives one value (`--max-num-seqs 104`: the sequences the pool fits); the
+seeds' tuning path is a search by hand around it (raise until preemption appears, step back
+one). The twin fitted to the watched server can make that search before the first restart:
+`search` runs the formula's configuration and a coarse-to-fine scan of the knobs the finding
+touches (max_num_seqs with and without the FP8 KV cache it recommends, max_num_batched_tokens,
+gpu_memory_utilization where the GPU has room) on the observed workload, and picks the
+configuration with the most generated tokens/s that meets the `Goals`.
+
+The twin may choose only where it can tell the candidates apart: a self-check withheld or of
+low confidence, or a best candidate whose gain over the formula's is inside the twin's own
+error on tokens/s, leaves the formula's value standing, marked "not checked by the twin", with
+the reason (`Choice.note`). The rules' constraints hold in the search too: while the KV cache
+is the wall, no candidate raises max_num_seqs above today's without FP8 KV to make the room.
+
+Cost: each candidate is one twin run (about 0.1 s of CPU); `MAX_TRIALS` bounds a search to a
+couple of seconds.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+
+from vtop import fmt, knobs
+from vtop.knobs import KV_WALL, KnobValue
+from vtop.whatif.predict import BAND_FLOOR, Prediction, WhatIf
+
+MAX_TRIALS = 14
+"""Twin runs one search may make: the formula's, the coarse scans (`SEAT_POINTS` each), the
+fine steps; at about 0.12 s of CPU each, under 2 s."""
+SUSTAINED_PREEMPTION_PER_S = 0.05
+"""Predicted preemptions/s above this (one each 20 s) count as sustained."""
+ITL_GROWTH = 1.5
+"""The sweet spot's default bound on ITL p50: at most this many times today's."""
+SEAT_POINTS = 5
+SEAT_RANGE = (0.25, 1.5)
+"""The coarse scan of max_num_seqs: `SEAT_POINTS` values spaced evenly on a log scale from a
+quarter of the smaller of the formula's value and today's batch to 1.5 times the larger."""
+BUDGET_FACTORS = (0.5, 1.0, 2.0, 4.0)
+"""The coarse scan of max_num_batched_tokens, as factors of today's budget."""
+GPU_MEMORY_MAX = 0.95
+"""The highest gpu_memory_utilization the search proposes (vLLM's own headroom advice)."""
+
+Changes = dict[str, KnobValue]
+
+
+@dataclass(frozen=True, slots=True)
+class Goals:
+    """What "best" means: the most generated tokens/s that meets every bound.
+
+    By default the seeds' sweet spot: no sustained preemption, ITL p50 no more than
+    `itl_growth` times today's. `max_ttft_s` / `max_itl_s` bound TTFT p90 and ITL p50;
+    `allow_preemption` lifts the preemption bound."""
+
+    max_ttft_s: float | None = None
+    max_itl_s: float | None = None
+    allow_preemption: bool = False
+    itl_growth: float = ITL_GROWTH
+
+    def describe(self) -> str:
+        """`most gen tok/s with no sustained preemption, ITL p50 <= 1.5x today's`."""
+        parts = [] if self.allow_preemption else ["no sustained preemption"]
+        if self.max_itl_s is not None:
+            parts.append(f"ITL p50 <= {fmt.seconds(self.max_itl_s)}")
+        else:
+            parts.append(f"ITL p50 <= {self.itl_growth:g}x today's")
+        if self.max_ttft_s is not None:
+            parts.append(f"TTFT p90 <= {fmt.seconds(self.max_ttft_s)}")
+        return "most gen tok/s with " + ", ".join(parts)
+
+    def misses(self, p: Prediction) -> tuple[str, ...]:
+        """Each goal `p` misses, or cannot show it meets, in words; () when it meets them all.
+
+        A bound the user gave needs its figure predicted; the default ITL bound is skipped
+        when the twin withholds latency (it cannot judge it, and the user asked for nothing)."""
+        out: list[str] = []
+        tokens = p.figures.get("generation_tokens_per_s")
+        if tokens is None:
+            return ("gen tok/s not predicted",)
+        preempt = p.figures.get("preemptions_per_s")
+        if not self.allow_preemption:
+            if preempt is None:
+                out.append("preemptions not predicted")
+            elif preempt.after > SUSTAINED_PREEMPTION_PER_S:
+                out.append(f"{fmt.num(preempt.after)} preemptions/s")
+        itl = p.figures.get("itl_p50")
+        if self.max_itl_s is not None:
+            if itl is None:
+                out.append("ITL p50 not predicted")
+            elif itl.after > self.max_itl_s:
+                out.append(f"ITL p50 {fmt.seconds(itl.after)} > {fmt.seconds(self.max_itl_s)}")
+        elif itl is not None and itl.now > 0 and itl.after > self.itl_growth * itl.now:
+            out.append(f"ITL p50 {itl.after / itl.now:.2g}x today's")
+        if self.max_ttft_s is not None:
+            ttft = p.figures.get("ttft_p90")
+            if ttft is None:
+                out.append("TTFT p90 not predicted")
+            elif ttft.after > self.max_ttft_s:
+                out.append(f"TTFT p90 {fmt.seconds(ttft.after)} > {fmt.seconds(self.max_ttft_s)}")
+        return tuple(out)
+
+
+@dataclass(frozen=True, slots=True)
+class Trial:
+    """One candidate configuration, what the twin predicts for it, and the goals it misses."""
+
+    changes: Changes
+    prediction: Prediction
+    misses: tuple[str, ...]
+
+    @property
+    def tokens(self) -> float | None:
+        band = self.prediction.figures.get("generation_tokens_per_s")
+        return band.after if band is not None else None
+
+    @property
+    def meets(self) -> bool:
+        return not self.misses
+
+    def label(self) -> str:
+        """`--kv-cache-dtype fp8 --max-num-seqs 96`: the flags, as a user types them."""
+        return " ".join(knobs.flag(k, v) for k, v in self.changes.items())
+
+    def line(self) -> str:
+        """`--max-num-seqs 12: gen tok/s 408 (+11%), 1.8 preemptions/s`: the trade-off, against
+        the twin at today's knobs, and the goals it misses."""
+        figures = self.prediction.figures
+        tokens = figures.get("generation_tokens_per_s")
+        if tokens is None:
+            return f"{self.label()}: {self.prediction.reason or 'not predicted'}"
+        text = f"{self.label()}: gen tok/s {fmt.num(tokens.after)}"
+        if tokens.now > 0:
+            text += f" ({(tokens.after - tokens.now) / tokens.now:+.0%})"
+        preempt = figures.get("preemptions_per_s")
+        if preempt is not None:
+            stops = preempt.after <= SUSTAINED_PREEMPTION_PER_S
+            text += ", no preemption" if stops else f", {fmt.num(preempt.after)} preemptions/s"
+        itl = figures.get("itl_p50")
+        if itl is not None and itl.now > 0 and abs(itl.after / itl.now - 1) >= 0.1:
+            text += f", ITL p50 {fmt.seconds(itl.after)}"
+        other = [m for m in self.misses if "preemptions/s" not in m]
+        return text + (f" (misses {', '.join(other)})" if other else "")
+
+
+@dataclass(frozen=True, slots=True)
+class Choice:
+    """A search's outcome: the configuration to recommend, the trade-offs beside it."""
+
+    goals: Goals
+    formula: Trial
+    chosen: Trial
+    """The formula's own trial when the twin does not choose (`checked` false, or no gain)."""
+    alternatives: tuple[Trial, ...]
+    """Other configurations worth showing, most tokens first: trade-offs the goals refused
+    (more tokens/s at some preemption), and the formula's when the twin chose another."""
+    checked: bool
+    """Whether the twin could judge the candidates (otherwise the formula's value stands)."""
+    note: str
+    """Why the formula's value stands, or how the choice was made, in one clause."""
+    trials: tuple[Trial, ...]
+    """Every configuration the twin ran, in the order it ran them (the formula's first)."""
+
+    @property
+    def moved(self) -> bool:
+        """Whether the twin chose another configuration than the formula's."""
+        return self.chosen.changes != self.formula.changes
+
+    def line(self) -> str:
+        """How the configuration recommended was chosen, and under which goals."""
+        if not self.checked:
+            return self.note
+        return f"{self.note}; goals: {self.goals.describe()}"
+
+
+def search(
+    whatif: WhatIf,
+    formula: Mapping[str, KnobValue],
+    goals: Goals,
+    *,
+    kv_wall: bool,
+    gpu_room: bool = False,
+    run: Callable[[Changes], Prediction] | None = None,
+) -> Choice:
+    """The best configuration among the formula's and the scan around it, under `goals`.
+
+    `kv_wall`: the KV cache is the wall today (no raise of max_num_seqs without FP8 KV);
+    `gpu_room`: the GPU has memory to spare (gpu_memory_utilization may rise). `run`: how a
+    configuration is predicted (`whatif.predict`, unless a test says otherwise)."""
+    predict = run or whatif.predict
+    base = dict(formula)
+    tried: dict[tuple[tuple[str, str], ...], Trial] = {}
+
+    def trial(changes: Changes) -> Trial | None:
+        key = tuple(sorted((k, str(v)) for k, v in changes.items()))
+        if key in tried:
+            return tried[key]
+        if len(tried) >= MAX_TRIALS:
+            return None
+        try:
+            prediction = predict(changes)
+        except ValueError as exc:  # a configuration the twin cannot start
+            prediction = Prediction(dict(changes), {}, {}, "withheld", str(exc))
+        tried[key] = Trial(dict(changes), prediction, goals.misses(prediction))
+        return tried[key]
+
+    first = trial(base)
+    assert first is not None  # the first of at most MAX_TRIALS
+    check = whatif.check
+    if check.withheld or check.confidence == "low":
+        why = check.reason or "the self-check's confidence is low"
+        return Choice(goals, first, first, (), False, f"not checked by the twin: {why}", (first,))
+    for changes in _coarse(whatif, base, kv_wall=kv_wall, gpu_room=gpu_room):
+        trial(changes)
+    best = _best(tried.values())
+    if best is not None:
+        today = _today(whatif)
+        for changes in _fine(best, tried.values(), kv_wall=kv_wall, today=today):
+            trial(changes)
+        best = _best(tried.values())
+    resolution = max(BAND_FLOOR, check.errors.get("generation_tokens_per_s") or 0.0)
+    note = f"the best of {len(tried)} configurations the twin ran"
+    if best is first:
+        note = f"the formula's value is the best of {len(tried)} configurations the twin ran"
+    if best is None:
+        best, note = first, f"none of {len(tried)} configurations meets the goals"
+    elif best is not first and first.meets and first.tokens and best.tokens is not None:
+        gain = best.tokens / first.tokens - 1
+        if gain < resolution:
+            best = first
+            note = (
+                f"the formula's value: no other of {len(tried)} configurations gains more than "
+                f"the twin's own error ({resolution:.0%} on gen tok/s)"
+            )
+    trials = tuple(tried.values())
+    return Choice(goals, first, best, _alternatives(best, first, trials), True, note, trials)
+
+
+def _best(trials: Iterable[Trial]) -> Trial | None:
+    """The trial with the most predicted tokens/s among those that meet the goals."""
+    scored = [(t.tokens, i, t) for i, t in enumerate(trials) if t.meets and t.tokens is not None]
+    return max(scored, key=lambda s: (s[0], -s[1]))[2] if scored else None
+
+
+def _alternatives(chosen: Trial, formula: Trial, trials: Iterable[Trial]) -> tuple[Trial, ...]:
+    """What the user may prefer instead, most tokens first: the formula's (when not chosen),
+    the best that meets the goals without one of the chosen knobs (no FP8 KV, say), and the
+    trade-offs the goals refused that give more tokens/s (at some preemption)."""
+    pool = [t for t in trials if t is not chosen and t.tokens is not None]
+    wanted = [formula] if formula is not chosen and formula.tokens is not None else []
+    for kind in dict.fromkeys(frozenset(t.changes) for t in pool):
+        if kind != frozenset(chosen.changes):
+            best = _best(t for t in pool if frozenset(t.changes) == kind)
+            wanted += [best] if best is not None and best not in wanted else []
+    frontier = [t for t in pool if not any(_dominates(o, t) for o in pool if o is not t)]
+    wanted += [
+        t
+        for t in sorted(frontier, key=lambda t: -(t.tokens or 0))[:1]
+        if (t.tokens or 0) > (chosen.tokens or 0) and t not in wanted
+    ]
+    wanted.sort(key=lambda t: -(t.tokens or 0))
+    return tuple(wanted[:3])
+
+
+def _preemptions(t: Trial) -> float | None:
+    band = t.prediction.figures.get("preemptions_per_s")
+    return band.after if band is not None else None
+
+
+def _dominates(a: Trial, b: Trial) -> bool:
+    """Whether `a` has at least `b`'s tokens/s and at most its preemptions, and is not equal."""
+    pa, pb = _preemptions(a), _preemptions(b)
+    if a.tokens is None or b.tokens is None or pa is None or pb is None:
+        return False
+    return a.tokens >= b.tokens and pa <= pb and (a.tokens, pa) != (b.tokens, pb)
+
+
+def _today(whatif: WhatIf) -> int:
+    """Today's max_num_seqs: the server's, else vLLM's default for the fitted preset."""
+    seats = whatif.args.max_num_seqs
+    return seats if seats is not None else whatif.step.preset.scheduler_defaults.max_num_seqs
+
+
+def _number(value: KnobValue) -> float:
+    """A numeric knob's value (the knob catalog types it; a text here is a caller's bug)."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise TypeError(f"expected a number, got {value!r}")
+    return float(value)
+
+
+def _log_grid(low: float, high: float, points: int) -> list[float]:
+    """`points` values from `low` to `high`, evenly spaced on a log scale."""
+    ratio = (high / low) ** (1 / (points - 1)) if high > low else 1.0
+    return [low * ratio**i for i in range(points)]
+
+
+def _seats(values: Iterable[float], cap: int | None) -> list[int]:
+    out = sorted({max(1, round(v)) for v in values})
+    return [v for v in out if cap is None or v <= cap]
+
+
+def _coarse(whatif: WhatIf, base: Changes, *, kv_wall: bool, gpu_room: bool) -> list[Changes]:
+    """The coarse scan around the formula's configuration, over the knobs it sets."""
+    out: list[Changes] = []
+    args = whatif.args
+    if "max_num_seqs" in base:
+        anchors = [_number(base["max_num_seqs"]), float(whatif.check.observed.get("running") or 0)]
+        values = _log_grid(min(a for a in anchors if a > 0) * SEAT_RANGE[0],
+                           max(anchors) * SEAT_RANGE[1], SEAT_POINTS)  # fmt: skip
+        fp8 = str(base.get("kv_cache_dtype", "")).startswith("fp8")
+        plain = {k: v for k, v in base.items() if k != "kv_cache_dtype"}
+        plain_cap = _today(whatif) if kv_wall else None
+        out += [{**plain, "max_num_seqs": v} for v in _seats(values, plain_cap)]
+        if fp8:
+            out += [{**base, "max_num_seqs": v} for v in _seats(values, None)]
+    if "max_num_batched_tokens" in base:
+        today = args.max_num_batched_tokens or int(_number(base["max_num_batched_tokens"]))
+        out += [
+            {**base, "max_num_batched_tokens": max(256, round(today * f / 256) * 256)}
+            for f in BUDGET_FACTORS
+        ]
+    if "gpu_memory_utilization" in base or (gpu_room and kv_wall):
+        today_util = args.gpu_memory_utilization
+        for util in (today_util + (GPU_MEMORY_MAX - today_util) / 2, GPU_MEMORY_MAX):
+            if util > today_util:
+                out.append({**base, "gpu_memory_utilization": round(util, 2)})
+    return out
+
+
+SCANNED = {"max_num_seqs": 1, "max_num_batched_tokens": 256}
+"""The knobs the fine step refines, and the grain of their values."""
+
+
+def _fine(best: Trial, trials: Iterable[Trial], *, kv_wall: bool, today: int) -> list[Changes]:
+    """Halfway steps between the best and its nearest tried neighbours of the same kind (the
+    same other knobs), on the first scanned knob it sets; none raises max_num_seqs above
+    `today` without FP8 KV while the KV cache is the wall."""
+    knob = next((k for k in SCANNED if k in best.changes), None)
+    if knob is None:
+        return []
+    grain = SCANNED[knob]
+    value = int(_number(best.changes[knob]))
+    same = {k: v for k, v in best.changes.items() if k != knob}
+    tried = sorted(
+        {
+            int(_number(t.changes[knob]))
+            for t in trials
+            if knob in t.changes and {k: v for k, v in t.changes.items() if k != knob} == same
+        }
+    )
+    i = tried.index(value)
+    near = [n for n in (tried[i - 1] if i else None, tried[i + 1] if i + 1 < len(tried) else None)
+            if n is not None]  # fmt: skip
+    fp8 = str(same.get("kv_cache_dtype", "")).startswith("fp8")
+    cap = today if knob == "max_num_seqs" and kv_wall and not fp8 else None
+    steps = {max(grain, round((value + n) / 2 / grain) * grain) for n in near}
+    return [{**same, knob: v} for v in sorted(steps)
+            if v not in tried and (cap is None or v <= cap)]  # fmt: skip
+
+
+def kv_is_wall(observed: Mapping[str, float | None], rule: str) -> bool:
+    """Whether the KV cache is the wall today: the memory-ceiling finding, or usage at the
+    wall (`vtop.knobs.KV_WALL`) with preemptions."""
+    kv = observed.get("kv_usage") or 0.0
+    preempting = (observed.get("preemptions_per_s") or 0.0) > SUSTAINED_PREEMPTION_PER_S
+    return rule == "memory-ceiling" or (kv >= KV_WALL and preempting)
