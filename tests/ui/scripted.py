@@ -16,6 +16,7 @@ from vtop.model import Finding, Frame, Knob, Recommendation, Severity
 from vtop.monitor import Monitor
 from vtop.sources.status import CONNECTED, SIMULATED, ConnectionStatus
 from vtop.ui.app import VtopApp
+from vtop.whatif.search import Goals
 
 
 class ScriptedSource:
@@ -176,6 +177,7 @@ def build_sim_app(
     history: int = 300,
     findings: Sequence[Finding] | None = FINDINGS,
     theme: str = "dark",
+    goals: Goals | None = None,
 ) -> VtopApp:
     """An app over `history` seconds of a simulator scenario (no polling: frozen in time).
 
@@ -188,7 +190,7 @@ def build_sim_app(
     source = ScriptedSource(frames[history:], lambda e: SIMULATED)
     chosen = None if findings is None else provider(for_endpoint(findings, endpoint))
     return VtopApp(source, monitor, interval=1.0, theme=theme, findings=chosen,
-                   self_cpu=lambda: 0.4, autopoll=False)  # fmt: skip
+                   self_cpu=lambda: 0.4, autopoll=False, goals=goals)  # fmt: skip
 
 
 def provider(findings: Sequence[Finding] = FINDINGS) -> Callable[[Monitor, str], Sequence[Finding]]:

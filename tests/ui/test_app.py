@@ -866,13 +866,17 @@ async def test_triage_grows_when_the_same_lines_start_to_wrap() -> None:
         assert "long long" in " ".join(_box_rows(screen_lines(app), "Triage")[1:])
 
 
-async def test_wide_triage_shows_each_flag_with_its_engine_argument() -> None:
+async def test_the_triage_says_each_flag_once_and_the_detail_its_engine_argument() -> None:
+    # Issue 29: `→ --max-num-seqs 104 (max_num_seqs=104)` said the change twice.
     app = build_sim_app("memory-ceiling", findings=None)
     async with app.run_test(size=(120, 40)) as pilot:
         await pilot.pause()
         triage = " ".join(_box_rows(screen_lines(app), "Triage"))
-        assert "--max-num-seqs 104 (max_num_seqs=104)" in triage
-        assert "--kv-cache-dtype fp8 (kv_cache_dtype=fp8)" in triage
+        assert "→ --kv-cache-dtype fp8  --max-num-seqs 104" in triage, triage
+        assert "max_num_seqs=104" not in triage and "kv_cache_dtype=fp8" not in triage
+        await pilot.press("enter")
+        await pilot.pause()
+        assert "engine    max_num_seqs=104" in " ".join(screen_lines(app))
 
 
 async def test_wider_terminals_show_more_buckets_not_wider_cells() -> None:

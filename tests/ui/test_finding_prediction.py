@@ -13,6 +13,7 @@ from vtop.ui.prediction import Predictor
 from vtop.ui.screens.finding import DetailBody, FindingScreen
 from vtop.whatif.advice import Advice
 from vtop.whatif.predict import Band, Prediction
+from vtop.whatif.search import Goals
 
 SIZE = (100, 40)
 
@@ -24,7 +25,8 @@ def _body(app: object) -> str:
 
 
 async def test_the_root_cause_shows_running_then_the_twin_s_prediction() -> None:
-    app = build_sim_app("budget-too-small", findings=None)
+    goals = Goals(max_itl_s=0.5, allow_preemption=True)
+    app = build_sim_app("budget-too-small", findings=None, goals=goals)
     threads: list[str] = []
     go = threading.Event()
     real = Predictor._run
@@ -57,6 +59,10 @@ async def test_the_root_cause_shows_running_then_the_twin_s_prediction() -> None
                     break
             after = body.split("Predicted effect", 1)[1]
             assert "gen tok/s" in after and "confidence" in after, body
+            # How the value was chosen, under the goals the app was given (--max-itl-ms 500
+            # --allow-preemption), as the reports say it.
+            assert "chosen: " in after and f"goals: {goals.describe()}" in after, body
+            assert "no sustained preemption" not in after, body
             # A second look at the same finding, same load: the Advisor's answer, at once.
             await pilot.press("escape")
             await pilot.press("enter")

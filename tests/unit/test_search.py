@@ -202,3 +202,33 @@ def test_a_search_stays_within_its_trials_on_the_real_twin(name: str) -> None:
     choice = search(whatif, {"max_num_seqs": seats}, Goals(), kv_wall=False)
     assert 1 < len(choice.trials) <= MAX_TRIALS
     assert len({tuple(sorted(t.changes.items())) for t in choice.trials}) == len(choice.trials)
+
+
+# -- what the reports say --------------------------------------------------------------------
+
+
+def test_every_report_format_shows_the_choice_its_goals_and_the_trade_offs() -> None:
+    # The KV-bound trace, with the user's goals (an ITL bound): the JSON carries each
+    # alternative with its predicted figures, and every format says how the value was
+    # chosen, under which goals, and what each alternative would trade.
+    import html as html_lib
+    import re
+
+    from vtop.report import render
+    from vtop.report.run import replay_document
+
+    goals = Goals(max_itl_s=1.0)
+    doc = replay_document(str(shipped_traces.resolve("memory-ceiling")), goals=goals)
+    (finding,) = [f for f in doc["findings"] if f["rule"] == "memory-ceiling"]
+    search_doc = finding["prediction"]["search"]
+    assert search_doc["checked"] and search_doc["goals"] == goals.describe()
+    assert search_doc["tried"] <= MAX_TRIALS
+    alternatives = [a for r in finding["recommendations"] for a in r.get("alternatives", [])]
+    assert alternatives, finding["recommendations"]
+    for a in alternatives:
+        assert a["flags"].startswith("--") and "generation_tokens_per_s" in a["predicted"]
+    for fmt in ("text", "markdown", "html"):
+        out = " ".join(html_lib.unescape(re.sub("<[^>]+>", "", render(doc, fmt))).split())
+        assert f"goals: {goals.describe()}" in out, fmt
+        for a in alternatives:
+            assert " ".join(a["line"].split()) in out, (fmt, a["line"])

@@ -24,6 +24,7 @@ from vtop.report.train import (
     questions,
 )
 from vtop.triage.engine import Engine
+from vtop.whatif.search import Goals
 
 ROOT = Path(__file__).resolve().parents[2]
 TRACE = str(ROOT / "tests" / "golden" / "kv-pressure.vtrace")
@@ -143,6 +144,30 @@ def test_the_answer_says_what_the_advice_would_buy() -> None:
     assert code == 0 and "right: it was budget-too-small" in text
     answer = text.split("change: --max-num-seqs 64", 1)[1]
     assert "\n    predicted: gen tok/s " in answer and "(confidence " in answer, answer
+
+
+def test_a_knob_by_number_or_by_name_and_a_wrong_one_is_asked_again() -> None:
+    # Issue 29: "1" at the knob prompt was graded as a knob named "1".
+    trace = str(ROOT / "traces" / "budget-too-small.vtrace")
+    out = io.StringIO()
+    code = train_cli.run(
+        trace,
+        stdin=io.StringIO("budget-too-small\n99\nmax_num_sequences\n1\nraise\n"),
+        stdout=out,
+        goals=Goals(allow_preemption=True, max_ttft_s=30.0),
+    )
+    text = out.getvalue()
+    listed = text.split("  knobs: ", 1)[1].split("\n", 1)[0]
+    first = listed.split(", ")[0].removeprefix("1. ")
+    assert code == 0 and listed.startswith("1. "), listed
+    assert "  no knob 99: pick 1 to " in text
+    assert "  'max_num_sequences' is not a knob here: pick a number" in text
+    assert f"{first}: raise" in text, text
+    # The reveal's prediction says how the twin chose, under the goals the session was given.
+    answer = text.split("right: it was budget-too-small", 1)[1]
+    assert "  chosen: " in answer or "  unchecked: " in answer, answer
+    if "  chosen: " in answer:
+        assert "goals: most gen tok/s with ITL p50 <= 1.5x today's, TTFT p90 <= 30" in answer
 
 
 def test_a_question_without_a_reading_predicts_nothing() -> None:

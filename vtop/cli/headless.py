@@ -246,7 +246,7 @@ def run(args: argparse.Namespace, source: FrameSource | None, names: list[str],
     if args.train:
         from vtop.cli import train
 
-        return train.run(args.replay)
+        return train.run(args.replay, goals=goals_from(args))
     if args.replay:
         return _report_replay(args, exits, engine)
     assert source is not None

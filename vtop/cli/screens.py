@@ -19,6 +19,7 @@ from pathlib import Path
 
 from vtop import durations
 from vtop.cli.exits import EXIT_FAILED, EXIT_OK, EXIT_UNKNOWN, Exits
+from vtop.cli.goals_args import goals_from
 from vtop.cli.output import fail, say
 from vtop.cli.sources import UsageError, make_source, recorded_sources
 from vtop.monitor import Monitor
@@ -50,7 +51,7 @@ def run_tui(source: FrameSource, args: argparse.Namespace, recorder: Recorder | 
     try:
         monitor = Monitor(capacity=capacity, engine=engine(args))
         app = VtopApp(source, monitor, interval=args.interval, theme=args.theme,
-                      recorder=recorder)  # fmt: skip
+                      recorder=recorder, goals=goals_from(args))  # fmt: skip
     except ValueError as exc:
         if recorder is not None:
             recorder.close()
@@ -143,7 +144,7 @@ def run_replay_tui(args: argparse.Namespace, exits: Exits) -> int:
     capacity = max(3600, math.ceil(3600 / (reader.header.interval_s or 1.0)))
     try:
         app = ReplayApp(source, engine(args), train=args.train, theme=args.theme,
-                        capacity=capacity, warnings=pending)  # fmt: skip
+                        capacity=capacity, warnings=pending, goals=goals_from(args))  # fmt: skip
     except ValueError as exc:
         reader.close()
         return fail(str(exc), exits.usage)

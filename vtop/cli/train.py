@@ -40,6 +40,8 @@ from vtop.report.train import (
     questions,
 )
 from vtop.trace.reader import TraceError
+from vtop.whatif.advice import Advisor
+from vtop.whatif.search import Goals
 
 CONTEXT_S = 300.0
 
@@ -117,8 +119,10 @@ def run(
     stdout: TextIO | None = None,
     findings: FindingsFn = monitor_findings,
     catalog: list[Choice] | None = None,
+    goals: Goals | None = None,
 ) -> int:
-    """The whole session; returns an exit code (0, or 3 for an unreadable trace)."""
+    """The whole session; returns an exit code (0, or 3 for an unreadable trace). `goals`:
+    what the twin's choice in each reveal's prediction optimises."""
     inp = stdin or sys.stdin
     out = stdout or sys.stdout
     try:
@@ -132,6 +136,7 @@ def run(
         say(str(exc))
         return EXIT_UNKNOWN
     verdicts = []
+    advisor = Advisor(goals)  # one for the session: a second look at the same load is instant
     echo = not _is_tty(inp)
     out.write(f"training on {path}: {len(qs)} incident(s); findings are hidden until you answer\n")
     try:
@@ -146,12 +151,11 @@ def run(
             pick = _ask("diagnosis (number or rule id): ", inp.readline, out, echo)
             rule = _choice(pick, q.choices)
             knob = value = direction = None
-            out.write("  knobs: " + ", ".join(q.knobs) + "\n")
-            typed = _ask("knob to change (empty: no server knob): ", inp.readline, out, echo)
-            knob = knob_name(typed) or None
+            out.write("  knobs: " + ", ".join(f"{i}. {k}" for i, k in enumerate(q.knobs, 1)) + "\n")
+            knob = _knob(q.knobs, inp.readline, out, echo)
             if knob:
                 direction, value = _change(knob, inp.readline, out, echo)
-            verdict = grade(q, Answer(rule, knob, value, direction))
+            verdict = grade(q, Answer(rule, knob, value, direction), advisor)
             verdicts.append(verdict)
             out.write("\n".join("  " + line for line in verdict.lines()) + "\n")
     except EOFError:
@@ -182,6 +186,26 @@ def _change(
             return None, knobs.parse(knob, said)
         except ValueError as exc:
             out.write(f"  {exc}\n")
+
+
+def _knob(
+    listed: tuple[str, ...], read: Callable[[], str], out: TextIO, echo: bool = False
+) -> str | None:
+    """The knob to change, by number or by name as `knob_name` reads it; None for no server
+    knob. A number or a name not listed is one line, and asked again."""
+    while True:
+        typed = _ask("knob to change (empty: no server knob): ", read, out, echo)
+        if not typed:
+            return None
+        if typed.isdigit():
+            if 1 <= int(typed) <= len(listed):
+                return listed[int(typed) - 1]
+            out.write(f"  no knob {typed}: pick 1 to {len(listed)}, or type its name\n")
+            continue
+        name = knob_name(typed)
+        if name in listed or name in knobs.KNOBS:
+            return name
+        out.write(f"  {typed!r} is not a knob here: pick a number or one of the names listed\n")
 
 
 def _direction(text: str) -> Direction | None:

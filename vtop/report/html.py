@@ -23,6 +23,7 @@ from vtop.report.text import (
     _server_line,
     _window_line,
     check_line,
+    search_lines,
     why,
 )
 
@@ -299,15 +300,15 @@ def render_html(doc: Document) -> str:
             out.append("</table>")
         for r in f["recommendations"]:
             out.append(
-                f'<div>change: <code class="flag">{_e(r["flag"])}</code> / '
-                f'<code class="flag">{_e(r.get("engine_arg", ""))}</code> '
-                f"({_e(why(r))})</div>"
+                f'<div>change: <code class="flag">{_e(r["flag"])}</code> ({_e(why(r))})</div>'
             )
         prediction = f.get("prediction")
         if prediction:
             out.append(f"<div>predicted: {_e(prediction['line'])}</div>")
             if prediction["verdict"]:
                 out.append(f"<div><b>but</b> {_e(prediction['verdict'])}</div>")
+        for label, text in search_lines(f):
+            out.append(f"<div>{_e(label)}: {_e(text)}</div>")
         out.append("</div>")
     checked = check_line(doc)
     if checked:

@@ -214,12 +214,14 @@ def questions_of(
 
 
 def predicted_lines(advice: Advice | None) -> tuple[str, ...]:
-    """The reveal's `predicted: gen tok/s 150 → 305 (+103%, ±15%); …`, and when the twin does
-    not back the advice, the sentence that demotes it."""
+    """The reveal's `predicted: gen tok/s 150 → 305 (+103%, ±15%); …`, when the twin does
+    not back the advice the sentence that demotes it, and how the twin chose the setting
+    (`chosen: …`, `instead: …`) as the reports say it."""
     if advice is None:
         return ()
     verdict = advice.verdict()
-    return (f"  predicted: {advice.line()}", *((f"    but {verdict}",) if verdict else ()))
+    out = [f"  predicted: {advice.line()}", *((f"    but {verdict}",) if verdict else ())]
+    return (*out, *(f"  {label}: {text}" for label, text in advice.choice_lines()))
 
 
 def predict(question: Question, advisor: Advisor | None = None) -> tuple[str, ...]:
@@ -234,14 +236,15 @@ def predict(question: Question, advisor: Advisor | None = None) -> tuple[str, ..
     return predicted_lines(advice)
 
 
-def grade(question: Question, answer: Answer) -> Verdict:
+def grade(question: Question, answer: Answer, advisor: Advisor | None = None) -> Verdict:
     """`knob`: the right knob, or rightly none; `value`: the right direction or value; and
-    the advice's predicted effect, where the question has a reading (`predict`)."""
+    the advice's predicted effect, where the question has a reading (`predict`, under
+    `advisor`'s goals)."""
     f = question.finding
     diagnosis = answer.rule == f.rule
     named = "right" if diagnosis else f"{answer.rule or 'none'} is not it"
     said = [f"diagnosis: {named} ({2 * diagnosis} of 2)"]
-    predicted = predict(question)
+    predicted = predict(question, advisor)
     if not f.recommendations:
         none = answer.knob is None
         said.append(

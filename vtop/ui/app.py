@@ -62,6 +62,7 @@ from vtop.ui.widgets.gpu_panel import GpuPanel
 from vtop.ui.widgets.header_bar import HeaderBar
 from vtop.ui.widgets.scheduler_grid import SchedulerGrid
 from vtop.ui.widgets.triage_panel import TriagePanel
+from vtop.whatif.search import Goals
 
 __all__ = ["INTERVALS", "THEMES", "WINDOWS", "ProcessCpu", "SelfCpu", "VtopApp"]
 
@@ -128,9 +129,11 @@ class VtopApp(KeysMixin, RecordingMixin, PollingMixin, DrawingMixin, LayoutMixin
         autopoll: bool = True,
         record_dir: str | os.PathLike[str] = ".",
         recorder: Recorder | None = None,
+        goals: Goals | None = None,
     ) -> None:
         """`recorder`: record every frame from the first poll (`vtop --record FILE` on a
-        terminal); `r` stops it like a recording started here."""
+        terminal); `r` stops it like a recording started here. `goals`: what the twin's
+        choice of each finding's setting optimises (`--max-ttft-s` and the others)."""
         super().__init__()
         self.source = source
         self.monitor = monitor
@@ -139,7 +142,7 @@ class VtopApp(KeysMixin, RecordingMixin, PollingMixin, DrawingMixin, LayoutMixin
         self.paused = False
         self.selected = 0
         self._findings = findings or monitor_findings
-        self.predictor = Predictor()
+        self.predictor = Predictor(goals)
         """Findings' predicted effects, kept while the load holds (one `Advisor` per app)."""
         self.thresholds = thresholds if thresholds is not None else table_for(monitor.engine.rules)
         self._self_cpu = self_cpu or ProcessCpu()

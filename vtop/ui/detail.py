@@ -149,15 +149,16 @@ def unavailable_rows(why: str) -> list[Row]:
 
 def prediction_rows(advice: Advice | None) -> list[Row]:
     """The twin's answer: the figures the recommendations move, together, and when the twin
-    does not back the promise, the sentence that demotes it ("but …"); nothing when the
-    twin can set none of the finding's knobs."""
+    does not back the promise, the sentence that demotes it ("but …"); how the configuration
+    was chosen and under which goals, and the trade-offs beside it ("instead: …"), as the
+    reports say them; nothing when the twin can set none of the finding's knobs."""
     if advice is None:
         return []
     out = [Row(""), Row(PREDICTED), Row(f"  {advice.line()}", 2)]
     verdict = advice.verdict()
     if verdict:
         out.append(Row(f"  but {verdict}", 6))
-    return out
+    return out + [Row(f"  {label}: {text}", 4) for label, text in advice.choice_lines()]
 
 
 def lines(f: Finding, now: float | None = None) -> list[str]:

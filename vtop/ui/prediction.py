@@ -21,6 +21,7 @@ from vtop.monitor import Monitor
 from vtop.report.collect import prediction_reading, twin_failed
 from vtop.ui.detail import Row, prediction_rows, unavailable_rows
 from vtop.whatif.advice import Advisor, Reading, twin_changes
+from vtop.whatif.search import Goals
 
 Job = Callable[[], list[Row]]
 """The twin's run, for a worker thread: the rows to show when it is done."""
@@ -29,8 +30,8 @@ Job = Callable[[], list[Row]]
 class Predictor:
     """The app's `Advisor`, read on the loop and run off it, one run at a time."""
 
-    def __init__(self) -> None:
-        self._advisor = Advisor()
+    def __init__(self, goals: Goals | None = None) -> None:
+        self._advisor = Advisor(goals)
         self._lock = threading.Lock()
 
     def start(self, monitor: Monitor, finding: Finding) -> list[Row] | Job:

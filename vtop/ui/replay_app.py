@@ -52,6 +52,7 @@ from vtop.ui.screens.question import QuestionScreen
 from vtop.ui.thresholds import table_for
 from vtop.ui.training import Session
 from vtop.ui.widgets.timeline import Timeline
+from vtop.whatif.search import Goals
 
 __all__ = ["ReplayApp", "utc"]
 
@@ -90,6 +91,7 @@ class ReplayApp(AnalysisMixin, TrainingMixin, PlayerControlsMixin, ReplayViewMix
         capacity: int = 3600,
         warnings: Sequence[str] = (),
         precomputed: tuple[Analysis, Sequence[Chunk]] | None = None,
+        goals: Goals | None = None,
     ) -> None:
         """`precomputed`: a pass already made over this trace with these rules (`analyse`),
         e.g. by tests, instead of making one in a worker."""
@@ -105,7 +107,7 @@ class ReplayApp(AnalysisMixin, TrainingMixin, PlayerControlsMixin, ReplayViewMix
         super().__init__(source, self.player.monitor, interval=interval, window_s=window_s,
                          theme=theme, findings=self._findings_at,
                          thresholds=table_for(engine.rules), self_cpu=self_cpu,
-                         autopoll=False)  # fmt: skip
+                         autopoll=False, goals=goals)  # fmt: skip
         self.replay = source
         self.autoplay = autoplay
         self.timeline = Timeline()

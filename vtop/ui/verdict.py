@@ -49,8 +49,8 @@ class Line:
     finding: Finding | None = None
     label: str = ""
     wide: str = ""
-    """The same line with more in it, shown instead where it fits on one row (the flags with
-    the engine arguments they set, on wide terminals)."""
+    """The same line with more in it, shown instead where it fits on one row (a finding's
+    title beside its pending progress, on wide terminals)."""
 
 
 def order(findings: Sequence[Finding]) -> list[Finding]:
@@ -67,12 +67,6 @@ def order(findings: Sequence[Finding]) -> list[Finding]:
 def flags(finding: Finding) -> str:
     """The recommended flags of a finding, as they go on `vllm serve`."""
     return "  ".join(r.flag for r in finding.recommendations)
-
-
-def flags_and_args(finding: Finding) -> str:
-    """`--max-num-seqs 104 (max_num_seqs=104)`: each flag with the engine argument it sets,
-    for those who start vLLM from Python (`LLM(...)`, `AsyncEngineArgs`)."""
-    return "  ".join(f"{r.flag} ({r.engine_arg})" for r in finding.recommendations)
 
 
 def progress(finding: Finding) -> str:
@@ -174,8 +168,8 @@ def lines(findings: Sequence[Finding] | None, *, error: str | None = None,
                             LABELS[f.severity]))  # fmt: skip
             fix = flags(f)
             if fix:
-                out.append(Line("action", f"→ {fix}", f.severity, f,
-                                wide=f"→ {flags_and_args(f)}"))  # fmt: skip
+                # The flag once: the engine argument it sets is in the detail (`engine`).
+                out.append(Line("action", f"→ {fix}", f.severity, f))
             else:
                 out.append(Line("action", "→ no flag change: see details", f.severity, f))
         elif f.state == "pending":

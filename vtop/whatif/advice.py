@@ -138,6 +138,18 @@ class Advice:
             parts.insert(0, f"{LABELS[self.promised]} not predicted (the self-check found it off)")
         return "; ".join(parts) + f" (confidence {p.confidence})"
 
+    def choice_lines(self) -> list[tuple[str, str]]:
+        """How the configuration predicted was chosen, as (label, text): what the twin set
+        when it moved off the formula's values, `chosen` (`unchecked` where it could not
+        judge) with the goals, and each trade-off beside it (`instead`); none when the
+        prediction is withheld (its line already says why nothing was chosen)."""
+        c = self.choice
+        if c is None or self.prediction.confidence == "withheld":
+            return []
+        out = [("the twin's choice", c.chosen.label())] if c.moved else []
+        out.append(("chosen" if c.checked else "unchecked", c.line()))
+        return out + [("instead", t.line()) for t in c.alternatives]
+
     def verdict(self) -> str:
         """The sentence that demotes the advice; "" when the twin backs it."""
         if not self.demoted or self.promised is None or self.gain is None:
