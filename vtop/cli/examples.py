@@ -21,6 +21,7 @@ EXAMPLES: dict[str, tuple[str, ...]] = {
         "vtop sim                                        # healthy, on :8000",
         "vtop sim --scenario memory-ceiling --port 8001 --speed 5",
         "vtop sim --instances 3 --emulate-version 0.10",
+        "vtop sim --scenario budget-too-small --max-num-seqs 64   # the advice, tried",
         "vtop sim --list                                 # the scenarios",
     ),
     "vtop rules": (
@@ -61,6 +62,11 @@ EXAMPLES: dict[str, tuple[str, ...]] = {
         "vtop whatif --url localhost:8000 --set max_num_seqs=64",
         "vtop whatif --url localhost:8000 --duration 2m --sweep max_num_seqs=64,128,256",
         "vtop whatif --replay today.vtrace --set max_num_seqs=64",
+    ),
+    "vtop tune": (
+        "vtop tune --url localhost:8000 --restart 'systemctl restart vllm' --flags-file flags",
+        "vtop tune --yes -- vllm serve Qwen/Qwen2.5-1.5B-Instruct --max-num-seqs 16",
+        "vtop tune --max-itl-ms 50 -- vtop sim --scenario budget-too-small --max-num-seqs 16",
     ),
     "vtop completion": (
         "vtop completion bash > ~/.local/share/bash-completion/completions/vtop",

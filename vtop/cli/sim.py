@@ -1,6 +1,7 @@
 """`vtop sim`: serve a simulated vLLM (or several) on loopback, or list the scenarios.
 
     vtop sim --scenario memory-ceiling --port 8000 --speed 2 --emulate-version 0.10
+    vtop sim --scenario budget-too-small --max-num-seqs 64
     vtop sim --list
 
 Each instance is a `Twin` behind a `SimServer` on consecutive ports (port 0: any free port), a
@@ -11,22 +12,29 @@ scrape. Every flag has a default (its help says which): bare `vtop sim` serves `
 wires `register()` in; `run()` returns the exit code. The simulation is `vtop.sim`'s (the twin,
 its scenarios and dialects, the server); this module only turns arguments into servers and
 says what it started.
+
+The scheduler's flags (`--max-num-seqs`, `--kv-cache-dtype`, … : every knob the twin can set,
+spelled as `vllm serve` takes them) replace the scenario's own, so a recommendation can be tried
+on the simulated server by restarting it with the flag, as on a real one (`vtop tune` does).
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import sys
 import textwrap
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, TextIO
 
+from vtop import knobs
 from vtop.cli import ranges
 from vtop.cli.exits import EXIT_OK, EXIT_USAGE
 from vtop.cli.usage import OneLineParser
+from vtop.knobs import KnobValue
 from vtop.sim.dialects import DEFAULT_DIALECT, normalise
-from vtop.sim.scenarios import SCENARIOS
+from vtop.sim.scenarios import SCENARIOS, Scenario
 from vtop.sim.server import SimServer, serve
 from vtop.sim.twin import Twin
 
@@ -84,8 +92,53 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument("--duration", type=ranges.SIM_SECONDS, default=None, metavar="SECONDS",
                    help=ranges.ranged("stop after this many wall seconds (default: until Ctrl-C)",
                                       ranges.SIM_SECONDS))  # fmt: skip
+    add_serve_flags(
+        p.add_argument_group(
+            "the server's flags, as vllm serve takes them (default: the scenario's)"
+        )
+    )
     p.set_defaults(func=run)
     return p
+
+
+def add_serve_flags(group: argparse._ArgumentGroup) -> None:
+    """One flag per knob the twin can set (`vtop.knobs`), parsed and bounded as the knob is;
+    a boolean takes its `--no-` form too. Each lands in `args.serve_<name>`."""
+    for name in knobs.twin_knobs():
+        spec = knobs.KNOBS[name]
+        dest = f"serve_{name}"
+        if spec.kind is bool:
+            group.add_argument(
+                spec.flag, dest=dest, action=argparse.BooleanOptionalAction, help=spec.meaning
+            )
+        else:
+            group.add_argument(
+                spec.flag, dest=dest, metavar="VALUE", type=_knob_type(name), help=spec.meaning
+            )
+
+
+def _knob_type(name: str) -> Callable[[str], KnobValue]:
+    """argparse's `type` for knob `name`: its one parser, its error as argparse's."""
+
+    def parse(text: str) -> KnobValue:
+        try:
+            return knobs.parse(name, text)
+        except ValueError as exc:
+            raise argparse.ArgumentTypeError(str(exc)) from None
+
+    parse.__name__ = name  # argparse names the type in "invalid <name> value"
+    return parse
+
+
+def scenario_with_flags(args: argparse.Namespace) -> Scenario:
+    """The scenario `args` name, its serve args replaced by the flags given."""
+    scenario = SCENARIOS[args.scenario]
+    given = {name: getattr(args, f"serve_{name}", None) for name in knobs.twin_knobs()}
+    given = {name: value for name, value in given.items() if value is not None}
+    if not given:
+        return scenario
+    serve_args = dataclasses.replace(scenario.args, **given)  # type: ignore[arg-type]
+    return dataclasses.replace(scenario, args=serve_args)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -144,10 +197,11 @@ def run(args: argparse.Namespace) -> int:
         return _error(f"--speed must be positive, got {args.speed}")
     if args.instances < 1:
         return _error(f"--instances must be at least 1, got {args.instances}")
+    scenario = scenario_with_flags(args)
     servers: list[SimServer] = []
     try:
         for i in range(args.instances):
-            twin = Twin(args.scenario, seed=args.seed + i, emulate_version=dialect)
+            twin = Twin(scenario, seed=args.seed + i, emulate_version=dialect)
             if not args.no_warmup:
                 twin.warm_up()
             port = args.port + i if args.port else 0
