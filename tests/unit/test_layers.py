@@ -37,7 +37,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("vtop.monitor",),
     ("vtop.summary",),
     ("vtop.report",),
-    ("vtop.ui",),
+    ("vtop.ui", "vtop.tune"),
     ("vtop.cli",),
     ("vtop.__main__",),
 )

@@ -183,14 +183,15 @@ def test_o_dev_stdout_feeds_a_pipe_and_appends_where_the_shell_appends(
 
 def test_every_file_vtop_writes_goes_through_the_atomic_helper() -> None:
     """A plain open for writing (or write_text) in vtop/ would be a write a full disk can cut
-    in half; only the helper itself, the trace writer (append-only, O_EXCL) and the output
-    streams' /dev/null may open files for writing."""
-    allowed = {"files.py", "writer.py", "output.py"}
+    in half; only the helper itself, the trace writer (append-only, O_EXCL), the output
+    streams' /dev/null and the log a server `vtop tune` launched appends its output to (the
+    server writes it, as a shell's `>>` would) may open files for writing."""
+    allowed = {"files.py", "writer.py", "output.py", "tune/server.py"}
     writes = re.compile(r"""open\([^)]*["'][wax]b?\+?["']|\.write_(text|bytes)\(|O_WRONLY""")
     offenders = [
         f"{src.relative_to(ROOT)}:{n}: {line.strip()}"
         for src in (ROOT / "vtop").rglob("*.py")
-        if src.name not in allowed
+        if src.name not in allowed and f"{src.parent.name}/{src.name}" not in allowed
         for n, line in enumerate(src.read_text().splitlines(), 1)
         if writes.search(line)
     ]

@@ -63,6 +63,7 @@ COMMANDS: dict[str, Command] = {
     "whatif": Command(
         "predict a server's figures after a knob change (a twin fitted to it)", "whatif"
     ),
+    "tune": Command("restart a server with the twin's choice, measure it, keep the best", "tune"),
     "completion": Command("print a shell completion script", "completion"),
 }
 

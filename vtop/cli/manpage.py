@@ -202,6 +202,8 @@ def invocation(action: argparse.Action, prog: str) -> str:
     (flags bold, the value's metavar italic, once), or a positional's metavar."""
     formatter = _formatter(prog)
     if not action.option_strings:
+        if action.nargs == argparse.REMAINDER and isinstance(action.metavar, str):
+            return _italic(action.metavar)  # argparse writes `...` for the rest of the line
         return _italic(formatter._format_args(action, action.dest))
     flags = ", ".join(_bold(flag) for flag in action.option_strings)
     if action.nargs == 0:

@@ -164,3 +164,8 @@ MAX_TTFT_S = Number(0, 3600, unit="s", lo_open=True)
 PROM_STEP = PromDuration(0, 86400, lo_open=True)
 """`vtop rules export --resolution` and `--interval`: a subquery step or a rule group's
 evaluation interval, as Prometheus writes it, up to a day."""
+TUNE_WATCH = Duration(5, 86400)
+"""`vtop tune --watch`: each trial's window; under 5 s no verdict can form."""
+RESTARTS = Number(1, 20, integer=True)
+TUNE_WAIT = Duration(1, 86400)
+"""How long `vtop tune` waits for a restarted server to answer, then for its load."""

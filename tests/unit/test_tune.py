@@ -1,0 +1,156 @@
+"""`vtop tune`'s parts without a process: the flags edit, and the loop over the simulator.
+
+The loop runs on real reports of the twin (`simulated_document` of a scenario started with the
+flags the loop chose, as `vtop sim --max-num-seqs …` starts it), behind a `Server` that records
+what it was asked to do. A server that comes back worse than promised is rolled back; Ctrl-C
+restores the best configuration measured; a plan not confirmed restarts nothing.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+
+import pytest
+
+from vtop.knobs import KnobValue
+from vtop.report.document import Document
+from vtop.report.run import simulated_document
+from vtop.sim.scenarios import SCENARIOS
+from vtop.sim.twin import Twin
+from vtop.sources.sim import SimSource
+from vtop.tune.flags import edit_file_text, file_flags, with_changes
+from vtop.tune.loop import Figures as F
+from vtop.tune.loop import Trial, Tuner, better
+from vtop.whatif.search import Goals
+
+# -- the flags edit --------------------------------------------------------------------------
+
+
+def test_a_changed_flag_replaces_every_spelling_of_it_once() -> None:
+    argv = ["vllm", "serve", "m", "--max-num-seqs", "16", "--port", "8000",
+            "--max_num_seqs=8", "--enable-prefix-caching"]  # fmt: skip
+    out = with_changes(argv, {"max_num_seqs": 64, "enable_prefix_caching": False})
+    assert out == ["vllm", "serve", "m", "--port", "8000", "--max-num-seqs", "64",
+                   "--no-enable-prefix-caching"]  # fmt: skip
+    assert with_changes(out, {"enable_prefix_caching": True})[-1] == "--enable-prefix-caching"
+
+
+def test_a_flags_file_keeps_its_comments_and_other_lines() -> None:
+    text = "# tuned by hand\n--max-num-seqs 16 --port 8000\n--kv-cache-dtype auto\n"
+    out = edit_file_text(text, {"max_num_seqs": 12, "kv_cache_dtype": "fp8"})
+    assert out == "# tuned by hand\n--port 8000\n--max-num-seqs 12\n--kv-cache-dtype fp8\n"
+    assert file_flags(out) == ["--port", "8000", "--max-num-seqs", "12", "--kv-cache-dtype", "fp8"]
+
+
+# -- the loop, on the simulator --------------------------------------------------------------
+
+
+class SimServer:
+    """The budget-bound scenario, restarted with the flags asked for (`sabotage`: what it
+    really starts with instead, as a server whose restart went wrong would)."""
+
+    def __init__(self, scenario: str, sabotage: Mapping[str, KnobValue] | None = None) -> None:
+        self.scenario = SCENARIOS[scenario]
+        self.sabotage = dict(sabotage or {})
+        self.asked: list[dict[str, KnobValue]] = []
+        self.running: dict[str, KnobValue] = {}
+
+    def restart(self, changes: Mapping[str, KnobValue]) -> None:
+        self.asked.append(dict(changes))
+        self.running = {**changes, **self.sabotage} if changes else {}
+
+    def describe(self) -> str:
+        return f"{self.scenario.name} {self.running}"
+
+    def observe(self) -> Document:
+        args = dataclasses.replace(self.scenario.args, **self.running)  # type: ignore[arg-type]
+        twin = Twin(dataclasses.replace(self.scenario, args=args), seed=len(self.asked))
+        twin.warm_up()
+        source = SimSource([twin], interval_s=1.0)
+        return simulated_document(source, name=self.scenario.name, duration_s=30.0)
+
+
+def test_the_loop_applies_the_twins_choice_and_stops_when_nothing_is_left() -> None:
+    server = SimServer("budget-too-small")
+    outcome = Tuner(server, server.observe, Goals(), max_restarts=3).run()
+    start = outcome.trials[0]
+    assert start.verdict.endswith("budget-too-small") and start.changes == {}
+    assert server.asked and server.asked[0]["max_num_seqs"] > 16, server.asked
+    best = outcome.best
+    assert best is not None and best.number >= 1
+    assert best.measured.tokens_per_s > 1.3 * (start.measured.tokens_per_s or 0)
+    assert best.predicted is not None and best.error() is not None
+    assert outcome.restarts == len(server.asked) <= 3
+    assert outcome.stopped, outcome
+
+
+def test_a_restart_that_comes_back_worse_is_rolled_back() -> None:
+    # The seats asked for, but a KV pool of 200 blocks beside them (a GPU shared with another
+    # process): preemption, and the goals missed.
+    server = SimServer(
+        "budget-too-small", sabotage={"num_gpu_blocks_override": 200, "max_model_len": 2048}
+    )
+    outcome = Tuner(server, server.observe, Goals(), max_restarts=3).run()
+    assert len(outcome.trials) == 2 and "rolled back" in outcome.trials[1].note
+    assert server.asked[-1] == {} and server.running == {}, server.asked  # as started again
+    assert outcome.best is outcome.trials[0]
+    assert "measured worse" in outcome.stopped
+
+
+def test_a_restart_that_did_not_apply_the_flags_stops_and_restores() -> None:
+    server = SimServer("budget-too-small", sabotage={"max_num_seqs": 16})  # the old value
+    outcome = Tuner(server, server.observe, Goals(), max_restarts=3).run()
+    assert (
+        len(outcome.trials) == 2 and "not applied: max_num_seqs 16, not " in outcome.trials[1].note
+    )
+    assert "the restart did not apply the flags" in outcome.stopped
+    assert server.asked[-1] == {} and outcome.best is outcome.trials[0]
+
+
+def test_ctrl_c_restores_the_best_configuration_measured() -> None:
+    server = SimServer("budget-too-small", sabotage={"max_num_seqs": 4})
+    calls = 0
+
+    def observe() -> Document:
+        nonlocal calls
+        calls += 1
+        if calls == 2:
+            raise KeyboardInterrupt
+        return server.observe()
+
+    tuner = Tuner(server, observe, Goals(), max_restarts=3)
+    with pytest.raises(KeyboardInterrupt):
+        tuner.run()
+    assert tuner.outcome.stopped == "interrupted"
+    assert len(server.asked) == 2 and server.asked[-1] == {}
+
+
+def test_nothing_restarts_without_a_yes() -> None:
+    server = SimServer("budget-too-small")
+    asked = []
+    outcome = Tuner(
+        server, server.observe, Goals(), confirm=lambda p: asked.append(p) or False
+    ).run()
+    assert asked and asked[0].changes.get("max_num_seqs", 0) > 16
+    assert server.asked == [] and outcome.stopped == "the restart was not confirmed"
+
+
+def test_a_healthy_server_is_left_alone() -> None:
+    server = SimServer("healthy")
+    outcome = Tuner(server, server.observe, Goals()).run()
+    assert server.asked == [] and len(outcome.trials) == 1
+    assert outcome.stopped == "no finding left that a knob the twin sets would fix"
+
+
+def _trial(tokens: float, preempt: float = 0.0, itl: float = 0.02) -> Trial:
+    m = F(tokens, preempt, 1.0, itl)
+    misses = ("preempts",) if preempt > 0.05 else ()
+    return Trial(1, {"max_num_seqs": 8}, None, m, "OK", misses)
+
+
+def test_better_means_the_goals_first_then_tokens_beyond_the_noise() -> None:
+    assert better(_trial(100), _trial(100, preempt=1.0))  # meets where the best did not
+    assert not better(_trial(200, preempt=1.0), _trial(100))  # more tokens, goals missed
+    assert better(_trial(98), _trial(100))  # within the noise: as good
+    assert not better(_trial(90), _trial(100))

@@ -1,0 +1,351 @@
+"""The closed loop of `vtop tune`: watch, let the twin choose, ask, restart, measure, keep the
+best; every trial logged beside what the twin predicted for it.
+
+Trial 0 is the server as it runs. Each round takes the top finding of the last watch whose
+advice the twin can set (its recommendations, as the twin's search chose them under the goals:
+the same values a report prints), asks before the restart unless told yes, restarts with every
+change so far, waits for the server and its load, and measures the same window. A trial is
+kept when it meets the goals at least as the best one did and its tokens/s is not worse than
+the best's by more than `NOISE`; otherwise the best configuration is restored and the loop
+stops. A restarted server that shows another value than the one asked for (a restart command
+that does not read the flags file) stops the loop too: its measurement would be of the old
+configuration under the new name. It also stops when no such finding is left, when the next
+change is predicted to gain under `MIN_GAIN`, after `max_restarts`, or on Ctrl-C (the best
+measured configuration is restored first, when the server runs another).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from vtop import fmt, knobs
+from vtop.knobs import KnobValue
+from vtop.report.document import Document, FindingDoc
+from vtop.tune.server import Server
+from vtop.whatif.search import SUSTAINED_PREEMPTION_PER_S, Goals
+
+MIN_GAIN = 0.05
+"""A next change predicted to gain less than this (on what it promises) is not worth a restart."""
+NOISE = 0.03
+"""Measured tokens/s this much under the best still counts as the same: two windows of the same
+load differ by about this much on a steady server."""
+
+
+@dataclass(frozen=True, slots=True)
+class Figures:
+    """What a trial is judged on, measured over its window or predicted by the twin."""
+
+    tokens_per_s: float | None = None
+    preemptions_per_s: float | None = None
+    ttft_p90_s: float | None = None
+    itl_p50_s: float | None = None
+
+    def line(self) -> str:
+        """`1.2k tok/s, 0.50 preempt/s, TTFT p90 2.1s, ITL p50 39ms`."""
+        return ", ".join(
+            [
+                f"{fmt.num(self.tokens_per_s)} tok/s",
+                f"{_num(self.preemptions_per_s)} preempt/s",
+                f"TTFT p90 {_seconds(self.ttft_p90_s)}",
+                f"ITL p50 {_seconds(self.itl_p50_s)}",
+            ]
+        )
+
+
+def _num(x: float | None) -> str:
+    return "-" if x is None else f"{x:.2f}"
+
+
+def _seconds(x: float | None) -> str:
+    return "-" if x is None else fmt.seconds(x)
+
+
+def measured(doc: Document) -> Figures:
+    """The figures a watch measured (window averages; TTFT p90 and ITL p50 over the window)."""
+    signals: Any = doc["signals"]
+    latency = doc["latency"]
+
+    def avg(name: str) -> float | None:
+        s = signals.get(name)
+        return s.get("avg") if s else None
+
+    return Figures(
+        avg("generation_tokens_per_s"),
+        avg("preemptions_per_s"),
+        latency["ttft"]["p90"] if "ttft" in latency else None,
+        latency["itl"]["p50"] if "itl" in latency else None,
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class Plan:
+    """The next change: the finding it answers and the twin's figures for it."""
+
+    rule: str
+    changes: dict[str, KnobValue]
+    predicted: Figures | None
+    gain: float | None
+    """The predicted improvement on what the finding's advice promises; None: not predicted."""
+    line: str
+    """The twin's prediction in words, or why it has none."""
+    checked: bool
+    """Whether the twin judged the candidates (otherwise the rule's formula stands)."""
+
+    def flags(self) -> str:
+        return "  ".join(knobs.flag(n, v) for n, v in self.changes.items())
+
+
+def plan(doc: Document) -> Plan | None:
+    """The change the watch advises: the first firing finding that counts and has a
+    recommendation the twin can set; None when there is none."""
+    settable = set(knobs.twin_knobs())
+    for f in doc["findings"]:
+        recs = [r for r in f["recommendations"] if r["knob"] in settable]
+        if f["state"] != "firing" or not f["counts"] or not recs:
+            continue
+        return _plan_of(f, {r["knob"]: r["to"] for r in recs})
+    return None
+
+
+def _plan_of(f: FindingDoc, changes: dict[str, KnobValue]) -> Plan:
+    p = f.get("prediction")
+    bands: Mapping[str, Any] = next(
+        (r["predicted"] for r in f["recommendations"] if r.get("predicted")), {}
+    )
+    after = {name: b["after"] for name, b in bands.items()}
+    predicted = (
+        Figures(
+            after.get("generation_tokens_per_s"),
+            after.get("preemptions_per_s"),
+            after.get("ttft_p90"),
+            after.get("itl_p50"),
+        )
+        if after
+        else None
+    )
+    search = p.get("search") if p else None
+    return Plan(
+        rule=f["rule"],
+        changes=changes,
+        predicted=predicted,
+        gain=p["gain"] if p and p["confidence"] != "withheld" else None,
+        line=p["line"] if p else "no prediction",
+        checked=bool(search and search["checked"]) and bool(p and p["confidence"] != "withheld"),
+    )
+
+
+@dataclass(slots=True)
+class Trial:
+    """One configuration the server ran, what the twin predicted for it and what it did."""
+
+    number: int
+    changes: dict[str, KnobValue]
+    """Every knob changed since the start, with its value ({} for the start)."""
+    predicted: Figures | None
+    measured: Figures
+    verdict: str
+    """The watch's verdict: `WARNING budget-too-small`, `OK`."""
+    misses: tuple[str, ...]
+    note: str = ""
+
+    @property
+    def meets(self) -> bool:
+        return not self.misses
+
+    def flags(self) -> str:
+        if not self.changes:
+            return "(as started)"
+        return "  ".join(knobs.flag(n, v) for n, v in self.changes.items())
+
+    def error(self) -> float | None:
+        """Measured tokens/s against predicted (0.1: measured 10 % above)."""
+        p = self.predicted.tokens_per_s if self.predicted else None
+        m = self.measured.tokens_per_s
+        return None if not p or m is None else m / p - 1
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "trial": self.number,
+            "changes": dict(self.changes),
+            "flags": self.flags(),
+            "predicted": dataclasses.asdict(self.predicted) if self.predicted else None,
+            "measured": dataclasses.asdict(self.measured),
+            "error": self.error(),
+            "verdict": self.verdict,
+            "meets_goals": self.meets,
+            "misses": list(self.misses),
+            "note": self.note,
+        }
+
+
+def misses(goals: Goals, m: Figures, start: Figures) -> tuple[str, ...]:
+    """The goals measured figures `m` miss (the ITL bound relative to the start's ITL)."""
+    out = []
+    if not goals.allow_preemption and (m.preemptions_per_s or 0) > SUSTAINED_PREEMPTION_PER_S:
+        out.append(f"preempts {m.preemptions_per_s:.2f}/s")
+    itl_bound = goals.max_itl_s
+    if itl_bound is None and start.itl_p50_s:
+        itl_bound = start.itl_p50_s * goals.itl_growth
+    if itl_bound is not None and m.itl_p50_s is not None and m.itl_p50_s > itl_bound:
+        out.append(f"ITL p50 {fmt.seconds(m.itl_p50_s)} > {fmt.seconds(itl_bound)}")
+    ttft_bound = goals.max_ttft_s
+    if ttft_bound is not None and m.ttft_p90_s is not None and m.ttft_p90_s > ttft_bound:
+        out.append(f"TTFT p90 {fmt.seconds(m.ttft_p90_s)} > {fmt.seconds(ttft_bound)}")
+    return tuple(out)
+
+
+def unapplied(doc: Document, changes: Mapping[str, KnobValue]) -> list[str]:
+    """Each change the restarted server does not run, as its own page or command line says
+    (`max_num_seqs 16, not 64`), or as its behaviour shows (the batch held at 16 while
+    requests waited); a knob only assumed from vLLM's defaults cannot be checked."""
+    out = []
+    for name, wanted in changes.items():
+        k = doc["knobs"].get(name)
+        if k is None or k["provenance"] not in ("metrics", "process", "inferred"):
+            continue
+        if knobs.format_value(k["value"]) != knobs.format_value(wanted):
+            shown = knobs.format_value(k["value"])
+            out.append(f"{name} {shown}, not {knobs.format_value(wanted)}")
+    return out
+
+
+def verdict(doc: Document) -> str:
+    top = next((f for f in doc["findings"] if f["state"] == "firing" and f["counts"]), None)
+    return f"{doc['status']} {top['rule']}" if top is not None else doc["status"]
+
+
+def better(trial: Trial, best: Trial) -> bool:
+    """Whether `trial` may stand in for `best`: goals met at least as well, and tokens/s not
+    worse than the best's by more than the noise."""
+    if best.meets and not trial.meets:
+        return False
+    if trial.meets and not best.meets:
+        return True
+    t, b = trial.measured.tokens_per_s, best.measured.tokens_per_s
+    return t is not None and (b is None or t >= b * (1 - NOISE))
+
+
+@dataclass(slots=True)
+class Outcome:
+    trials: list[Trial] = field(default_factory=list)
+    best: Trial | None = None
+    stopped: str = ""
+    """Why the loop ended, in a clause."""
+    restarts: int = 0
+
+
+class Tuner:
+    """The loop over a `Server`; `observe` watches the server once it answers and carries
+    load, and returns the report of the window."""
+
+    def __init__(
+        self,
+        server: Server,
+        observe: Callable[[], Document],
+        goals: Goals,
+        *,
+        max_restarts: int = 3,
+        confirm: Callable[[Plan], bool] = lambda plan: True,
+        on_trial: Callable[[Trial], None] = lambda trial: None,
+        say: Callable[[str], None] = lambda line: None,
+    ) -> None:
+        self.server = server
+        self.observe = observe
+        self.goals = goals
+        self.max_restarts = max_restarts
+        self.confirm = confirm
+        self.on_trial = on_trial
+        self.say = say
+        self.outcome = Outcome()
+        self._current: dict[str, KnobValue] = {}
+
+    def _measure(
+        self, changes: dict[str, KnobValue], predicted: Figures | None, note: str
+    ) -> tuple[Trial, Document]:
+        doc = self.observe()
+        m = measured(doc)
+        start = self.outcome.trials[0].measured if self.outcome.trials else m
+        trial = Trial(
+            len(self.outcome.trials),
+            dict(changes),
+            predicted,
+            m,
+            verdict(doc),
+            misses(self.goals, m, start),
+            note,
+        )
+        self.outcome.trials.append(trial)
+        self.on_trial(trial)
+        return trial, doc
+
+    def _restart(self, changes: dict[str, KnobValue]) -> None:
+        self.outcome.restarts += 1
+        self._current = dict(changes)
+        self.server.restart(changes)
+
+    def run(self) -> Outcome:
+        """The whole loop; Ctrl-C restores the best measured configuration, then re-raises."""
+        try:
+            self._loop()
+        except KeyboardInterrupt:
+            self.outcome.stopped = "interrupted"
+            self._restore()
+            raise
+        return self.outcome
+
+    def _restore(self) -> None:
+        best = self.outcome.best
+        if best is not None and best.changes != self._current:
+            self.say(f"restoring the best measured configuration: {best.flags()}")
+            self._restart(best.changes)
+
+    def _loop(self) -> None:
+        out = self.outcome
+        trial, doc = self._measure({}, None, "start")
+        out.best = trial
+        while True:
+            step = plan(doc)
+            pending = [f["rule"] for f in doc["findings"] if f["state"] == "pending"]
+            if step is None and pending:
+                out.stopped = (
+                    f"no verdict in the window ({', '.join(pending)} still "
+                    "pending): watch longer (--watch)"
+                )
+                return
+            if step is None:
+                out.stopped = "no finding left that a knob the twin sets would fix"
+                return
+            if step.gain is not None and step.gain < MIN_GAIN:
+                out.stopped = (
+                    f"the next change ({step.flags()}) is predicted to gain "
+                    f"{step.gain:.0%}, under {MIN_GAIN:.0%}"
+                )
+                return
+            if out.restarts >= self.max_restarts:
+                out.stopped = f"--max-restarts {self.max_restarts} reached"
+                return
+            if not self.confirm(step):
+                out.stopped = "the restart was not confirmed"
+                return
+            changes = {**self._current, **step.changes}
+            self._restart(changes)
+            trial, doc = self._measure(changes, step.predicted, f"{step.rule}")
+            wrong = unapplied(doc, changes)
+            if wrong:  # measuring the old configuration under the new name proves nothing
+                trial.note += "; not applied: " + "; ".join(wrong)
+                out.stopped = (
+                    f"the restarted server runs {'; '.join(wrong)}: the restart did "
+                    "not apply the flags (does the server start from them?)"
+                )
+                self._restore()
+                return
+            if better(trial, out.best):
+                out.best = trial
+                continue
+            trial.note += "; worse: rolled back"
+            out.stopped = f"trial {trial.number} measured worse than trial {out.best.number}"
+            self._restore()
+            return
