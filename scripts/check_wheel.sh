@@ -98,8 +98,8 @@ done
 bash -n vtop.bash
 
 step "vtop --help lists every sub-command"
-for command in sim rules trace whatif completion; do  # listed, or in `vtop COMMAND …` examples
-    grep -Eq -- "([Ss]ub-?commands?:.*[ ,]|^ *|vtop )$command([ ,.:]|\$)" help.txt \
+for command in sim rules trace whatif tune completion; do  # listed, or in `vtop COMMAND …` examples
+    grep -Eq -- "([Ss]ub-?commands?:.*[ ,]|^ *|[ ,]|vtop )$command([ ,.:]|\$)" help.txt \
         || problem "vtop --help does not list the sub-command $command"
 done
 
