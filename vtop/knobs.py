@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Final, Literal
 
@@ -335,6 +336,11 @@ def flag_argv(name: str, value: KnobValue) -> list[str]:
 def flag(name: str, value: KnobValue) -> str:
     """`flag_argv` as one would type it: `--max-num-seqs 128`."""
     return " ".join(flag_argv(name, value))
+
+
+def flags(changes: Mapping[str, KnobValue], sep: str = "  ") -> str:
+    """Several changes as one types them: `--kv-cache-dtype fp8  --max-num-seqs 96`."""
+    return sep.join(flag(name, value) for name, value in changes.items())
 
 
 def check(name: str, value: KnobValue) -> KnobValue:

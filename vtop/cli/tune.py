@@ -139,7 +139,8 @@ def main(argv: Sequence[str]) -> int:
     log = Path(args.log or time.strftime("vtop-tune-%Y%m%d-%H%M%S.json", time.gmtime()))
     goals = goals_args.goals_from(args)
     try:
-        live_source(url, args.interval, _reach(args))  # the URL and the flags, checked now
+        checked = live_source(url, args.interval, _reach(args))  # the URL and flags, now
+        asyncio.run(checked.aclose())  # each watch makes its own (`_watch`)
         server: Server = (
             LaunchedServer(command, log.with_suffix(".server.log"))
             if launched

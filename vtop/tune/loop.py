@@ -25,7 +25,7 @@ from vtop import fmt, knobs
 from vtop.knobs import KnobValue
 from vtop.report.document import Document, FindingDoc
 from vtop.tune.server import Server
-from vtop.whatif.search import SUSTAINED_PREEMPTION_PER_S, Goals
+from vtop.whatif.search import Goals
 
 MIN_GAIN = 0.05
 """A next change predicted to gain less than this (on what it promises) is not worth a restart."""
@@ -95,7 +95,7 @@ class Plan:
     """Whether the twin judged the candidates (otherwise the rule's formula stands)."""
 
     def flags(self) -> str:
-        return "  ".join(knobs.flag(n, v) for n, v in self.changes.items())
+        return knobs.flags(self.changes)
 
 
 def plan(doc: Document) -> Plan | None:
@@ -158,7 +158,7 @@ class Trial:
     def flags(self) -> str:
         if not self.changes:
             return "(as started)"
-        return "  ".join(knobs.flag(n, v) for n, v in self.changes.items())
+        return knobs.flags(self.changes)
 
     def error(self) -> float | None:
         """Measured tokens/s against predicted (0.1: measured 10 % above)."""
@@ -182,19 +182,16 @@ class Trial:
 
 
 def misses(goals: Goals, m: Figures, start: Figures) -> tuple[str, ...]:
-    """The goals measured figures `m` miss (the ITL bound relative to the start's ITL)."""
-    out = []
-    if not goals.allow_preemption and (m.preemptions_per_s or 0) > SUSTAINED_PREEMPTION_PER_S:
-        out.append(f"preempts {m.preemptions_per_s:.2f}/s")
-    itl_bound = goals.max_itl_s
-    if itl_bound is None and start.itl_p50_s:
-        itl_bound = start.itl_p50_s * goals.itl_growth
-    if itl_bound is not None and m.itl_p50_s is not None and m.itl_p50_s > itl_bound:
-        out.append(f"ITL p50 {fmt.seconds(m.itl_p50_s)} > {fmt.seconds(itl_bound)}")
-    ttft_bound = goals.max_ttft_s
-    if ttft_bound is not None and m.ttft_p90_s is not None and m.ttft_p90_s > ttft_bound:
-        out.append(f"TTFT p90 {fmt.seconds(m.ttft_p90_s)} > {fmt.seconds(ttft_bound)}")
-    return tuple(out)
+    """The goals measured figures `m` miss, as the twin's search judges its candidates (the
+    ITL bound relative to the start's ITL)."""
+    return goals.missed(
+        tokens=m.tokens_per_s,
+        preemptions=m.preemptions_per_s,
+        itl=m.itl_p50_s,
+        itl_today=start.itl_p50_s,
+        ttft=m.ttft_p90_s,
+        unknown="not measured",
+    )
 
 
 def unapplied(doc: Document, changes: Mapping[str, KnobValue]) -> list[str]:

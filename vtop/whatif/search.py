@@ -75,30 +75,54 @@ class Goals:
 
         A bound the user gave needs its figure predicted; the default ITL bound is skipped
         when the twin withholds latency (it cannot judge it, and the user asked for nothing)."""
-        out: list[str] = []
-        tokens = p.figures.get("generation_tokens_per_s")
+        f = p.figures
+
+        def after(name: str) -> float | None:
+            band = f.get(name)
+            return band.after if band is not None else None
+
+        itl = f.get("itl_p50")
+        return self.missed(
+            tokens=after("generation_tokens_per_s"),
+            preemptions=after("preemptions_per_s"),
+            itl=after("itl_p50"),
+            itl_today=itl.now if itl is not None else None,
+            ttft=after("ttft_p90"),
+            unknown="not predicted",
+        )
+
+    def missed(
+        self,
+        *,
+        tokens: float | None,
+        preemptions: float | None,
+        itl: float | None,
+        itl_today: float | None,
+        ttft: float | None,
+        unknown: str,
+    ) -> tuple[str, ...]:
+        """The goals these figures miss (predicted, or measured by `vtop tune`), in words; a
+        figure that is None cannot show a bound the user gave is met (`unknown` says why)."""
         if tokens is None:
-            return ("gen tok/s not predicted",)
-        preempt = p.figures.get("preemptions_per_s")
+            return (f"gen tok/s {unknown}",)
+        out: list[str] = []
         if not self.allow_preemption:
-            if preempt is None:
-                out.append("preemptions not predicted")
-            elif preempt.after > SUSTAINED_PREEMPTION_PER_S:
-                out.append(f"{fmt.num(preempt.after)} preemptions/s")
-        itl = p.figures.get("itl_p50")
+            if preemptions is None:
+                out.append(f"preemptions {unknown}")
+            elif preemptions > SUSTAINED_PREEMPTION_PER_S:
+                out.append(f"{fmt.num(preemptions)} preemptions/s")
         if self.max_itl_s is not None:
             if itl is None:
-                out.append("ITL p50 not predicted")
-            elif itl.after > self.max_itl_s:
-                out.append(f"ITL p50 {fmt.seconds(itl.after)} > {fmt.seconds(self.max_itl_s)}")
-        elif itl is not None and itl.now > 0 and itl.after > self.itl_growth * itl.now:
-            out.append(f"ITL p50 {itl.after / itl.now:.2g}x today's")
+                out.append(f"ITL p50 {unknown}")
+            elif itl > self.max_itl_s:
+                out.append(f"ITL p50 {fmt.seconds(itl)} > {fmt.seconds(self.max_itl_s)}")
+        elif itl is not None and itl_today and itl_today > 0 and itl > self.itl_growth * itl_today:
+            out.append(f"ITL p50 {itl / itl_today:.2g}x today's")
         if self.max_ttft_s is not None:
-            ttft = p.figures.get("ttft_p90")
             if ttft is None:
-                out.append("TTFT p90 not predicted")
-            elif ttft.after > self.max_ttft_s:
-                out.append(f"TTFT p90 {fmt.seconds(ttft.after)} > {fmt.seconds(self.max_ttft_s)}")
+                out.append(f"TTFT p90 {unknown}")
+            elif ttft > self.max_ttft_s:
+                out.append(f"TTFT p90 {fmt.seconds(ttft)} > {fmt.seconds(self.max_ttft_s)}")
         return tuple(out)
 
 
@@ -121,7 +145,7 @@ class Trial:
 
     def label(self) -> str:
         """`--kv-cache-dtype fp8 --max-num-seqs 96`: the flags, as a user types them."""
-        return " ".join(knobs.flag(k, v) for k, v in self.changes.items())
+        return knobs.flags(self.changes, sep=" ")
 
     def line(self) -> str:
         """`--max-num-seqs 12: gen tok/s 408 (+11%), 1.8 preemptions/s`: the trade-off, against
