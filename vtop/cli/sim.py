@@ -109,11 +109,18 @@ def add_serve_flags(group: argparse._ArgumentGroup) -> None:
         dest = f"serve_{name}"
         if spec.kind is bool:
             group.add_argument(
-                spec.flag, dest=dest, action=argparse.BooleanOptionalAction, help=spec.meaning
+                spec.flag,
+                dest=dest,
+                action=argparse.BooleanOptionalAction,
+                help=f"{spec.meaning} (default: the scenario's)",
             )
         else:
             group.add_argument(
-                spec.flag, dest=dest, metavar="VALUE", type=_knob_type(name), help=spec.meaning
+                spec.flag,
+                dest=dest,
+                metavar="VALUE",
+                type=_knob_type(name),
+                help=f"{spec.meaning} (default: the scenario's)",
             )
 
 
