@@ -163,8 +163,9 @@ def parse_time(text: str, start: float | None, end: float | None) -> float:
     return stamp.timestamp()
 
 
-def window(since: str | None, until: str | None, start: float | None,
-           end: float | None) -> tuple[float | None, float | None]:  # fmt: skip
+def window(
+    since: str | None, until: str | None, start: float | None, end: float | None
+) -> tuple[float | None, float | None]:
     """`--from since --to until` over a trace spanning [start, end], clipped to it: a bound
     outside the trace is the trace's own (None where not given). ValueError, one line naming the
     flag, for a time it cannot read, `--to` before `--from`, or a window the trace is not in."""
@@ -184,8 +185,7 @@ def window(since: str | None, until: str | None, start: float | None,
     return lo, hi
 
 
-def _flag_time(flag: str, text: str | None, start: float | None, end: float | None
-               ) -> float | None:  # fmt: skip
+def _flag_time(flag: str, text: str | None, start: float | None, end: float | None) -> float | None:
     if not text:
         return None
     try:

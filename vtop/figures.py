@@ -137,8 +137,13 @@ class Latency:
 
     def stats(self) -> dict[str, float | None]:
         """Observations, mean and percentiles, as the report and `--once` write them."""
-        return {"observations": self.observations, "mean": self.mean, "p50": self.p50,
-                "p90": self.p90, "p99": self.p99}  # fmt: skip
+        return {
+            "observations": self.observations,
+            "mean": self.mean,
+            "p50": self.p50,
+            "p90": self.p90,
+            "p99": self.p99,
+        }
 
 
 WHOLES: dict[str, str] = {"queue_time": "ttft", "prefill_time": "ttft", "ttft": "e2e"}
@@ -186,8 +191,11 @@ def load_change(store: Store, window_s: float, scope: Scope = ENDPOINT) -> LoadC
     times = store.times(window_s)
     running = store.values(scope.key("running"), window_s)
     waiting = store.values(scope.key("waiting"), window_s)
-    seen = [(t, r + w) for t, r, w in zip(times, running, waiting, strict=True)
-            if r is not None and w is not None]  # fmt: skip
+    seen = [
+        (t, r + w)
+        for t, r, w in zip(times, running, waiting, strict=True)
+        if r is not None and w is not None
+    ]
     if len(seen) < 4:
         return None
     begin, end = seen[0][0], seen[-1][0]
@@ -240,8 +248,13 @@ class Now:
     ttft_p99: float | None
 
 
-def now(store: Store, scope: Scope = ENDPOINT, *, rate_span_s: float,
-        latency_span_s: float = LATENCY_SPAN_S) -> Now:  # fmt: skip
+def now(
+    store: Store,
+    scope: Scope = ENDPOINT,
+    *,
+    rate_span_s: float,
+    latency_span_s: float = LATENCY_SPAN_S,
+) -> Now:
     """The figures of `scope` now (see the module's docstring for what "now" means)."""
     return Now(
         running=gauge(store, scope.key("running")),
@@ -267,8 +280,9 @@ class GaugeWindow:
 
 
 def gauge_window(store: Store, k: SeriesKey, window_s: float | None) -> GaugeWindow:
-    return GaugeWindow(store.last(k), store.avg(k, window_s), store.min(k, window_s),
-                       store.max(k, window_s))  # fmt: skip
+    return GaugeWindow(
+        store.last(k), store.avg(k, window_s), store.min(k, window_s), store.max(k, window_s)
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -304,8 +318,9 @@ def prefix_hit_ratio(store: Store, scope: Scope, window_s: float | None) -> floa
     return hits / queries if hits is not None and queries else None
 
 
-def by_label(store: Store, scope: Scope, signal: str,
-             window_s: float | None) -> list[tuple[float, str]]:  # fmt: skip
+def by_label(
+    store: Store, scope: Scope, signal: str, window_s: float | None
+) -> list[tuple[float, str]]:
     """A counter's per-second increase per label value (finish reasons), largest first;
     labels that did not move are left out."""
     parts = []

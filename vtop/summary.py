@@ -116,8 +116,9 @@ def signal_summary(store: Store, sig: Signal, k: SeriesKey, window_s: float | No
     }
 
 
-def signals(store: Store, window_s: float | None = None, *, model: str = ALL,
-            engine: str = ALL) -> Json:  # fmt: skip
+def signals(
+    store: Store, window_s: float | None = None, *, model: str = ALL, engine: str = ALL
+) -> Json:
     """Every signal the store holds, for one model/engine or the aggregate."""
     out: Json = {}
     for sig in SIGNALS:
@@ -143,8 +144,9 @@ PAGE_GPU = "page (dcgm-exporter series on /metrics)"
 NVML_GPU = "nvml (this host's driver)"
 
 
-def endpoint_gpus(store: Store, window_s: float | None = None, *,
-                  nvml: GpuStatus | None = None) -> list[Json]:  # fmt: skip
+def endpoint_gpus(
+    store: Store, window_s: float | None = None, *, nvml: GpuStatus | None = None
+) -> list[Json]:
     """The GPUs the endpoint's history holds, each with where its readings come from.
 
     A page may carry dcgm-exporter series (the simulator does, and a remote server or a
@@ -153,8 +155,10 @@ def endpoint_gpus(store: Store, window_s: float | None = None, *,
     local reading, when there is one), so each GPU has one source.
     """
     local = {str(g.index) for g in nvml.gpus} if nvml is not None else set()
-    labels = sorted({label for sig in GPU_SIGNALS for label in store.labels(sig.name)},
-                    key=lambda x: (len(x), x))  # fmt: skip
+    labels = sorted(
+        {label for sig in GPU_SIGNALS for label in store.labels(sig.name)},
+        key=lambda x: (len(x), x),
+    )
     out: list[Json] = []
     for label in labels:
         values: Json = {}
@@ -231,8 +235,9 @@ def gpus(status: GpuStatus) -> Json:
     }
 
 
-def endpoint(view: EndpointView, window_s: float | None = None, *,
-             nvml: GpuStatus | None = None) -> Json:  # fmt: skip
+def endpoint(
+    view: EndpointView, window_s: float | None = None, *, nvml: GpuStatus | None = None
+) -> Json:
     """One endpoint: status, what the server says, its configuration, its signals, its GPUs
     (`nvml`: this host's reading, for a local endpoint)."""
     store = view.store

@@ -22,13 +22,19 @@ from vtop.report import schema_text
 class VersionAction(argparse.Action):
     """`--version`: print `version_text()` and exit 0."""
 
-    def __init__(self, option_strings: Sequence[str], dest: str = argparse.SUPPRESS,
-                 **kwargs: Any) -> None:  # fmt: skip
+    def __init__(
+        self, option_strings: Sequence[str], dest: str = argparse.SUPPRESS, **kwargs: Any
+    ) -> None:
         kwargs.setdefault("help", "print vtop's, Python's and Textual's versions and exit")
         super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, **kwargs)
 
-    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace,
-                 values: object, option_string: str | None = None) -> None:  # fmt: skip
+    def __call__(
+        self,
+        parser: argparse.ArgumentParser,
+        namespace: argparse.Namespace,
+        values: object,
+        option_string: str | None = None,
+    ) -> None:
         print(version_text())
         parser.exit(EXIT_OK)
 
@@ -39,8 +45,13 @@ class SchemaAction(argparse.Action):
     def __init__(self, option_strings: list[str], dest: str, **kwargs: Any) -> None:
         super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, **kwargs)
 
-    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace,
-                 values: object, option_string: str | None = None) -> None:  # fmt: skip
+    def __call__(
+        self,
+        parser: argparse.ArgumentParser,
+        namespace: argparse.Namespace,
+        values: object,
+        option_string: str | None = None,
+    ) -> None:
         try:
             text = schema_text()
         except OSError as exc:  # a broken install: say so in one line

@@ -50,8 +50,9 @@ def _subparsers(parser: argparse.ArgumentParser) -> argparse._SubParsersAction[A
     return parser.add_subparsers(dest="command", metavar="COMMAND")
 
 
-def _hang(sub: argparse._SubParsersAction[Any], name: str, parser: argparse.ArgumentParser,
-          help_: str) -> argparse.ArgumentParser:  # fmt: skip
+def _hang(
+    sub: argparse._SubParsersAction[Any], name: str, parser: argparse.ArgumentParser, help_: str
+) -> argparse.ArgumentParser:
     """`parser` as sub-command `name` of `sub` (argparse makes a new one; this one replaces it)."""
     sub.add_parser(name, help=help_)
     sub.choices[name] = parser

@@ -172,8 +172,9 @@ def wait_for_problem(args: argparse.Namespace) -> str | None:
     return None
 
 
-def _emit(doc: Document, args: argparse.Namespace, exits: Exits,
-          startup: Startup | None = None) -> int:  # fmt: skip
+def _emit(
+    doc: Document, args: argparse.Namespace, exits: Exits, startup: Startup | None = None
+) -> int:
     text = render(doc, args.report_format)
     if args.output:
         problem = outfile.write(args.output, text)  # whole or not at all: the old file stays
@@ -222,8 +223,13 @@ def _output_problem(args: argparse.Namespace) -> str | None:
     return outfile.conflict(args.output, inputs)
 
 
-def run(args: argparse.Namespace, source: FrameSource | None, names: list[str],
-        engine: Engine | None, exits: Exits) -> int:  # fmt: skip
+def run(
+    args: argparse.Namespace,
+    source: FrameSource | None,
+    names: list[str],
+    engine: Engine | None,
+    exits: Exits,
+) -> int:
     """Run the mode the arguments select. `source` is the live or simulated one (None with
     --replay); `names` name its endpoints (URLs without secrets) or its scenario; `engine`
     the rules a report runs (the shipped catalog when None); `exits` the command line's exit
@@ -392,8 +398,9 @@ def _report_replay(args: argparse.Namespace, exits: Exits, engine: Engine | None
         return durations.window(args.from_, args.to, reader.start, reader.end)
 
     try:
-        doc = replay_document(args.replay, resolve=resolve, engine=engine, warn=warning,
-                              goals=goals_from(args))  # fmt: skip
+        doc = replay_document(
+            args.replay, resolve=resolve, engine=engine, warn=warning, goals=goals_from(args)
+        )
     except TraceError as exc:
         return fail(str(exc), EXIT_UNKNOWN)
     except ValueError as exc:

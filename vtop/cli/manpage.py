@@ -174,8 +174,9 @@ def _shell(command: str, indent: int, style: Callable[[str], str] = escape) -> l
     parts = [command]
     if indent + len(command) > _COLUMNS:
         room = _COLUMNS - indent - 2  # two for " \\"
-        parts = textwrap.wrap(command, room, subsequent_indent="  ", break_long_words=False,
-                              break_on_hyphens=False)  # fmt: skip
+        parts = textwrap.wrap(
+            command, room, subsequent_indent="  ", break_long_words=False, break_on_hyphens=False
+        )
     last = len(parts) - 1
     return [".nf", *(style(p) + (" \\e" if i < last else "") for i, p in enumerate(parts)), ".fi"]
 
@@ -331,8 +332,10 @@ def exit_codes() -> list[tuple[int, str, str]]:
         ):
             meanings[statement.targets[0].id] = " ".join(after.value.value.split())
     members = exits.ExitCode.__members__.items()
-    return sorted(((int(code), name, meanings.get(name, "")) for name, code in members),
-                  key=lambda row: row[0])  # fmt: skip
+    return sorted(
+        ((int(code), name, meanings.get(name, "")) for name, code in members),
+        key=lambda row: row[0],
+    )
 
 
 def _exit_status() -> list[str]:

@@ -56,8 +56,10 @@ from vtop.triage.engine import Engine
 def _description() -> str:
     """The help's first lines, the sub-commands named from the dispatcher's table (`COMMANDS`),
     so a new command cannot be runnable and missing from `vtop --help` (as `whatif` was)."""
-    return (f"Monitor and triage vLLM servers. Sub-commands: {', '.join(COMMANDS)} "
-            "(vtop COMMAND --help).")  # fmt: skip
+    return (
+        f"Monitor and triage vLLM servers. Sub-commands: {', '.join(COMMANDS)} "
+        "(vtop COMMAND --help)."
+    )
 
 
 def build_parser(exit_code: int = EXIT_USAGE) -> argparse.ArgumentParser:
@@ -142,8 +144,9 @@ over two polls would hide symptoms that come in bursts (preemptions, waves), and
 need a few minutes of history before they may speak."""
 
 
-async def once(source: FrameSource, interval: float, polls: int,
-               rules: Engine | None = None) -> dict[str, object]:  # fmt: skip
+async def once(
+    source: FrameSource, interval: float, polls: int, rules: Engine | None = None
+) -> dict[str, object]:
     """`--once`: `polls` polls (an interval apart where the source reads the servers as they
     are now), as one JSON-ready document."""
     from vtop import summary
@@ -167,14 +170,18 @@ async def once(source: FrameSource, interval: float, polls: int,
 def run_monitor(args: argparse.Namespace, exits: Exits) -> int:
     """Run the mode the flags choose; an error is one line, its code `exits`'."""
     if args.headless and not args.record:
-        return fail("--headless goes with --record FILE (it records without the dashboard)",
-                    exits.usage)  # fmt: skip
+        return fail(
+            "--headless goes with --record FILE (it records without the dashboard)", exits.usage
+        )
     problem = headless.wait_for_problem(args)
     if problem is not None:
         return fail(problem, exits.usage)
     if args.once and (args.report or args.record or args.replay):
-        return fail("--once prints one snapshot of a live or simulated server; it does not go "
-                    "with --report, --record or --replay", exits.usage)  # fmt: skip
+        return fail(
+            "--once prints one snapshot of a live or simulated server; it does not go "
+            "with --report, --record or --replay",
+            exits.usage,
+        )
     if replay_screen_wanted(args):
         return run_replay_tui(args, exits)
     if record_screen_wanted(args):

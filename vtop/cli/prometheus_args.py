@@ -66,6 +66,12 @@ def from_args(
         backfill = durations.parse(args.backfill)
     except ValueError as exc:
         raise ValueError(f"--backfill: {exc}") from None
-    return PrometheusSource(args.prometheus, options, match=match, backfill_s=backfill,
-                            interval_s=args.interval, flags=flags,
-                            instance_flags=instance_flags)  # fmt: skip
+    return PrometheusSource(
+        args.prometheus,
+        options,
+        match=match,
+        backfill_s=backfill,
+        interval_s=args.interval,
+        flags=flags,
+        instance_flags=instance_flags,
+    )

@@ -37,25 +37,42 @@ def build_parser() -> argparse.ArgumentParser:
     p = OneLineParser(prog="vtop rules", description="List, check, test and export rules.")
     sub = p.add_subparsers(dest="cmd", metavar="COMMAND")
     ls = sub.add_parser("list", help="the rules that would run: id, severity, title")
-    ls.add_argument("--rules", action="append", default=[], metavar="DIR", type=Path,
-                    help="extra rule directory (repeatable; later ones win by id)")  # fmt: skip
-    ls.add_argument("--no-user", action="store_true",
-                    help="ignore $XDG_CONFIG_HOME/vtop/rules")  # fmt: skip
+    ls.add_argument(
+        "--rules",
+        action="append",
+        default=[],
+        metavar="DIR",
+        type=Path,
+        help="extra rule directory (repeatable; later ones win by id)",
+    )
+    ls.add_argument("--no-user", action="store_true", help="ignore $XDG_CONFIG_HOME/vtop/rules")
     ck = sub.add_parser("check", help="validate rule files (default: the whole catalog)")
-    ck.add_argument("paths", nargs="*", type=Path, metavar=PATHS,
-                    help="a rule file (*.yaml), or a folder whose *.yaml files are read (not "
-                    "its sub-folders), one or more; none: the whole catalog, yours "
-                    "included")  # fmt: skip
+    ck.add_argument(
+        "paths",
+        nargs="*",
+        type=Path,
+        metavar=PATHS,
+        help="a rule file (*.yaml), or a folder whose *.yaml files are read (not "
+        "its sub-folders), one or more; none: the whole catalog, yours "
+        "included",
+    )
     ts = sub.add_parser(
         "test", help="run rule tests (*.test.yaml; default: the shipped rules' tests)"
     )
-    ts.add_argument("paths", nargs="*", type=Path, metavar=PATHS,
-                    help="a rule test file (*.test.yaml), or a folder whose *.test.yaml files "
-                    "are run (not its sub-folders), one or more; none: the shipped rules' "
-                    "tests")  # fmt: skip
+    ts.add_argument(
+        "paths",
+        nargs="*",
+        type=Path,
+        metavar=PATHS,
+        help="a rule test file (*.test.yaml), or a folder whose *.test.yaml files "
+        "are run (not its sub-folders), one or more; none: the shipped rules' "
+        "tests",
+    )
     ts.add_argument("-q", "--quiet", action="store_true", help="print failures only")
-    sub.add_parser("export", help="write the rules as Prometheus alerting rules "
-                   "(or Alertmanager inhibit rules)")  # fmt: skip
+    sub.add_parser(
+        "export",
+        help="write the rules as Prometheus alerting rules (or Alertmanager inhibit rules)",
+    )
     sub.choices["export"] = rules_export.build_parser()  # its own parser: help, completion
     return p
 

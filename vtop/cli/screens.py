@@ -40,8 +40,12 @@ def engine(args: argparse.Namespace, *, headless: bool = False) -> Engine:
     return loaded
 
 
-def run_tui(source: FrameSource, args: argparse.Namespace, recorder: Recorder | None = None,
-            exits: Exits | None = None) -> int:  # fmt: skip
+def run_tui(
+    source: FrameSource,
+    args: argparse.Namespace,
+    recorder: Recorder | None = None,
+    exits: Exits | None = None,
+) -> int:
     """The live dashboard (recording from its first poll with `recorder`); Textual is imported
     only here."""
     from vtop.ui.app import VtopApp
@@ -50,8 +54,14 @@ def run_tui(source: FrameSource, args: argparse.Namespace, recorder: Recorder | 
     capacity = max(3600, math.ceil(3600 / args.interval))  # an hour at the poll interval
     try:
         monitor = Monitor(capacity=capacity, engine=engine(args))
-        app = VtopApp(source, monitor, interval=args.interval, theme=args.theme,
-                      recorder=recorder, goals=goals_from(args))  # fmt: skip
+        app = VtopApp(
+            source,
+            monitor,
+            interval=args.interval,
+            theme=args.theme,
+            recorder=recorder,
+            goals=goals_from(args),
+        )
     except ValueError as exc:
         if recorder is not None:
             recorder.close()
@@ -88,8 +98,9 @@ def run_recording_tui(args: argparse.Namespace, exits: Exits) -> int:
     except UsageError as exc:
         return fail(str(exc), exits.usage)
     try:
-        recorder = Recorder(args.record, sources=recorded_sources(args, watching(source)),
-                            interval_s=args.interval)  # fmt: skip
+        recorder = Recorder(
+            args.record, sources=recorded_sources(args, watching(source)), interval_s=args.interval
+        )
     except TraceWriteError as exc:
         asyncio.run(source.aclose())
         return fail(str(exc), exits.usage)
@@ -98,8 +109,7 @@ def run_recording_tui(args: argparse.Namespace, exits: Exits) -> int:
     if recorder.error is not None:  # said on the screen, which is gone now
         return fail(recorder.error, EXIT_FAILED)
     if code == EXIT_OK:
-        say(f"recorded {recorder.polls} polls ({recorder.bytes / 1024:.1f} KiB) to "
-            f"{recorder.path}")  # fmt: skip
+        say(f"recorded {recorder.polls} polls ({recorder.bytes / 1024:.1f} KiB) to {recorder.path}")
     return code
 
 
@@ -143,8 +153,15 @@ def run_replay_tui(args: argparse.Namespace, exits: Exits) -> int:
     source = ReplaySource(reader, speed=args.speed, start=start, end=end, playing=not args.train)
     capacity = max(3600, math.ceil(3600 / (reader.header.interval_s or 1.0)))
     try:
-        app = ReplayApp(source, engine(args), train=args.train, theme=args.theme,
-                        capacity=capacity, warnings=pending, goals=goals_from(args))  # fmt: skip
+        app = ReplayApp(
+            source,
+            engine(args),
+            train=args.train,
+            theme=args.theme,
+            capacity=capacity,
+            warnings=pending,
+            goals=goals_from(args),
+        )
     except ValueError as exc:
         reader.close()
         return fail(str(exc), exits.usage)

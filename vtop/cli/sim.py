@@ -57,19 +57,39 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    p.add_argument("--scenario", default=DEFAULT_SCENARIO, metavar="NAME",
-                   help=f"what the server suffers from (default: {DEFAULT_SCENARIO}; "
-                   "--list describes them)")  # fmt: skip
+    p.add_argument(
+        "--scenario",
+        default=DEFAULT_SCENARIO,
+        metavar="NAME",
+        help=f"what the server suffers from (default: {DEFAULT_SCENARIO}; --list describes them)",
+    )
     p.add_argument("--list", action="store_true", help="describe the scenarios and exit")
-    p.add_argument("--host", default=DEFAULT_HOST, metavar="ADDRESS",
-                   help=f"address to bind (default: {DEFAULT_HOST}, this host only)")  # fmt: skip
-    p.add_argument("--port", type=ranges.PORT, default=DEFAULT_PORT, metavar="PORT",
-                   help=ranges.ranged("port of the first server, the next ones on the following "
-                                      f"ports (default: {DEFAULT_PORT}; 0: any free port)",
-                                      ranges.PORT))  # fmt: skip
-    p.add_argument("--speed", type=ranges.SIM_SPEED, default=1.0, metavar="X",
-                   help=ranges.ranged("virtual seconds per wall second (default: 1, real time)",
-                                      ranges.SIM_SPEED))  # fmt: skip
+    p.add_argument(
+        "--host",
+        default=DEFAULT_HOST,
+        metavar="ADDRESS",
+        help=f"address to bind (default: {DEFAULT_HOST}, this host only)",
+    )
+    p.add_argument(
+        "--port",
+        type=ranges.PORT,
+        default=DEFAULT_PORT,
+        metavar="PORT",
+        help=ranges.ranged(
+            "port of the first server, the next ones on the following "
+            f"ports (default: {DEFAULT_PORT}; 0: any free port)",
+            ranges.PORT,
+        ),
+    )
+    p.add_argument(
+        "--speed",
+        type=ranges.SIM_SPEED,
+        default=1.0,
+        metavar="X",
+        help=ranges.ranged(
+            "virtual seconds per wall second (default: 1, real time)", ranges.SIM_SPEED
+        ),
+    )
     p.add_argument(
         "--emulate-version",
         default=DEFAULT_DIALECT,
@@ -77,21 +97,37 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
         help=f"vLLM version whose /metrics dialect to speak: 0.6, 0.10 or 0.32 "
         f"(default: {DEFAULT_DIALECT})",
     )
-    p.add_argument("--instances", type=ranges.INSTANCES, default=1, metavar="N",
-                   help=ranges.ranged("how many servers to start (default: 1)",
-                                      ranges.INSTANCES))  # fmt: skip
-    p.add_argument("--seed", type=ranges.SEED, default=0, metavar="N",
-                   help=ranges.ranged("random seed of the first instance, the next ones +1 each "
-                                      "(default: 0)", ranges.SEED))  # fmt: skip
+    p.add_argument(
+        "--instances",
+        type=ranges.INSTANCES,
+        default=1,
+        metavar="N",
+        help=ranges.ranged("how many servers to start (default: 1)", ranges.INSTANCES),
+    )
+    p.add_argument(
+        "--seed",
+        type=ranges.SEED,
+        default=0,
+        metavar="N",
+        help=ranges.ranged(
+            "random seed of the first instance, the next ones +1 each (default: 0)", ranges.SEED
+        ),
+    )
     p.add_argument(
         "--no-warmup",
         action="store_true",
         help="start at virtual second 0 (default: after the scenario's warm-up, its symptom "
         "already on the page)",
     )
-    p.add_argument("--duration", type=ranges.SIM_SECONDS, default=None, metavar="SECONDS",
-                   help=ranges.ranged("stop after this many wall seconds (default: until Ctrl-C)",
-                                      ranges.SIM_SECONDS))  # fmt: skip
+    p.add_argument(
+        "--duration",
+        type=ranges.SIM_SECONDS,
+        default=None,
+        metavar="SECONDS",
+        help=ranges.ranged(
+            "stop after this many wall seconds (default: until Ctrl-C)", ranges.SIM_SECONDS
+        ),
+    )
     add_serve_flags(
         p.add_argument_group(
             "the server's flags, as vllm serve takes them (default: the scenario's)"
@@ -158,13 +194,16 @@ def main(argv: Sequence[str]) -> int:
     return run(build_parser().parse_args(list(argv)))
 
 
-def started(scenario: str, url: str, version: str | None, speed: float,
-            duration: float | None) -> str:  # fmt: skip
+def started(
+    scenario: str, url: str, version: str | None, speed: float, duration: float | None
+) -> str:
     """The one line said when a server starts: what is served, where, and how it stops."""
     pace = "" if speed == 1 else f" at {speed:g}x real time"
     stops = "Ctrl-C stops" if duration is None else f"stops after {duration:g} s"
-    return (f"vtop sim: serving scenario {scenario!r} as vLLM {version or 'unknown'} on "
-            f"{url}/metrics{pace} ({stops})")  # fmt: skip
+    return (
+        f"vtop sim: serving scenario {scenario!r} as vLLM {version or 'unknown'} on "
+        f"{url}/metrics{pace} ({stops})"
+    )
 
 
 def describe(out: TextIO) -> None:
@@ -180,8 +219,14 @@ def _fill(text: str) -> str:
     """A scenario's prose at 96 columns, indented. Lines break at spaces only: textwrap's
     default breaks after a hyphen, which cut `--api-server-count` into `--api-` and
     `server-count`, a flag no one can copy."""
-    return textwrap.fill(text, width=96, initial_indent="  ", subsequent_indent="  ",
-                         break_on_hyphens=False, break_long_words=False)  # fmt: skip
+    return textwrap.fill(
+        text,
+        width=96,
+        initial_indent="  ",
+        subsequent_indent="  ",
+        break_on_hyphens=False,
+        break_long_words=False,
+    )
 
 
 def _error(msg: str) -> int:
@@ -216,8 +261,13 @@ def run(args: argparse.Namespace) -> int:
                 servers.append(serve(twin, args.host, port, args.speed))
             except OSError as exc:
                 return _error(f"cannot listen on {args.host}:{port}: {exc.strerror or exc}")
-            line = started(twin.scenario.name, servers[-1].url, twin.endpoint_info().version,
-                           args.speed, args.duration)  # fmt: skip
+            line = started(
+                twin.scenario.name,
+                servers[-1].url,
+                twin.endpoint_info().version,
+                args.speed,
+                args.duration,
+            )
             print(line, flush=True)
         deadline = None if args.duration is None else time.monotonic() + args.duration
         while deadline is None or time.monotonic() < deadline:

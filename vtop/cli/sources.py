@@ -27,9 +27,12 @@ class UsageError(Exception):
 
 def _options(args: argparse.Namespace) -> ScrapeOptions:
     return ScrapeOptions.from_env(
-        interval_s=args.interval, headers=args.header, insecure=args.insecure,
-        ca_cert=args.ca_cert, trust_redirect=getattr(args, "trust_redirect", []),
-    )  # fmt: skip
+        interval_s=args.interval,
+        headers=args.header,
+        insecure=args.insecure,
+        ca_cert=args.ca_cert,
+        trust_redirect=getattr(args, "trust_redirect", []),
+    )
 
 
 def _live_source(args: argparse.Namespace, fleet: list[targets.Target]) -> LiveSource:
@@ -50,8 +53,10 @@ def _live_source(args: argparse.Namespace, fleet: list[targets.Target]) -> LiveS
 def _prometheus_source(args: argparse.Namespace) -> FrameSource:
     """--prometheus URL: every instance it scrapes (knobs per instance from --targets labels)."""
     if args.url or args.discover or args.demo:
-        raise UsageError("--prometheus reads its instances from Prometheus: it cannot be "
-                         "combined with --url, --discover or --demo")  # fmt: skip
+        raise UsageError(
+            "--prometheus reads its instances from Prometheus: it cannot be "
+            "combined with --url, --discover or --demo"
+        )
     try:
         fleet = [t for path in args.targets for t in targets.load_targets(path)]
         options = _options(args)
@@ -69,8 +74,13 @@ def _demo_source(args: argparse.Namespace) -> SimSource:
         raise UsageError(f"unknown scenario {args.demo!r}; `vtop sim --list` names them")
     if not args.speed > 0:
         raise UsageError("--speed must be positive")
-    return SimSource.scenario(args.demo, seed=args.seed, interval_s=args.interval,
-                              speed=args.speed, running_s=DEMO_RUNNING_S)  # fmt: skip
+    return SimSource.scenario(
+        args.demo,
+        seed=args.seed,
+        interval_s=args.interval,
+        speed=args.speed,
+        running_s=DEMO_RUNNING_S,
+    )
 
 
 def make_source(args: argparse.Namespace) -> FrameSource:
@@ -90,8 +100,10 @@ def make_source(args: argparse.Namespace) -> FrameSource:
     if not fleet:
         if args.discover:
             raise UsageError("nothing to watch: --discover found no vLLM server on this host")
-        raise UsageError("nothing to watch: give --url URL, --targets FILE, --discover, "
-                         "--prometheus URL (or --demo)")  # fmt: skip
+        raise UsageError(
+            "nothing to watch: give --url URL, --targets FILE, --discover, "
+            "--prometheus URL (or --demo)"
+        )
     try:
         return _live_source(args, fleet)
     except (HeaderError, NetConfigError, ValueError) as exc:

@@ -61,8 +61,7 @@ def context(path: str, q: Question) -> list[str]:
     """The dashboard's numbers over the minutes before the pause, findings hidden."""
     from vtop.report.run import replay_document
 
-    doc = replay_document(path, start=q.t - CONTEXT_S, end=q.t, findings=_no_findings,
-                          warn=warning)  # fmt: skip
+    doc = replay_document(path, start=q.t - CONTEXT_S, end=q.t, findings=_no_findings, warn=warning)
     ep = next((e for e in doc["endpoints"] if e["url"] == q.endpoint), None)
     if ep is None:
         return []

@@ -330,9 +330,12 @@ def table(whatif: WhatIf, predictions: list[Prediction], bounds: Bounds | None =
 
 
 def document(
-    whatif: WhatIf, predictions: list[Prediction], bounds: Bounds | None = None, *,
+    whatif: WhatIf,
+    predictions: list[Prediction],
+    bounds: Bounds | None = None,
+    *,
     about: Mapping[str, Any] | None = None,
-) -> dict[str, Any]:  # fmt: skip
+) -> dict[str, Any]:
     """The JSON form: what it is of first (`about`: the vtop, the source and the window the
     twin was fitted over, as a report's JSON says them, `about_doc`), then observed, twin
     today, the check (each family's verdict), each configuration's figures and what is
@@ -399,24 +402,37 @@ def live_timing(args: argparse.Namespace) -> tuple[float, float]:
 
 def _reach_given(args: argparse.Namespace) -> bool:
     """Whether any `connection_args` flag was given."""
-    return bool(args.header or args.trust_redirect or args.ca_cert or args.insecure
-                or args.max_num_seqs is not None
-                or args.max_num_batched_tokens is not None)  # fmt: skip
+    return bool(
+        args.header
+        or args.trust_redirect
+        or args.ca_cert
+        or args.insecure
+        or args.max_num_seqs is not None
+        or args.max_num_batched_tokens is not None
+    )
 
 
-def live_source(url: str, interval_s: float, reach: argparse.Namespace | None = None
-                ) -> FrameSource:  # fmt: skip
+def live_source(
+    url: str, interval_s: float, reach: argparse.Namespace | None = None
+) -> FrameSource:
     """The monitor's live source for `url`, as `vtop --url URL` makes it (knobs from the local
     process or the page, this host's GPUs), with `reach`'s `connection_args` flags (none:
     their defaults); the URL and the flags are checked there, a bad one raises `UsageError`."""
     given = vars(reach) if reach is not None else {}
     flags = argparse.Namespace(
-        url=[url], interval=interval_s, prometheus=None, demo=None, targets=[], discover=False,
-        header=given.get("header") or [], insecure=given.get("insecure", False),
+        url=[url],
+        interval=interval_s,
+        prometheus=None,
+        demo=None,
+        targets=[],
+        discover=False,
+        header=given.get("header") or [],
+        insecure=given.get("insecure", False),
         trust_redirect=given.get("trust_redirect") or [],
-        ca_cert=given.get("ca_cert"), max_num_seqs=given.get("max_num_seqs"),
+        ca_cert=given.get("ca_cert"),
+        max_num_seqs=given.get("max_num_seqs"),
         max_num_batched_tokens=given.get("max_num_batched_tokens"),
-    )  # fmt: skip
+    )
     return make_source(flags)
 
 
@@ -466,8 +482,9 @@ def _gpu_name(monitor: Monitor, view: EndpointView) -> str | None:
     return None
 
 
-def watch_live(url: str, duration_s: float, interval_s: float,
-               reach: argparse.Namespace | None = None) -> Observed:  # fmt: skip
+def watch_live(
+    url: str, duration_s: float, interval_s: float, reach: argparse.Namespace | None = None
+) -> Observed:
     """Watch `url` for `duration_s` (less on Ctrl-C) as the monitor does. Raises `WatchError`
     when it did not answer the first poll or answered fewer than two, `UsageError` for a URL
     that cannot be polled at all (`reach`: the connection flags, `live_source`)."""
@@ -493,8 +510,7 @@ def about_doc(source: SourceDoc, store: Store, window_s: float) -> dict[str, Any
     that made it, the source read, and the window of it the twin was fitted over (its polls;
     no rules run here, so no evaluations)."""
     fitted = store.times(window_s)
-    window = window_doc(fitted[0] if fitted else None, fitted[-1] if fitted else None,
-                        len(fitted))  # fmt: skip
+    window = window_doc(fitted[0] if fitted else None, fitted[-1] if fitted else None, len(fitted))
     return {"vtop": __version__, "source": source, "window": window}
 
 
@@ -543,8 +559,10 @@ def main(argv: Sequence[str]) -> int:
             raise ValueError("--max-itl-ms and --max-ttft-s pick a row of a --sweep: give one")
         duration_s, interval_s = live_timing(args)
         if args.replay is not None and _reach_given(args):
-            raise ValueError("--header, --trust-redirect, --ca-cert, --insecure, --max-num-seqs "
-                             "and --max-num-batched-tokens go with --url")  # fmt: skip
+            raise ValueError(
+                "--header, --trust-redirect, --ca-cert, --insecure, --max-num-seqs "
+                "and --max-num-batched-tokens go with --url"
+            )
     except ValueError as exc:
         return fail(str(exc), EXIT_USAGE)
     try:

@@ -76,8 +76,14 @@ def source_doc(kind: SourceKind, name: str) -> SourceDoc:
     return {"kind": kind, "name": name}
 
 
-def window_doc(t_first: float | None, t_last: float | None, polls: int, *,
-               evaluations: int = 0, step_s: float | None = None) -> WindowDoc:  # fmt: skip
+def window_doc(
+    t_first: float | None,
+    t_last: float | None,
+    polls: int,
+    *,
+    evaluations: int = 0,
+    step_s: float | None = None,
+) -> WindowDoc:
     """The span a document covers, in both clocks, and how it was read: its polls and the
     rule evaluations over them (a what-if runs no rules: none, and no step between them)."""
     return {
@@ -141,18 +147,20 @@ def gpu_docs(gpu: GpuStats) -> list[GpuDoc]:
     out: list[GpuDoc] = []
     for index, (name, stats, total) in sorted(gpu.gpus.items()):
         error, since = gpu.errors.get(index, (None, None))
-        out.append({
-            "index": index,
-            "name": name,
-            "mem_total_bytes": total,
-            "source": _gpu_source(gpu.sources.get(index)),
-            "util_pct": _gpu_stat(stats["util_pct"]),  # `GpuStats.FIELDS`, in order
-            "mem_used_bytes": _gpu_stat(stats["mem_used_bytes"]),
-            "power_w": _gpu_stat(stats["power_w"]),
-            "temp_c": _gpu_stat(stats["temp_c"]),
-            "error": error,
-            "error_since": iso(since),
-        })  # fmt: skip
+        out.append(
+            {
+                "index": index,
+                "name": name,
+                "mem_total_bytes": total,
+                "source": _gpu_source(gpu.sources.get(index)),
+                "util_pct": _gpu_stat(stats["util_pct"]),  # `GpuStats.FIELDS`, in order
+                "mem_used_bytes": _gpu_stat(stats["mem_used_bytes"]),
+                "power_w": _gpu_stat(stats["power_w"]),
+                "temp_c": _gpu_stat(stats["temp_c"]),
+                "error": error,
+                "error_since": iso(since),
+            }
+        )
     return out
 
 
@@ -181,8 +189,13 @@ def latencies(stats: dict[str, dict[str, float | None]]) -> dict[str, LatencyDoc
 
 
 def _latency(stats: dict[str, float | None]) -> LatencyDoc:
-    return {"observations": stats["observations"], "mean": stats["mean"], "p50": stats["p50"],
-            "p90": stats["p90"], "p99": stats["p99"]}  # fmt: skip
+    return {
+        "observations": stats["observations"],
+        "mean": stats["mean"],
+        "p50": stats["p50"],
+        "p90": stats["p90"],
+        "p99": stats["p99"],
+    }
 
 
 _GPU_SOURCES: dict[str, GpuSource] = {"nvml": "nvml", "page": "page"}
@@ -194,8 +207,13 @@ def _gpu_source(source: str | None) -> GpuSource | None:
 
 
 def event_doc(e: Event) -> EventDoc:
-    return {"t": e.t, "time": iso(e.t), "kind": e.kind, "endpoint": e.endpoint,
-            "message": e.message}  # fmt: skip
+    return {
+        "t": e.t,
+        "time": iso(e.t),
+        "kind": e.kind,
+        "endpoint": e.endpoint,
+        "message": e.message,
+    }
 
 
 def timeline_doc(series: dict[str, list[float | None]]) -> TimelineDoc:
@@ -263,8 +281,13 @@ def _sig(v: float) -> float:
 def alternative_doc(t: Trial) -> AlternativeDoc:
     """A configuration the search ran beside the one recommended, as data."""
     bands = {name: band_doc(b) for name, b in t.prediction.figures.items()}
-    return {"changes": dict(t.changes), "flags": t.label(), "predicted": bands,
-            "misses": list(t.misses), "line": t.line()}  # fmt: skip
+    return {
+        "changes": dict(t.changes),
+        "flags": t.label(),
+        "predicted": bands,
+        "misses": list(t.misses),
+        "line": t.line(),
+    }
 
 
 def search_doc(choice: Choice) -> SearchDoc:

@@ -176,10 +176,16 @@ class Collector:
             track = self._tracks.get(key)
             if track is None:
                 self._tracks[key] = Track(
-                    f, t, t, f.severity, starts=[t] if firing else [],
-                    onset=f if firing else None, state_since=t, rank=rank,
+                    f,
+                    t,
+                    t,
+                    f.severity,
+                    starts=[t] if firing else [],
+                    onset=f if firing else None,
+                    state_since=t,
+                    rank=rank,
                     episode=f.severity if firing else None,
-                )  # fmt: skip
+                )
                 continue
             track.observe(f, t, rank)
         for key, track in self._tracks.items():

@@ -202,9 +202,13 @@ async def live_document(
     `startup`: how long targets that refuse every connection are waited for (see `watch`;
     `startup.gave_up` then says the document covers refusals only)."""
     collector = Collector(
-        source_kind="live", source_name=name, findings=findings, expected_s=duration_s,
-        monitor=_monitor(engine), goals=goals,
-    )  # fmt: skip
+        source_kind="live",
+        source_name=name,
+        findings=findings,
+        expected_s=duration_s,
+        monitor=_monitor(engine),
+        goals=goals,
+    )
     collector.step_s = interval_s
 
     def take(frame: Frame) -> None:
@@ -212,8 +216,9 @@ async def live_document(
             on_frame(frame)
         collector.add(frame)
 
-    await watch(source, interval_s, take, duration_s=duration_s, min_polls=2, stop=stop,
-                startup=startup)  # fmt: skip
+    await watch(
+        source, interval_s, take, duration_s=duration_s, min_polls=2, stop=stop, startup=startup
+    )
     collector.interrupted = stop is not None and stop.is_set()
     return collector.document()
 
@@ -233,9 +238,13 @@ def simulated_document(
     `stop` (set by Ctrl-C) ends it early with the polls made so far, as it ends a live watch."""
     step = source.interval_s * source.speed
     collector = Collector(
-        source_kind="demo", source_name=name, findings=findings, expected_s=duration_s,
-        monitor=_monitor(engine), goals=goals,
-    )  # fmt: skip
+        source_kind="demo",
+        source_name=name,
+        findings=findings,
+        expected_s=duration_s,
+        monitor=_monitor(engine),
+        goals=goals,
+    )
     collector.step_s = step
     pacer = Pacer(source.interval_s)
     start: float | None = None

@@ -174,8 +174,10 @@ def _finding_span(f: FindingDoc) -> str:
     if f["state"] in ("pending", "insufficient"):
         needs = f.get("needs_s")
         more = f"needs {durations.span(needs)} more" if needs is not None else f["summary"]
-        return (f"no verdict yet: holding from {fmt.clock(f['first'])}, "
-                f"{durations.span(f.get('held_s') or 0.0)} so far; {more}")  # fmt: skip
+        return (
+            f"no verdict yet: holding from {fmt.clock(f['first'])}, "
+            f"{durations.span(f.get('held_s') or 0.0)} so far; {more}"
+        )
     ended = f["active_at_end"]
     if f["state"] == "suppressed":
         head = f"from {fmt.clock(f['first'])}" + ("" if ended else f" until {fmt.clock(f['last'])}")

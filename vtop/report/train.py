@@ -207,8 +207,7 @@ def questions_of(
         reading = (readings or {}).get((f.endpoint, f.rule))
         rule = rules.get(f.rule)
         listed = tuple((spec.knob, spec.direction) for spec in rule.recommend) if rule else ()
-        fixes = tuple(dict.fromkeys((*((r.knob, r.direction) for r in f.recommendations),
-                                     *listed)))  # fmt: skip
+        fixes = tuple(dict.fromkeys((*((r.knob, r.direction) for r in f.recommendations), *listed)))
         out.append(Question(len(out) + 1, t, f.endpoint, f, choices, knobs, reading, fixes))
     return out
 
@@ -248,9 +247,10 @@ def grade(question: Question, answer: Answer, advisor: Advisor | None = None) ->
     if not f.recommendations:
         none = answer.knob is None
         said.append(
-            "change: right, no server knob fixes this (2 of 2)" if none else
-            f"change: {answer.knob} is no fix here: the fix is outside vLLM's flags (0 of 2)"
-        )  # fmt: skip
+            "change: right, no server knob fixes this (2 of 2)"
+            if none
+            else f"change: {answer.knob} is no fix here: the fix is outside vLLM's flags (0 of 2)"
+        )
         return Verdict(question, answer, diagnosis, none, none, predicted, tuple(said))
     recs = {r.knob: r for r in f.recommendations}
     listed = dict(question.fixes)

@@ -91,8 +91,7 @@ def _route(head: str, lineno: int) -> _LineRoute | None:
     if wire.rank == 0 and not extra and sig.kind is not Kind.INFO:
         fast = _FAST[wire.part] if sig.kind is Kind.HISTOGRAM else _SCALAR
     key = SeriesKey(sig.name, model, engine, label)
-    return _LineRoute(sig, wire.part, wire.rank, key, le, extra, info, fast, sig.scale,
-                      gpu_name)  # fmt: skip
+    return _LineRoute(sig, wire.part, wire.rank, key, le, extra, info, fast, sig.scale, gpu_name)
 
 
 _SCALAR, _BUCKET, _SUM, _COUNT = 1, 2, 3, 4

@@ -57,8 +57,7 @@ class HistTrack:
         if not self.present[i] or self.bounds is None:
             return None
         cols = self.cols
-        return Histogram(self.bounds, tuple(col[i] for col in cols[:-2]), cols[-2][i],
-                         cols[-1][i])  # fmt: skip
+        return Histogram(self.bounds, tuple(col[i] for col in cols[:-2]), cols[-2][i], cols[-1][i])
 
     def drop(self, n: int) -> None:
         del self.present[:n]

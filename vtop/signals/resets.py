@@ -25,8 +25,9 @@ from typing import Literal
 
 from vtop.model import Histogram, SeriesKey
 
-RESTART_COUNTERS = frozenset({"generation_tokens", "prompt_tokens", "requests_finished",
-                              "preemptions", "api_cpu_seconds"})  # fmt: skip
+RESTART_COUNTERS = frozenset(
+    {"generation_tokens", "prompt_tokens", "requests_finished", "preemptions", "api_cpu_seconds"}
+)
 """Counters that every vLLM server moves and only a restart takes down."""
 START_TIME = "api_start_time"
 """The API server's start time: a change is a restart even when no counter had moved yet."""
@@ -51,8 +52,9 @@ def histogram_change(old: Histogram | None, new: Histogram) -> HistogramChange |
     return "reset" if new.count < old.count else None
 
 
-def restarted(scalars: Mapping[SeriesKey, float],
-              previous: Callable[[SeriesKey], float | None]) -> bool:  # fmt: skip
+def restarted(
+    scalars: Mapping[SeriesKey, float], previous: Callable[[SeriesKey], float | None]
+) -> bool:
     """Whether the poll `scalars` shows a restart: a `RESTART_COUNTERS` series went down, or
     the start time changed. `previous(key)` is the series' value at the poll before (None,
     or NaN, when unknown)."""

@@ -181,8 +181,7 @@ class Store:
             counter = track.signal.kind is Kind.COUNTER
             combined = NAN
             if any(m in values for m in members):
-                present = [self._tracks[m].last if counter else values.get(m, NAN)
-                           for m in members]  # fmt: skip
+                present = [self._tracks[m].last if counter else values.get(m, NAN) for m in members]
                 known = [v for v in present if not math.isnan(v)]
                 if known:
                     combined = max(known) if track.signal.combine == "max" else sum(known)

@@ -404,9 +404,14 @@ def at_speed(preset: Preset, seen: Figures, twin_seen: Figures) -> tuple[Preset,
         return 1.0 / fig.steps_per_s / predict(f, point)
 
     factor = share(seen) / share(twin_seen)
-    fitted = replace(f, base_s=f.base_s * factor, kernel_base_s=f.kernel_base_s * factor,
-                     per_token_s=f.per_token_s * factor, per_seq_s=f.per_seq_s * factor,
-                     per_context_token_s=f.per_context_token_s * factor)  # fmt: skip
+    fitted = replace(
+        f,
+        base_s=f.base_s * factor,
+        kernel_base_s=f.kernel_base_s * factor,
+        per_token_s=f.per_token_s * factor,
+        per_seq_s=f.per_seq_s * factor,
+        per_context_token_s=f.per_context_token_s * factor,
+    )
     return replace(preset, fitted=fitted), factor
 
 

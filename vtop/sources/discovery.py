@@ -50,9 +50,11 @@ def from_cache_config(info: Mapping[str, str]) -> dict[str, Knob]:
         found["kv_capacity_tokens"] = size  # prefer it: blocks × block size is wrong for hybrids
     elif blocks and block and isinstance(blocks.value, int) and isinstance(block.value, int):
         found["kv_capacity_tokens"] = Knob(
-            "kv_capacity_tokens", blocks.value * block.value, "metrics",
+            "kv_capacity_tokens",
+            blocks.value * block.value,
+            "metrics",
             f"{src} num_gpu_blocks {blocks.value} × block_size {block.value}",
-        )  # fmt: skip
+        )
     return found
 
 
@@ -109,9 +111,11 @@ def flag_knobs(max_num_seqs: int | None, max_num_batched_tokens: int | None) -> 
         out["max_num_seqs"] = Knob("max_num_seqs", max_num_seqs, "flag", "vtop --max-num-seqs")
     if max_num_batched_tokens is not None:
         out["max_num_batched_tokens"] = Knob(
-            "max_num_batched_tokens", max_num_batched_tokens, "flag",
+            "max_num_batched_tokens",
+            max_num_batched_tokens,
+            "flag",
             "vtop --max-num-batched-tokens",
-        )  # fmt: skip
+        )
     return out
 
 
@@ -128,9 +132,11 @@ def infer_max_num_seqs(
     the ceiling is the KV wall (memory), not max_num_seqs.
     """
     kv: Sequence[float | None] = kv_usage if kv_usage is not None else [0.0] * len(running)
-    queued = [r for r, w, k in zip(running, waiting, kv, strict=False)
-              if r is not None and w is not None and w > 0
-              and k is not None and k < KV_WALL]  # fmt: skip
+    queued = [
+        r
+        for r, w, k in zip(running, waiting, kv, strict=False)
+        if r is not None and w is not None and w > 0 and k is not None and k < KV_WALL
+    ]
     if len(queued) < 10:
         return None
     top = max(queued)

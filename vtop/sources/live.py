@@ -133,8 +133,9 @@ class LiveSource:
             scraper = VllmScraper(url, self.options)
             self.endpoints[scraper.url] = EndpointState(scraper, is_local(scraper.base))
         self._flags = dict(flags or {})
-        self._endpoint_flags = {redact_url(base_url(url)): dict(knobs)
-                                for url, knobs in (endpoint_flags or {}).items()}  # fmt: skip
+        self._endpoint_flags = {
+            redact_url(base_url(url)): dict(knobs) for url, knobs in (endpoint_flags or {}).items()
+        }
         """Per-endpoint knobs (a targets file's labels): what the user said of this one server
         wins over what vtop read or assumed."""
         self._gpu = gpu
@@ -220,8 +221,9 @@ class LiveSource:
         if not state.connected and state.attempt > 0:
             events.append(Event(scrape.t, "reconnect", url, "connection restored"))
         state.connected, state.attempt, state.last_error = True, 0, None
-        state.last_counters = {k: v for k, v in scrape.scalars.items()
-                               if k.signal in resets.WATCHED}  # fmt: skip
+        state.last_counters = {
+            k: v for k, v in scrape.scalars.items() if k.signal in resets.WATCHED
+        }
         if scrape.info and scrape.info != state.cache_info:
             state.cache_info = dict(scrape.info)
             rediscover = True

@@ -131,8 +131,11 @@ async def send(
     current = httpx.URL(url)
     withheld: str | None = None
     for _ in range(MAX_REDIRECTS + 1):
-        hop = (current.scheme, current.host.lower(), current.port or
-               (443 if current.scheme == "https" else 80))  # fmt: skip
+        hop = (
+            current.scheme,
+            current.host.lower(),
+            current.port or (443 if current.scheme == "https" else 80),
+        )
         if trusts(trusted, named, hop):
             hop_headers, hop_auth, withheld = dict(headers), auth, None
         else:
@@ -142,13 +145,18 @@ async def send(
             name = f"[{hop[1]}]" if ":" in hop[1] else hop[1]
             where = f"{name}:{hop[2]}" if _HOST.match(name) else "another host"  # inert words
             withheld = where if given else None
-        request = client.build_request(method, current, headers=hop_headers,
-                                       data=data if method == "POST" else None,
-                                       timeout=timeout)  # fmt: skip
+        request = client.build_request(
+            method,
+            current,
+            headers=hop_headers,
+            data=data if method == "POST" else None,
+            timeout=timeout,
+        )
         response: httpx.Response | None
         try:
-            response = await client.send(request, auth=hop_auth, stream=True,
-                                         follow_redirects=False)  # fmt: skip
+            response = await client.send(
+                request, auth=hop_auth, stream=True, follow_redirects=False
+            )
         except httpx.InvalidURL:  # httpx reads a Location even when not following it
             response = None
         if response is None:  # `javascript:alert(1)`: a scheme, no host, a path without /

@@ -32,8 +32,12 @@ _READ_BYTES = 64 * 1024
 class _Connection:
     """One TCP (or TLS) connection and its h11 state."""
 
-    def __init__(self, origin: tuple[str, str, int], reader: asyncio.StreamReader,
-                 writer: asyncio.StreamWriter) -> None:  # fmt: skip
+    def __init__(
+        self,
+        origin: tuple[str, str, int],
+        reader: asyncio.StreamReader,
+        writer: asyncio.StreamWriter,
+    ) -> None:
         self.origin = origin
         self.reader = reader
         self.writer = writer
@@ -95,8 +99,9 @@ class _Unanswered(httpx.RemoteProtocolError):
 class _Body(httpx.AsyncByteStream):
     """The response body; the connection goes back for reuse once it is read to the end."""
 
-    def __init__(self, transport: OneOriginTransport, conn: _Connection,
-                 timeout: float | None) -> None:  # fmt: skip
+    def __init__(
+        self, transport: OneOriginTransport, conn: _Connection, timeout: float | None
+    ) -> None:
         self._transport = transport
         self._conn = conn
         self._timeout = timeout
@@ -197,14 +202,21 @@ class OneOriginTransport(httpx.AsyncBaseTransport):
 
     # -- one exchange ---------------------------------------------------------------------------
 
-    async def _exchange(self, conn: _Connection, request: httpx.Request, body: bytes,
-                        timeouts: dict[str, float | None]) -> httpx.Response:  # fmt: skip
+    async def _exchange(
+        self,
+        conn: _Connection,
+        request: httpx.Request,
+        body: bytes,
+        timeouts: dict[str, float | None],
+    ) -> httpx.Response:
         headers = list(request.headers.raw)
         if body and not any(k.lower() == b"content-length" for k, _ in headers):
             headers.append((b"Content-Length", str(len(body)).encode()))
         target = request.url.raw_path
-        await conn.send(h11.Request(method=request.method, target=target, headers=headers),
-                        timeouts.get("write"))  # fmt: skip
+        await conn.send(
+            h11.Request(method=request.method, target=target, headers=headers),
+            timeouts.get("write"),
+        )
         if body:
             await conn.send(h11.Data(data=body), timeouts.get("write"))
         await conn.send(h11.EndOfMessage(), timeouts.get("write"))

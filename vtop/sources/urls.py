@@ -102,8 +102,10 @@ def port_hint(url: str) -> str:
     host = f"[{parts.hostname}]" if ":" in parts.hostname else parts.hostname
     https = parts.scheme.lower() == "https"
     default, example = (443, f"https://{host}") if https else (80, host)
-    return (f" (no port given, so port {default}; vLLM listens on {VLLM_PORT} by default: "
-            f"--url {example}:{VLLM_PORT})")  # fmt: skip
+    return (
+        f" (no port given, so port {default}; vLLM listens on {VLLM_PORT} by default: "
+        f"--url {example}:{VLLM_PORT})"
+    )
 
 
 def _host_ok(host: str) -> bool:

@@ -284,8 +284,9 @@ class VllmScraper:
             reason = error_reason(exc)
             refused = reason == REFUSED
             hint = port_hint(self.base) if refused and not self._via else ""
-            raise ScrapeError(f"{CANNOT_CONNECT}{where}{self._via}: {reason}{hint}",
-                              refused=refused) from None  # fmt: skip
+            raise ScrapeError(
+                f"{CANNOT_CONNECT}{where}{self._via}: {reason}{hint}", refused=refused
+            ) from None
         except httpx.DecodingError:
             raise ScrapeError(f"{where} sent a body that does not decode (bad gzip?)") from None
         except httpx.HTTPError as exc:
@@ -305,8 +306,9 @@ class VllmScraper:
                 body, latency = await self._get(self.metrics_url, self.options.timeout_s)
             except ScrapeError as exc:
                 self.refused = exc.refused
-                return Scrape(self.url, time.time(), latency_s=time.perf_counter() - started,
-                              error=str(exc))  # fmt: skip
+                return Scrape(
+                    self.url, time.time(), latency_s=time.perf_counter() - started, error=str(exc)
+                )
             now = time.time()
             text = body.decode("utf-8", errors="replace")
             try:
@@ -314,15 +316,24 @@ class VllmScraper:
                     text, endpoint=self.url, t=now, latency_s=latency, size_bytes=len(body)
                 )
             except ParseError as exc:
-                return Scrape(self.url, now, latency_s=latency, size_bytes=len(body),
-                              error=f"{self.url}/metrics is not a metrics page: {exc}")  # fmt: skip
+                return Scrape(
+                    self.url,
+                    now,
+                    latency_s=latency,
+                    size_bytes=len(body),
+                    error=f"{self.url}/metrics is not a metrics page: {exc}",
+                )
             if not scrape.has_vllm_series:
                 return Scrape(
-                    self.url, now, latency_s=latency, size_bytes=len(body),
+                    self.url,
+                    now,
+                    latency_s=latency,
+                    size_bytes=len(body),
                     error=f"{self.url}/metrics has no vllm: series "
                     "(is the server started with --disable-log-stats, or not vLLM?)",
-                    scalars=scrape.scalars, has_vllm_series=False,
-                )  # fmt: skip
+                    scalars=scrape.scalars,
+                    has_vllm_series=False,
+                )
             return scrape
 
     async def info(self) -> EndpointInfo:
@@ -376,8 +387,10 @@ def error_reason(exc: BaseException) -> str:
     if isinstance(exc, ssl.SSLCertVerificationError):
         problem = exc.verify_message or exc.reason or "certificate verify failed"
         problem = untrusted.clean(problem, 200)  # the certificate is the server's
-        return (f"TLS certificate not trusted ({problem}); --ca-cert FILE trusts a private CA, "
-                "--insecure skips the check")  # fmt: skip
+        return (
+            f"TLS certificate not trusted ({problem}); --ca-cert FILE trusts a private CA, "
+            "--insecure skips the check"
+        )
     text = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
     text = untrusted.clean(text, 200)  # a protocol error may quote what the server sent
     if "Errno 111" in text or "Connection refused" in text:

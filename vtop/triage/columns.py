@@ -73,8 +73,10 @@ class Columns:
             ]
         if name == "idle":
             run, wait = self._signal("running", "", w), self._signal("waiting", "", w)
-            return [None if r is None or q is None else float(r == 0 and q == 0)
-                    for r, q in zip(run, wait, strict=True)]  # fmt: skip
+            return [
+                None if r is None or q is None else float(r == 0 and q == 0)
+                for r, q in zip(run, wait, strict=True)
+            ]
         if name == "gauges_lie":
             run, wait = self._signal("running", "", w), self._signal("waiting", "", w)
             gen = self._signal("generation_tokens", "", w)
@@ -94,8 +96,10 @@ class Columns:
             if name == "kv_used_tokens":
                 return [None if u is None else u * cap for u in kv]
             run = self._signal("running", "", w)
-            return [u * cap / r if u is not None and r and u > 0 else None
-                    for u, r in zip(kv, run, strict=True)]  # fmt: skip
+            return [
+                u * cap / r if u is not None and r and u > 0 else None
+                for u, r in zip(kv, run, strict=True)
+            ]
         if name == "batch_fill":
             cap = self.knob("max_num_seqs")
             if not isinstance(cap, int | float) or isinstance(cap, bool) or cap <= 0:
@@ -103,8 +107,7 @@ class Columns:
             return [None if r is None else r / cap for r in self._signal("running", "", w)]
         if name in ("kv_spread", "running_imbalance"):
             sig = "kv_usage" if name == "kv_spread" else "running"
-            cols = [c for k in self.store.series(sig)
-                    if len(c := self.store.values(k, w)) == n]  # fmt: skip
+            cols = [c for k in self.store.series(sig) if len(c := self.store.values(k, w)) == n]
             spread: Column = []
             for row in zip(*cols, strict=True) if len(cols) >= 2 else ():
                 known = [v for v in row if v is not None]

@@ -81,8 +81,9 @@ def parse_duration(value: object, line: int, what: str) -> float:
     if seconds is None or math.isnan(seconds):
         raise Bad(line, f"{what}: expected a duration like 30s or 2m, got {quote(value)}")
     if seconds > MAX_RULE_DURATION_S:
-        raise Bad(line, f"{what}: at most {durations.exact(MAX_RULE_DURATION_S)}, got "
-                        f"{quote(value)}")  # fmt: skip
+        raise Bad(
+            line, f"{what}: at most {durations.exact(MAX_RULE_DURATION_S)}, got {quote(value)}"
+        )
     return seconds
 
 
@@ -141,13 +142,14 @@ class CondParser:
             raise Bad(line, f"{what}: {exc}") from None
         fields = [p for p in parsed if p[1] is not None]
         if len(fields) > cost.MAX_PLACEHOLDERS:
-            raise Bad(line, f"{what}: {len(fields)} placeholders, at most "
-                            f"{cost.MAX_PLACEHOLDERS}")  # fmt: skip
+            raise Bad(line, f"{what}: {len(fields)} placeholders, at most {cost.MAX_PLACEHOLDERS}")
         for _, field_name, spec, conversion in fields:
             assert field_name is not None
             if not field_name.isidentifier() or conversion is not None:
-                raise Bad(line, f"{what}: placeholder {{{cost.quote(field_name)[1:-1]}}} must "
-                                "be a plain name")  # fmt: skip
+                raise Bad(
+                    line,
+                    f"{what}: placeholder {{{cost.quote(field_name)[1:-1]}}} must be a plain name",
+                )
             if not self.allowed(field_name):
                 raise Bad(line, f"{what}: unknown name {quote(field_name)} in placeholder")
             problem = cost.format_spec_problem(spec or "")
@@ -173,12 +175,16 @@ class CondParser:
             if sig is None or sig.label is None:
                 raise Bad(line, f"signal {quote(name)} has no label to select")
             if label_name and label_name != sig.label:
-                raise Bad(line, f"signal {quote(name)} is labelled by {quote(sig.label)}, "
-                                f"not {quote(label_name)}")  # fmt: skip
+                raise Bad(
+                    line,
+                    f"signal {quote(name)} is labelled by {quote(sig.label)}, "
+                    f"not {quote(label_name)}",
+                )
         if der is not None:
             if fn == "value" and der.kind != "window":
-                raise Bad(line, f"value: {quote(name)} is a per-poll signal; use avg_over_time "
-                                "etc.")  # fmt: skip
+                raise Bad(
+                    line, f"value: {quote(name)} is a per-poll signal; use avg_over_time etc."
+                )
             if fn != "value" and der.kind == "window":
                 raise Bad(line, f"{fn}: {quote(name)} only exists over a window; use value:")
             if fn not in GAUGE_FUNCTIONS and fn != "value":
@@ -234,9 +240,12 @@ class CondParser:
         name = str(node.get(fn, "")).strip()
         if fn == "value" and name in derived.SINCE_START_VALUES:
             return
-        raise Bad(line, f"{fn}: window {SINCE_START} takes a counter, a histogram or one of "
-                         + ", ".join(sorted(derived.SINCE_START_VALUES))
-                         + " (a gauge has no history on the server)")  # fmt: skip
+        raise Bad(
+            line,
+            f"{fn}: window {SINCE_START} takes a counter, a histogram or one of "
+            + ", ".join(sorted(derived.SINCE_START_VALUES))
+            + " (a gauge has no history on the server)",
+        )
 
     def sample_cond(self, node: LineDict) -> Cond:
         self.counted(node.line)
@@ -259,8 +268,9 @@ class CondParser:
     def combinator(self, node: LineDict, inner: Any) -> Cond:
         keys = [k for k in _COMBINATORS if k in node]
         if len(keys) != 1 or len(node) != 1:
-            raise Bad(node.line, "a combinator mapping holds exactly one of "
-                                  + " / ".join(_COMBINATORS))  # fmt: skip
+            raise Bad(
+                node.line, "a combinator mapping holds exactly one of " + " / ".join(_COMBINATORS)
+            )
         k = keys[0]
         body = node[k]
         if k in ("not", "if_known"):
@@ -289,8 +299,11 @@ class CondParser:
         if not isinstance(value, str | int | float | bool) or (
             isinstance(value, str) and len(value) > cost.MAX_TEXT_CHARS
         ):
-            raise Bad(node.line_of(op), f"{op}: a knob is compared with a number, true/false or "
-                                        f"a short text, got {quote(value)}")  # fmt: skip
+            raise Bad(
+                node.line_of(op),
+                f"{op}: a knob is compared with a number, true/false or "
+                f"a short text, got {quote(value)}",
+            )
         return KnobIs(str(knob), op, value)
 
     def cond(self, node: object, line: int) -> Cond:

@@ -72,8 +72,9 @@ Counts = Window | SinceStart
 """Either span a counter or a histogram is read over."""
 
 
-def trusted_history(store: Store, now: float | None, restarted: float | None,
-                    recent_s: float) -> SinceStart | None:  # fmt: skip
+def trusted_history(
+    store: Store, now: float | None, restarted: float | None, recent_s: float
+) -> SinceStart | None:
     """The server's own history at `now`, where it stands for the server as it is now (module
     docstring); None where it does not. `recent_s`: the window vtop's own rate is read over."""
     start = store.last("api_start_time")
@@ -92,8 +93,9 @@ def trusted_history(store: Store, now: float | None, restarted: float | None,
     return None
 
 
-def counted(fn: str, operand: Operand, q: float | None, counts: Counts,
-            resolve: Callable[[str], Value]) -> float | None:  # fmt: skip
+def counted(
+    fn: str, operand: Operand, q: float | None, counts: Counts, resolve: Callable[[str], Value]
+) -> float | None:
     """A function of a counter or a histogram over a window or since the server started."""
     if fn == "value":
         return counted_value(operand.name, counts, resolve)
@@ -122,8 +124,7 @@ def counted_value(name: str, counts: Counts, resolve: Callable[[str], Value]) ->
     """A window-derived value made of counters and histograms alone (the names of
     `derived.SINCE_START_VALUES`), over a window or since the server started."""
     if name == "prefix_hit_rate":
-        return ratio(counts.increase("prefix_cache_hits"),
-                 counts.increase("prefix_cache_queries"))  # fmt: skip
+        return ratio(counts.increase("prefix_cache_hits"), counts.increase("prefix_cache_queries"))
     if name in ("queue_share_of_ttft", "prefill_share_of_ttft"):
         # Means, not sums: queue and prefill times are recorded when a request finishes, TTFT
         # when its first token comes, so a window holds more of one than of the other. A part
@@ -147,6 +148,8 @@ def counted_value(name: str, counts: Counts, resolve: Callable[[str], Value]) ->
         preempted = counts.increase("preemptions")
         return ratio(preempted, None if finished is None else max(finished, 1.0))
     if name == "length_finish_share":
-        return ratio(counts.increase(key("requests_finished", "length")),
-                 counts.increase(key("requests_finished", ALL)))  # fmt: skip
+        return ratio(
+            counts.increase(key("requests_finished", "length")),
+            counts.increase(key("requests_finished", ALL)),
+        )
     return None

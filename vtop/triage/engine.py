@@ -172,8 +172,10 @@ class Engine:
         findings = self._suppress(findings)
         findings = guards.enforce(findings, guards.kv_wall(snap, findings, self.wall_rules))
         rank = {"firing": 0, "pending": 1, "suppressed": 2, "insufficient": 3}
-        return sorted(findings, key=lambda f: (rank.get(f.state, 4), -f.severity,
-                                               self.by_id[f.rule].order, f.rule))  # fmt: skip
+        return sorted(
+            findings,
+            key=lambda f: (rank.get(f.state, 4), -f.severity, self.by_id[f.rule].order, f.rule),
+        )
 
     def _stop(self, rule: Rule, why: str) -> None:
         """Stop `rule` for the rest of the run and say so once: file:line: rule-id: why."""
@@ -187,8 +189,15 @@ class Engine:
 
     # -- one rule ------------------------------------------------------------------------------
 
-    def _step(self, rule: Rule, st: _State, snap: Snapshot, now: float,
-              evidence: _Evidence, after: Snapshot | None = None) -> Finding | None:  # fmt: skip
+    def _step(
+        self,
+        rule: Rule,
+        st: _State,
+        snap: Snapshot,
+        now: float,
+        evidence: _Evidence,
+        after: Snapshot | None = None,
+    ) -> Finding | None:
         # Recovery thresholds apply once the slow path counts or the rule fires, not while
         # evidence is short: a borderline condition held on the clear levels from its first
         # poll would outlast the evidence it needs and fire on a burst long gone.
@@ -249,16 +258,24 @@ class Engine:
             return self._finding(rule, st, seen, now, "firing")
         if suspected:
             assert rule.suspect is not None
-            return lacking(self._finding(rule, st, seen, now, "insufficient"),
-                           (rule.suspect.waits_for,))  # fmt: skip
+            return lacking(
+                self._finding(rule, st, seen, now, "insufficient"), (rule.suspect.waits_for,)
+            )
         recent_fast = st.fast_last is not None and now - st.fast_last < PENDING_GRACE_S
         needs, path = evidence.needs(rule, st, now, fast is True or recent_fast, main is True)
         if needs is None:
             return lacking(self._finding(rule, st, seen, now, "insufficient"), missing)
         return replace(self._finding(rule, st, seen, now, "pending", needs), path=path)
 
-    def _finding(self, rule: Rule, st: _State, snap: Snapshot, now: float,
-                 state: FindingState, needs_s: float | None = None) -> Finding:  # fmt: skip
+    def _finding(
+        self,
+        rule: Rule,
+        st: _State,
+        snap: Snapshot,
+        now: float,
+        state: FindingState,
+        needs_s: float | None = None,
+    ) -> Finding:
         values: dict[str, Value] = {}
         for d in rule.values:
             if d.measure is not None:
@@ -285,8 +302,10 @@ class Engine:
         assert st.since is not None
         times = snap.store.times()
         history = times[-1] - times[0] if len(times) > 1 else 0.0
-        evidence = tuple((covered(label, history), covered(render_value(t, names), history))
-                         for label, t in rule.evidence)  # fmt: skip
+        evidence = tuple(
+            (covered(label, history), covered(render_value(t, names), history))
+            for label, t in rule.evidence
+        )
         held = now - st.since
         summary = render(rule.summary, names)
         if state == "firing" and st.last_true is not None and st.last_true < now:
@@ -299,10 +318,19 @@ class Engine:
         else:
             took = held + needs_s if needs_s is not None else rule.for_s
         return Finding(
-            rule=rule.id, title=rule.title, endpoint=snap.store.endpoint, severity=severity,
-            state=state, summary=summary, evidence=evidence + tuple(withheld),
-            recommendations=recs, since=st.since, held_s=held, for_s=took, needs_s=needs_s,
-        )  # fmt: skip
+            rule=rule.id,
+            title=rule.title,
+            endpoint=snap.store.endpoint,
+            severity=severity,
+            state=state,
+            summary=summary,
+            evidence=evidence + tuple(withheld),
+            recommendations=recs,
+            since=st.since,
+            held_s=held,
+            for_s=took,
+            needs_s=needs_s,
+        )
 
     # -- root causes ------------------------------------------------------------------------------
 
@@ -319,8 +347,13 @@ class Engine:
                 if g is None:
                     continue
                 if current.state in ("firing", "suppressed") and g.state in ("firing", "pending"):
-                    by_rule[other] = replace(g, state="suppressed", suppressed_by=f.rule,
-                                             recommendations=(), needs_s=None)  # fmt: skip
+                    by_rule[other] = replace(
+                        g,
+                        state="suppressed",
+                        suppressed_by=f.rule,
+                        recommendations=(),
+                        needs_s=None,
+                    )
                 elif (
                     current.state == "pending"
                     and g.state == "firing"
@@ -328,10 +361,14 @@ class Engine:
                     and current.needs_s <= HOLD_BACK_S
                 ):
                     note = ("held back", f"{f.rule} would explain it; it is judged first")
-                    by_rule[other] = replace(g, state="pending", recommendations=(),
-                                             needs_s=current.needs_s,
-                                             for_s=g.held_s + current.needs_s,
-                                             evidence=(*g.evidence, note))  # fmt: skip
+                    by_rule[other] = replace(
+                        g,
+                        state="pending",
+                        recommendations=(),
+                        needs_s=current.needs_s,
+                        for_s=g.held_s + current.needs_s,
+                        evidence=(*g.evidence, note),
+                    )
         return sorted(by_rule.values(), key=lambda f: (self.by_id[f.rule].order, f.rule))
 
 
@@ -420,8 +457,9 @@ class _Evidence:
         ups = self._store.values(key("up"), span)
         return sum(1 for up in ups if up) >= MIN_DECISIVE_POLLS
 
-    def needs(self, rule: Rule, st: _State, now: float, fast: bool,
-              main: bool) -> tuple[float | None, EvidencePath]:  # fmt: skip
+    def needs(
+        self, rule: Rule, st: _State, now: float, fast: bool, main: bool
+    ) -> tuple[float | None, EvidencePath]:
         """Seconds more until the rule fires if what holds now goes on holding, on its
         quicker path, and which path that is; None when that is not a matter of time
         (requests must finish)."""

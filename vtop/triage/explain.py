@@ -52,16 +52,29 @@ ROUNDING = {
     "round": "rounded",
 }
 OPERATORS: dict[type, str] = {
-    ast.Add: "+", ast.Sub: "−", ast.Mult: "×", ast.Div: "/", ast.FloorDiv: "//",
-    ast.Mod: "mod", ast.Lt: "<", ast.LtE: "≤", ast.Gt: ">", ast.GtE: "≥", ast.Eq: "is",
+    ast.Add: "+",
+    ast.Sub: "−",
+    ast.Mult: "×",
+    ast.Div: "/",
+    ast.FloorDiv: "//",
+    ast.Mod: "mod",
+    ast.Lt: "<",
+    ast.LtE: "≤",
+    ast.Gt: ">",
+    ast.GtE: "≥",
+    ast.Eq: "is",
     ast.NotEq: "is not",
-}  # fmt: skip
+}
 
 
 NEGATED: dict[type, type] = {
-    ast.Lt: ast.GtE, ast.GtE: ast.Lt, ast.Gt: ast.LtE, ast.LtE: ast.Gt, ast.Eq: ast.NotEq,
+    ast.Lt: ast.GtE,
+    ast.GtE: ast.Lt,
+    ast.Gt: ast.LtE,
+    ast.LtE: ast.Gt,
+    ast.Eq: ast.NotEq,
     ast.NotEq: ast.Eq,
-}  # fmt: skip
+}
 
 
 def number(v: Value) -> str:
@@ -80,8 +93,9 @@ def number(v: Value) -> str:
 
 
 class _Explainer:
-    def __init__(self, names: Mapping[str, Value], labels: Callable[[str], str],
-                 defs: Mapping[str, ast.AST]) -> None:  # fmt: skip
+    def __init__(
+        self, names: Mapping[str, Value], labels: Callable[[str], str], defs: Mapping[str, ast.AST]
+    ) -> None:
         self.names = names
         self.labels = labels
         self.defs = defs
@@ -93,8 +107,17 @@ class _Explainer:
         ev.names = self.names
         try:
             out = ev.eval("", previously_parsed=node)
-        except (TypeError, ValueError, ZeroDivisionError, OverflowError, ArithmeticError,
-                KeyError, NameError, AttributeError, simpleeval.InvalidExpression):  # fmt: skip
+        except (
+            TypeError,
+            ValueError,
+            ZeroDivisionError,
+            OverflowError,
+            ArithmeticError,
+            KeyError,
+            NameError,
+            AttributeError,
+            simpleeval.InvalidExpression,
+        ):
             return None
         return out if out is None or isinstance(out, (bool, int, float, str)) else None
 
@@ -205,9 +228,13 @@ def shown_formula(explanation: str, formula: str) -> str:
     return explanation or ("" if is_literal(formula) else formula)
 
 
-def explain(formula: str, names: Mapping[str, Value], *,
-            labels: Mapping[str, str] | None = None,
-            defs: Mapping[str, str] | None = None) -> str:  # fmt: skip
+def explain(
+    formula: str,
+    names: Mapping[str, Value],
+    *,
+    labels: Mapping[str, str] | None = None,
+    defs: Mapping[str, str] | None = None,
+) -> str:
     """`formula` evaluated over `names`, in words and numbers; "" for a constant (`'fp8'`,
     `True`: the change says it all) or a formula that does not parse.
 

@@ -157,20 +157,53 @@ FUNCTIONS: dict[str, Callable[..., Value]] = {
 """Every function an expression may call. `min`/`max` skip unknown arguments."""
 
 _NODES = (
-    ast.Expression, ast.Expr, ast.Name, ast.Load, ast.Constant, ast.UnaryOp, ast.BinOp,
-    ast.BoolOp, ast.Compare, ast.IfExp, ast.Call,
-    ast.Add, ast.Sub, ast.Mult, ast.Div, ast.FloorDiv, ast.Mod, ast.USub, ast.UAdd, ast.Not,
-    ast.And, ast.Or, ast.Eq, ast.NotEq, ast.Lt, ast.LtE, ast.Gt, ast.GtE,
-)  # fmt: skip
+    ast.Expression,
+    ast.Expr,
+    ast.Name,
+    ast.Load,
+    ast.Constant,
+    ast.UnaryOp,
+    ast.BinOp,
+    ast.BoolOp,
+    ast.Compare,
+    ast.IfExp,
+    ast.Call,
+    ast.Add,
+    ast.Sub,
+    ast.Mult,
+    ast.Div,
+    ast.FloorDiv,
+    ast.Mod,
+    ast.USub,
+    ast.UAdd,
+    ast.Not,
+    ast.And,
+    ast.Or,
+    ast.Eq,
+    ast.NotEq,
+    ast.Lt,
+    ast.LtE,
+    ast.Gt,
+    ast.GtE,
+)
 
 _OPERATORS: dict[type, Callable[..., Any]] = {
-    ast.Add: _arith(operator.add), ast.Sub: _arith(operator.sub),
-    ast.Mult: _arith(operator.mul), ast.Div: _arith(operator.truediv),
-    ast.FloorDiv: _arith(operator.floordiv), ast.Mod: _arith(operator.mod),
-    ast.USub: _negate, ast.UAdd: _plus, ast.Not: operator.not_,
-    ast.Eq: operator.eq, ast.NotEq: operator.ne, ast.Lt: operator.lt, ast.LtE: operator.le,
-    ast.Gt: operator.gt, ast.GtE: operator.ge,
-}  # fmt: skip
+    ast.Add: _arith(operator.add),
+    ast.Sub: _arith(operator.sub),
+    ast.Mult: _arith(operator.mul),
+    ast.Div: _arith(operator.truediv),
+    ast.FloorDiv: _arith(operator.floordiv),
+    ast.Mod: _arith(operator.mod),
+    ast.USub: _negate,
+    ast.UAdd: _plus,
+    ast.Not: operator.not_,
+    ast.Eq: operator.eq,
+    ast.NotEq: operator.ne,
+    ast.Lt: operator.lt,
+    ast.LtE: operator.le,
+    ast.Gt: operator.gt,
+    ast.GtE: operator.ge,
+}
 """Arithmetic on numbers only, every result machine-sized (`_sized`); comparisons as Python's."""
 
 
@@ -217,8 +250,9 @@ class _Bounded(simpleeval.SimpleEval):  # type: ignore[misc]
     expression never gets there; the count holds whatever tree it is handed)."""
 
     def __init__(self) -> None:
-        super().__init__(operators=dict(_OPERATORS), functions=dict(FUNCTIONS), names={},
-                         allowed_attrs={})  # fmt: skip
+        super().__init__(
+            operators=dict(_OPERATORS), functions=dict(FUNCTIONS), names={}, allowed_attrs={}
+        )
         self.nodes: dict[type, Any] = {k: v for k, v in self.nodes.items() if k in _NODES}
         self.visited = 0
         self.depth = 0
@@ -269,26 +303,32 @@ def _check_cost(tree: ast.expr, text: str) -> None:
     part without names evaluated once (`round(1, -999999999)` fails here, not at 3 a.m.)."""
     nodes = list(ast.walk(tree))
     if len(nodes) > cost.MAX_EXPR_NODES:
-        raise ExprError(f"expression has {len(nodes)} nodes, at most {cost.MAX_EXPR_NODES}: "
-                        f"{cost.quote(text)}")  # fmt: skip
+        raise ExprError(
+            f"expression has {len(nodes)} nodes, at most {cost.MAX_EXPR_NODES}: {cost.quote(text)}"
+        )
     depth = _depth(tree)
     if depth > cost.MAX_EXPR_DEPTH:
-        raise ExprError(f"expression nests {depth} deep, at most {cost.MAX_EXPR_DEPTH}: "
-                        f"{cost.quote(text)}")  # fmt: skip
+        raise ExprError(
+            f"expression nests {depth} deep, at most {cost.MAX_EXPR_DEPTH}: {cost.quote(text)}"
+        )
     for node in nodes:
         if isinstance(node, ast.Constant):
             v = node.value
             if isinstance(v, str) and len(v) > cost.MAX_TEXT_CHARS:
-                raise ExprError(f"text constant of {len(v)} characters, at most "
-                                f"{cost.MAX_TEXT_CHARS}")  # fmt: skip
+                raise ExprError(
+                    f"text constant of {len(v)} characters, at most {cost.MAX_TEXT_CHARS}"
+                )
             if isinstance(v, int) and not isinstance(v, bool) and abs(v) > cost.MAX_INT:
-                raise ExprError(f"constant {cost.quote(v)} is too large (at most 2**63; write "
-                                "a float)")  # fmt: skip
+                raise ExprError(
+                    f"constant {cost.quote(v)} is too large (at most 2**63; write a float)"
+                )
         elif isinstance(node, ast.BinOp | ast.UnaryOp):
             operands = [node.left, node.right] if isinstance(node, ast.BinOp) else [node.operand]
             if any(isinstance(o, ast.Constant) and isinstance(o.value, str) for o in operands):
-                raise ExprError(f"arithmetic on text is not allowed in {cost.quote(text)} "
-                                "(text is compared, never computed)")  # fmt: skip
+                raise ExprError(
+                    f"arithmetic on text is not allowed in {cost.quote(text)} "
+                    "(text is compared, never computed)"
+                )
     _fold_constants(tree, text)
 
 
@@ -301,9 +341,9 @@ def _fold_constants(tree: ast.expr, text: str) -> None:
         node = todo.pop()
         if isinstance(node, ast.Constant | ast.Name):
             continue
-        if isinstance(node, ast.expr) and not any(isinstance(n, ast.Name) and
-                                                  n.id not in FUNCTIONS
-                                                  for n in ast.walk(node)):  # fmt: skip
+        if isinstance(node, ast.expr) and not any(
+            isinstance(n, ast.Name) and n.id not in FUNCTIONS for n in ast.walk(node)
+        ):
             ev.names = {}
             try:
                 ev.eval(text, previously_parsed=node)
@@ -335,8 +375,10 @@ def compile_expr(text: str, allowed: Callable[[str], bool]) -> Expr:
         if isinstance(node, ast.Call):
             if not isinstance(node.func, ast.Name) or node.func.id not in FUNCTIONS:
                 fname = node.func.id if isinstance(node.func, ast.Name) else "?"
-                raise ExprError(f"unknown function {cost.quote(fname)} in {cost.quote(text)} "
-                                f"(allowed: {', '.join(FUNCTIONS)})")  # fmt: skip
+                raise ExprError(
+                    f"unknown function {cost.quote(fname)} in {cost.quote(text)} "
+                    f"(allowed: {', '.join(FUNCTIONS)})"
+                )
             if node.keywords:
                 raise ExprError(f"keyword arguments are not allowed in {cost.quote(text)}")
         elif isinstance(node, ast.Name) and node.id not in FUNCTIONS:

@@ -66,15 +66,21 @@ def enforce(findings: list[Finding], wall: str | None) -> list[Finding]:
             if prior is not None:
                 rule, direction = prior
                 why = "opposite advice" if OPPOSITE.get(direction) == rec.direction else "advice"
-                notes.append(("withheld", f"{rec.direction} {rec.knob}: {rule} gives {why} "
-                                          f"({direction})"))  # fmt: skip
+                notes.append(
+                    ("withheld", f"{rec.direction} {rec.knob}: {rule} gives {why} ({direction})")
+                )
                 continue
             advised[rec.knob] = (f.rule, rec.direction)
             kept.append(rec)
         if blocked_by_wall and not kept:
             by = wall if wall is not None and " " not in wall else "kv-wall"
-            f = replace(f, state="suppressed", suppressed_by=by, recommendations=(),
-                        evidence=f.evidence + tuple(notes))  # fmt: skip
+            f = replace(
+                f,
+                state="suppressed",
+                suppressed_by=by,
+                recommendations=(),
+                evidence=f.evidence + tuple(notes),
+            )
         elif notes:
             f = replace(f, recommendations=tuple(kept), evidence=f.evidence + tuple(notes))
         out.append(f)

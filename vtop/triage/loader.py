@@ -120,8 +120,9 @@ def load_text(text: str, file: str) -> Loaded:
 def _id_near(text: str, line: int) -> str:
     """The rule a YAML syntax error is in, read off the text (the document did not parse):
     the last `id:` at or before `line`, else the first one after it; "" if there is none."""
-    ids = [(n, m.group(1)) for n, raw in enumerate(text.splitlines(), 1)
-           if (m := _ID_LINE.search(raw))]  # fmt: skip
+    ids = [
+        (n, m.group(1)) for n, raw in enumerate(text.splitlines(), 1) if (m := _ID_LINE.search(raw))
+    ]
     before = [rid for n, rid in ids if n <= line]
     return before[-1] if before else (ids[0][1] if ids else "")
 
@@ -131,9 +132,15 @@ def rule_files(paths: Iterable[Path]) -> list[Path]:
     files: list[Path] = []
     for p in paths:
         if p.is_dir():
-            files.extend(sorted(f for f in p.iterdir()
-                                if f.suffix in (".yaml", ".yml") and not f.name.startswith(".")
-                                and ".test." not in f.name))  # fmt: skip
+            files.extend(
+                sorted(
+                    f
+                    for f in p.iterdir()
+                    if f.suffix in (".yaml", ".yml")
+                    and not f.name.startswith(".")
+                    and ".test." not in f.name
+                )
+            )
         else:
             files.append(p)
     return files
@@ -166,8 +173,10 @@ def load_paths(paths: Iterable[Path], budget: Budget | None = None) -> Loaded:
     budget = budget if budget is not None else Budget()
     for f in rule_files(paths):
         if budget.left <= 0:
-            msg = (f"skipped: the rule files read before it hold {cost.MAX_CATALOG_BYTES >> 20} "
-                   "MiB, all one catalog may read")  # fmt: skip
+            msg = (
+                f"skipped: the rule files read before it hold {cost.MAX_CATALOG_BYTES >> 20} "
+                "MiB, all one catalog may read"
+            )
             out.errors.append(RuleError(str(f), 0, "", msg))
             continue
         try:
@@ -202,13 +211,15 @@ def check(loaded: Loaded) -> list[RuleError]:
     for rule in loaded.rules.values():
         for other in rule.explains:
             if other not in loaded.rules and other not in loaded.disabled:
-                errors.append(RuleError(rule.file, rule.line, rule.id,
-                                        f"explains unknown rule {quote(other)}"))  # fmt: skip
+                errors.append(
+                    RuleError(
+                        rule.file, rule.line, rule.id, f"explains unknown rule {quote(other)}"
+                    )
+                )
     return errors
 
 
-def load_catalog(extra: Sequence[Path] = (), *, user: bool = True,
-                 shipped: bool = True) -> Loaded:  # fmt: skip
+def load_catalog(extra: Sequence[Path] = (), *, user: bool = True, shipped: bool = True) -> Loaded:
     """Shipped rules, then the user's config directory, then `extra` (--rules), by id."""
     out = Loaded()
     budget = Budget()

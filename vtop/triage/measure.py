@@ -46,9 +46,13 @@ from vtop.triage.schema import (
 from vtop.triage.windowed import over_time, window_value
 
 _OPS: dict[str, Callable[[float, float], bool]] = {
-    "above": operator.gt, "at_least": operator.ge, "below": operator.lt,
-    "at_most": operator.le, "equals": operator.eq, "not_equals": operator.ne,
-}  # fmt: skip
+    "above": operator.gt,
+    "at_least": operator.ge,
+    "below": operator.lt,
+    "at_most": operator.le,
+    "equals": operator.eq,
+    "not_equals": operator.ne,
+}
 
 
 def compare_column(column: Column, op: str, threshold: Value) -> list[bool | None]:

@@ -52,8 +52,9 @@ def _number(x: Value) -> float | None:
     return float(x)
 
 
-def _inputs(exprs: list[Expr], values: Mapping[str, Value], defs: Mapping[str, ValueDef],
-            snap: Snapshot) -> dict[str, Knob | float | None]:  # fmt: skip
+def _inputs(
+    exprs: list[Expr], values: Mapping[str, Value], defs: Mapping[str, ValueDef], snap: Snapshot
+) -> dict[str, Knob | float | None]:
     """Every input the formulas read, expanded one level through rule values and context."""
     out: dict[str, Knob | float | None] = {}
     names: list[str] = []
@@ -119,10 +120,13 @@ def steady(rec: Recommendation, previous: KnobValue) -> Recommendation:
         return rec
     if cur is not None and not _keeps_promise(rec.direction, old, cur):
         return rec
-    kept = (f"; kept at {format_value(previous)}, within {STEADY:.0%} of it (advice does not "
-            "hop between rounding steps)")  # fmt: skip
-    return replace(rec, new_value=previous,
-                   explanation=rec.explanation + kept if rec.explanation else "")  # fmt: skip
+    kept = (
+        f"; kept at {format_value(previous)}, within {STEADY:.0%} of it (advice does not "
+        "hop between rounding steps)"
+    )
+    return replace(
+        rec, new_value=previous, explanation=rec.explanation + kept if rec.explanation else ""
+    )
 
 
 def _keeps_promise(direction: str, new: float, cur: float) -> bool:
@@ -137,8 +141,9 @@ def _resolved(
     return {n: values[n] if n in values else snap.resolve(n) for n in names}
 
 
-def _withheld(spec: RecSpec, values: Mapping[str, Value], snap: Snapshot, new: KnobValue,
-              cur: KnobValue) -> Withheld:  # fmt: skip
+def _withheld(
+    spec: RecSpec, values: Mapping[str, Value], snap: Snapshot, new: KnobValue, cur: KnobValue
+) -> Withheld:
     why = (
         render(spec.withheld, _resolved(spec.withheld_names, values, snap)) if spec.withheld else ""
     )
@@ -148,8 +153,9 @@ def _withheld(spec: RecSpec, values: Mapping[str, Value], snap: Snapshot, new: K
     return Withheld(spec.knob, spec.direction, f"{verb} {spec.knob} is withheld: {why}")
 
 
-def build(spec: RecSpec, values: Mapping[str, Value], defs: Mapping[str, ValueDef],
-          snap: Snapshot) -> Recommendation | Withheld | None:  # fmt: skip
+def build(
+    spec: RecSpec, values: Mapping[str, Value], defs: Mapping[str, ValueDef], snap: Snapshot
+) -> Recommendation | Withheld | None:
     """The recommendation; `Withheld` when it applies but its value would not move the knob
     the promised way; None when it does not apply or cannot be computed."""
 
@@ -209,13 +215,26 @@ def build(spec: RecSpec, values: Mapping[str, Value], defs: Mapping[str, ValueDe
     c, n = _number(cur), _number(new)
     if direction == "set" and c is not None and n is not None:
         direction = "raise" if n > c else "lower"
-    return Recommendation(knob=spec.knob, current=current, new_value=new, direction=direction,
-                          formula=formula, inputs=inputs, tradeoff=note,
-                          confidence=confidence, explanation=explanation)  # fmt: skip
+    return Recommendation(
+        knob=spec.knob,
+        current=current,
+        new_value=new,
+        direction=direction,
+        formula=formula,
+        inputs=inputs,
+        tradeoff=note,
+        confidence=confidence,
+        explanation=explanation,
+    )
 
 
-def _explanation(spec: RecSpec, exprs: list[Expr], values: Mapping[str, Value],
-                 defs: Mapping[str, ValueDef], snap: Snapshot) -> str:  # fmt: skip
+def _explanation(
+    spec: RecSpec,
+    exprs: list[Expr],
+    values: Mapping[str, Value],
+    defs: Mapping[str, ValueDef],
+    snap: Snapshot,
+) -> str:
     """The bounded formula's arithmetic in words (`vtop.triage.explain`), over the names it
     and the rule values it reads (through their own expressions) resolve to this evaluation,
     its constant bounds named for what they are."""

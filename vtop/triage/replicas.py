@@ -96,8 +96,9 @@ def compare(members: Iterable[Member]) -> dict[str, Standing]:
         for name, kv, running, _ in rows:
             others = [(k, r, n) for n, k, r, room in rows if n != name and k is not None and room]
             # the emptiest other replica: least KV, then fewest running, then by name
-            peer = min(others, key=lambda o: (o[0], o[1] if o[1] is not None else 0.0, o[2]),
-                       default=None)  # fmt: skip
+            peer = min(
+                others, key=lambda o: (o[0], o[1] if o[1] is not None else 0.0, o[2]), default=None
+            )
             out[name] = Standing(
                 kv_spread=None if kv is None or kv_min is None else kv - kv_min,
                 running_ratio=(

@@ -37,11 +37,30 @@ from vtop.triage.yamlmarks import LineDict
 
 SEVERITIES = {"info": Severity.INFO, "warning": Severity.WARNING, "critical": Severity.CRITICAL}
 DIRECTIONS: tuple[Direction, ...] = ("raise", "lower", "set", "enable", "disable")
-RULE_KEYS = frozenset({
-    "id", "title", "severity", "order", "when", "summary", "description", "source", "for",
-    "keep_firing_for", "requires", "decisive", "suspect", "explains", "kv_wall", "values",
-    "evidence", "recommend", "escalate", "enabled",
-})  # fmt: skip
+RULE_KEYS = frozenset(
+    {
+        "id",
+        "title",
+        "severity",
+        "order",
+        "when",
+        "summary",
+        "description",
+        "source",
+        "for",
+        "keep_firing_for",
+        "requires",
+        "decisive",
+        "suspect",
+        "explains",
+        "kv_wall",
+        "values",
+        "evidence",
+        "recommend",
+        "escalate",
+        "enabled",
+    }
+)
 
 
 def _text(value: object) -> str:
@@ -71,8 +90,11 @@ class RuleParser(CondParser):
             if isinstance(spec, LineDict) and "expr" in spec:
                 extra = set(spec) - {"expr", "label"}
                 if extra:
-                    raise Bad(vline, f"values: {name}: unknown key {quote(sorted(extra)[0])} "
-                                      "(an expression takes expr and label)")  # fmt: skip
+                    raise Bad(
+                        vline,
+                        f"values: {name}: unknown key {quote(sorted(extra)[0])} "
+                        "(an expression takes expr and label)",
+                    )
                 label = spec.get("label", "")
                 if not isinstance(label, str):
                     raise Bad(vline, f"values: {name}: label must be text")
@@ -86,8 +108,13 @@ class RuleParser(CondParser):
                 label = spec.get("label", "")
                 if not isinstance(label, str):
                     raise Bad(vline, f"values: {name}: label must be text")
-                out.append(ValueDef(name, measure=self.measure(spec, fns[0]),
-                                    label=" ".join(_text(label).split())))  # fmt: skip
+                out.append(
+                    ValueDef(
+                        name,
+                        measure=self.measure(spec, fns[0]),
+                        label=" ".join(_text(label).split()),
+                    )
+                )
             else:
                 out.append(ValueDef(name, expr=self.expr(spec, vline, f"values: {name}")))
             self.value_names.add(name)
@@ -111,8 +138,10 @@ class RuleParser(CondParser):
                 raise Bad(item.line_of("knob"), f"recommend: unknown knob {quote(knob)}")
             direction = item.get("direction")
             if not isinstance(direction, str) or direction not in DIRECTIONS:
-                raise Bad(item.line_of("direction"),
-                           "recommend: direction is one of " + ", ".join(DIRECTIONS))  # fmt: skip
+                raise Bad(
+                    item.line_of("direction"),
+                    "recommend: direction is one of " + ", ".join(DIRECTIONS),
+                )
             if "value" not in item:
                 raise Bad(item.line, "recommend: needs a value (number or formula)")
             value = item["value"]
@@ -125,18 +154,27 @@ class RuleParser(CondParser):
             def opt(k: str, it: LineDict = item) -> Expr | None:
                 return self.expr(it[k], it.line_of(k), f"recommend {k}") if k in it else None
 
-            tradeoff = self.template(_stripped(item.get("tradeoff", "")),
-                                     item.line_of("tradeoff"), "recommend tradeoff")  # fmt: skip
-            withheld = self.template(_stripped(item.get("withheld", "")),
-                                     item.line_of("withheld"), "recommend withheld")  # fmt: skip
-            out.append(RecSpec(
-                knob=str(knob), direction=direction,
-                value=self.expr(value, item.line_of("value"), "recommend value"),
-                minimum=opt("min"), maximum=opt("max"),
-                rounding=cast(Literal["int", "float"], rounding), when=opt("if"),
-                tradeoff=tradeoff, tradeoff_names=placeholders(tradeoff),
-                withheld=withheld, withheld_names=placeholders(withheld),
-            ))  # fmt: skip
+            tradeoff = self.template(
+                _stripped(item.get("tradeoff", "")), item.line_of("tradeoff"), "recommend tradeoff"
+            )
+            withheld = self.template(
+                _stripped(item.get("withheld", "")), item.line_of("withheld"), "recommend withheld"
+            )
+            out.append(
+                RecSpec(
+                    knob=str(knob),
+                    direction=direction,
+                    value=self.expr(value, item.line_of("value"), "recommend value"),
+                    minimum=opt("min"),
+                    maximum=opt("max"),
+                    rounding=cast(Literal["int", "float"], rounding),
+                    when=opt("if"),
+                    tradeoff=tradeoff,
+                    tradeoff_names=placeholders(tradeoff),
+                    withheld=withheld,
+                    withheld_names=placeholders(withheld),
+                )
+            )
         return tuple(out)
 
     def requires(self, node: object, line: int) -> Requires:
@@ -146,9 +184,12 @@ class RuleParser(CondParser):
             raise Bad(line, "requires: expected a mapping of evidence / finished")
         for gone in ("samples", "uptime"):
             if gone in node:
-                raise Bad(node.line_of(gone), f"requires: {gone} is now evidence, in seconds "
-                                               "(e.g. evidence: 60s): polls at any interval "
-                                               "count for the time they cover")  # fmt: skip
+                raise Bad(
+                    node.line_of(gone),
+                    f"requires: {gone} is now evidence, in seconds "
+                    "(e.g. evidence: 60s): polls at any interval "
+                    "count for the time they cover",
+                )
         extra = sorted(set(node) - {"evidence", "finished"})
         if extra:
             raise Bad(node.line_of(extra[0]), f"requires: unknown key {quote(extra[0])}")
@@ -156,8 +197,9 @@ class RuleParser(CondParser):
         finished = node.get("finished", base.finished)
         if isinstance(finished, bool) or not isinstance(finished, int) or finished < 0:
             raise Bad(node.line_of("finished"), "requires: finished must be a whole number")
-        evidence = parse_duration(node.get("evidence", base.evidence_s),
-                                  node.line_of("evidence"), "requires: evidence")  # fmt: skip
+        evidence = parse_duration(
+            node.get("evidence", base.evidence_s), node.line_of("evidence"), "requires: evidence"
+        )
         return Requires(evidence, finished)
 
     def decisive(self, node: object, line: int) -> Decisive | None:
@@ -168,8 +210,7 @@ class RuleParser(CondParser):
         extra = sorted(set(node) - {"evidence", "when"})
         if extra:
             raise Bad(node.line_of(extra[0]), f"decisive: unknown key {quote(extra[0])}")
-        evidence = parse_duration(node["evidence"], node.line_of("evidence"),
-                                  "decisive: evidence")  # fmt: skip
+        evidence = parse_duration(node["evidence"], node.line_of("evidence"), "decisive: evidence")
         if evidence <= 0:
             raise Bad(node.line_of("evidence"), "decisive: evidence must be positive")
         return Decisive(evidence, self.cond(node["when"], node.line_of("when")))
@@ -237,29 +278,42 @@ class RuleParser(CondParser):
             problem = cost.too_long(f"evidence {quote(k)}", k, cost.MAX_TITLE_CHARS)
             if problem is not None:
                 raise Bad(evidence.line_of(k), problem)
-        rows = tuple((untrusted.clean(k, cost.MAX_TITLE_CHARS),
-                      self.template(v, evidence.line_of(k), f"evidence {quote(k)}"))
-                     for k, v in evidence.items())  # fmt: skip
+        rows = tuple(
+            (
+                untrusted.clean(k, cost.MAX_TITLE_CHARS),
+                self.template(v, evidence.line_of(k), f"evidence {quote(k)}"),
+            )
+            for k, v in evidence.items()
+        )
         kv_wall = node.get("kv_wall", False)
         if not isinstance(kv_wall, bool):
             raise Bad(node.line_of("kv_wall"), "kv_wall is true or false")
         return Rule(
             id=self.rid,
             title=_text(self.text(node, "title", cost.MAX_TITLE_CHARS)),
-            severity=SEVERITIES[sev], order=order,
-            when=cond, summary=self.template(node["summary"], node.line_of("summary"), "summary"),
-            file=file, line=node.line,
+            severity=SEVERITIES[sev],
+            order=order,
+            when=cond,
+            summary=self.template(node["summary"], node.line_of("summary"), "summary"),
+            file=file,
+            line=node.line,
             description=untrusted.block(
-                self.text(node, "description", cost.MAX_PROSE_CHARS)).strip(),
-            source=untrusted.clean(self.text(node, "source", cost.MAX_PROSE_CHARS),
-                                   cost.MAX_PROSE_CHARS).strip(),
+                self.text(node, "description", cost.MAX_PROSE_CHARS)
+            ).strip(),
+            source=untrusted.clean(
+                self.text(node, "source", cost.MAX_PROSE_CHARS), cost.MAX_PROSE_CHARS
+            ).strip(),
             for_s=parse_duration(node.get("for", 0), node.line_of("for"), "for"),
-            keep_firing_for_s=parse_duration(node.get("keep_firing_for", 0),
-                                             node.line_of("keep_firing_for"), "keep_firing_for"),
+            keep_firing_for_s=parse_duration(
+                node.get("keep_firing_for", 0), node.line_of("keep_firing_for"), "keep_firing_for"
+            ),
             requires=self.requires(node.get("requires"), node.line_of("requires")),
             decisive=self.decisive(node.get("decisive"), node.line_of("decisive")),
             suspect=self.suspect(node.get("suspect"), node.line_of("suspect")),
-            explains=tuple(explains), kv_wall=kv_wall, values=values, evidence=rows,
+            explains=tuple(explains),
+            kv_wall=kv_wall,
+            values=values,
+            evidence=rows,
             recommend=self.recommend(node.get("recommend"), node.line_of("recommend")),
             escalate=tuple(escalate),
-        )  # fmt: skip
+        )

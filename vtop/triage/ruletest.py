@@ -44,12 +44,63 @@ from vtop.triage.schema import Rule
 from vtop.triage.yamlmarks import LineDict, YamlError, load
 
 T0 = 1_000_000.0
-SECONDS = (0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0,
-           7.5, 10.0, 20.0, 40.0, 80.0, 160.0, 640.0, 2560.0)  # fmt: skip
-TOKENS = (1.0, 2.0, 5.0, 10.0, 20.0, 50.0, 100.0, 200.0, 500.0, 1000.0, 2000.0, 5000.0,
-          10000.0, 20000.0, 50000.0, 100000.0)  # fmt: skip
-STEP_TOKENS = (1.0, 8.0, 16.0, 32.0, 64.0, 128.0, 256.0, 512.0, 1024.0, 2048.0, 4096.0,
-               8192.0, 16384.0)  # fmt: skip
+SECONDS = (
+    0.001,
+    0.005,
+    0.01,
+    0.02,
+    0.04,
+    0.06,
+    0.08,
+    0.1,
+    0.25,
+    0.5,
+    0.75,
+    1.0,
+    2.5,
+    5.0,
+    7.5,
+    10.0,
+    20.0,
+    40.0,
+    80.0,
+    160.0,
+    640.0,
+    2560.0,
+)
+TOKENS = (
+    1.0,
+    2.0,
+    5.0,
+    10.0,
+    20.0,
+    50.0,
+    100.0,
+    200.0,
+    500.0,
+    1000.0,
+    2000.0,
+    5000.0,
+    10000.0,
+    20000.0,
+    50000.0,
+    100000.0,
+)
+STEP_TOKENS = (
+    1.0,
+    8.0,
+    16.0,
+    32.0,
+    64.0,
+    128.0,
+    256.0,
+    512.0,
+    1024.0,
+    2048.0,
+    4096.0,
+    8192.0,
+    16384.0,
+)
 EP = "rule-test"
 
 
@@ -90,8 +141,9 @@ def _parse_series(item: object, file: str, line: int) -> _Series:
         raise TestFileError(f"{file}:{line}: input_series items are {{series, values}}")
     line = item.line
     if not isinstance(item["series"], str):
-        raise TestFileError(f"{file}:{line}: series: expected a signal name, got "
-                            f"{quote(item['series'])}")  # fmt: skip
+        raise TestFileError(
+            f"{file}:{line}: series: expected a signal name, got {quote(item['series'])}"
+        )
     text = item["series"].strip()
     name, _, rest = text.partition("{")
     label = rest.rstrip("}").split("=", 1)[-1].strip('"') if rest else ""
@@ -136,14 +188,21 @@ def _knobs(node: object, file: str, line: int) -> dict[str, Knob]:
     if not isinstance(node, LineDict):
         raise TestFileError(f"{file}:{line}: knobs: expected a mapping")
     for name, v in node.items():
-        value, provenance = (v.get("value"), v.get("provenance", "flag")) if isinstance(
-            v, LineDict) else (v, "flag")  # fmt: skip
+        value, provenance = (
+            (v.get("value"), v.get("provenance", "flag"))
+            if isinstance(v, LineDict)
+            else (v, "flag")
+        )
         if value is not None and not isinstance(value, str | int | float | bool):
-            raise TestFileError(f"{file}:{node.line_of(name)}: knobs: {name}: expected a "
-                                f"number, true/false or text, got {quote(value)}")  # fmt: skip
+            raise TestFileError(
+                f"{file}:{node.line_of(name)}: knobs: {name}: expected a "
+                f"number, true/false or text, got {quote(value)}"
+            )
         if provenance not in get_args(Provenance):
-            raise TestFileError(f"{file}:{node.line_of(name)}: knobs: {name}: provenance is one "
-                                f"of {', '.join(get_args(Provenance))}")  # fmt: skip
+            raise TestFileError(
+                f"{file}:{node.line_of(name)}: knobs: {name}: provenance is one "
+                f"of {', '.join(get_args(Provenance))}"
+            )
         if provenance == "flag" and value is not None:  # as a user types it: within its range
             try:
                 knobs.check(name, value)
@@ -174,8 +233,9 @@ def _scrapes(series: Sequence[_Series], n: int, interval: float, ep: str = EP) -
                             state[j] += count
                     state[-2] += count
                     state[-1] += count * v
-                hists[s.key] = Histogram(s.bounds, tuple(state[: len(s.bounds)]), state[-2],
-                                         state[-1])  # fmt: skip
+                hists[s.key] = Histogram(
+                    s.bounds, tuple(state[: len(s.bounds)]), state[-2], state[-1]
+                )
             elif v is None:
                 continue
             elif s.key.signal == "scrape_latency":
@@ -187,8 +247,9 @@ def _scrapes(series: Sequence[_Series], n: int, interval: float, ep: str = EP) -
         if not up:
             scrapes.append(Scrape(ep, t, latency_s=latency, error="test: down"))
         else:
-            scrapes.append(Scrape(ep, t, latency_s=latency, size_bytes=1000, scalars=scalars,
-                                  histograms=hists))  # fmt: skip
+            scrapes.append(
+                Scrape(ep, t, latency_s=latency, size_bytes=1000, scalars=scalars, histograms=hists)
+            )
     return scrapes
 
 
@@ -261,32 +322,38 @@ def _check(exp: list[Any], actual: Finding | None) -> str | None:
 def _rules_for(doc: LineDict, path: Path) -> Loaded:
     files = doc.get("rule_files") or []
     if not isinstance(files, list) or not all(isinstance(f, str) for f in files):
-        raise TestFileError(f"{path}:{doc.line_of('rule_files')}: rule_files: expected a list "
-                            "of paths")  # fmt: skip
+        raise TestFileError(
+            f"{path}:{doc.line_of('rule_files')}: rule_files: expected a list of paths"
+        )
     loaded = load_catalog([path.parent / f for f in files], user=False)
     if loaded.errors:
-        raise TestFileError(f"{path}:{doc.line_of('rule_files')}: rules do not load: "
-                            + "; ".join(str(e) for e in loaded.errors))  # fmt: skip
+        raise TestFileError(
+            f"{path}:{doc.line_of('rule_files')}: rules do not load: "
+            + "; ".join(str(e) for e in loaded.errors)
+        )
     return loaded
 
 
-def run_group(group: LineDict, rules: Sequence[Rule], file: str, default_interval: float
-              ) -> Outcome:  # fmt: skip
+def run_group(
+    group: LineDict, rules: Sequence[Rule], file: str, default_interval: float
+) -> Outcome:
     """Run one test group; every failure is one line with the file, line and time."""
     name = cost.one_line(str(group.get("name", f"line {group.line}")), 120)
     out = Outcome(file, name)
-    interval = _interval(group.get("interval", default_interval), file,
-                         group.line_of("interval"))  # fmt: skip
-    series = [_parse_series(s, file, group.line_of("input_series"))
-              for s in _list(group, "input_series", file)]  # fmt: skip
+    interval = _interval(group.get("interval", default_interval), file, group.line_of("interval"))
+    series = [
+        _parse_series(s, file, group.line_of("input_series"))
+        for s in _list(group, "input_series", file)
+    ]
     checks = []
     for item in _list(group, "finding_tests", file):
         if not isinstance(item, LineDict) or "rule" not in item or "eval_time" not in item:
             raise TestFileError(f"{file}:{group.line}: finding_tests items need rule, eval_time")
         lo, hi = _times(item["eval_time"], file, item.line_of("eval_time"))
         if hi < lo:
-            raise TestFileError(f"{file}:{item.line_of('eval_time')}: eval_time ends before "
-                                "it starts")  # fmt: skip
+            raise TestFileError(
+                f"{file}:{item.line_of('eval_time')}: eval_time ends before it starts"
+            )
         exp = _expectations(item, file)
         checks.append((lo, hi, str(item["rule"]), exp, item.line))
     ids = {r.id for r in rules}
@@ -296,9 +363,11 @@ def run_group(group: LineDict, rules: Sequence[Rule], file: str, default_interva
     end = max((hi for _, hi, *_ in checks), default=0.0)
     n = math.floor(end / interval + 1e-9) + 1
     if n > cost.MAX_TEST_POLLS:
-        raise TestFileError(f"{file}:{group.line}: {name}: {n} polls to run, at most "
-                            f"{cost.MAX_TEST_POLLS} (a later eval_time or a longer interval "
-                            "than the test needs)")  # fmt: skip
+        raise TestFileError(
+            f"{file}:{group.line}: {name}: {n} polls to run, at most "
+            f"{cost.MAX_TEST_POLLS} (a later eval_time or a longer interval "
+            "than the test needs)"
+        )
     view = _View(Store(EP, capacity=max(n, 3600)), _knobs(group.get("knobs"), file, group.line))
     peers = {s.replica: Store(s.replica, capacity=max(n, 3600)) for s in series if s.replica}
     peer_scrapes = {
@@ -353,8 +422,10 @@ def run_file(path: Path) -> list[Outcome]:
         raise TestFileError(f"{file}:{doc.line_of('tests')}: every test is a mapping")
     total = sum(_polls(g, file, interval) for g in groups)
     if total > cost.MAX_TEST_FILE_POLLS:
-        raise TestFileError(f"{file}:{doc.line_of('tests')}: its groups would run {total} polls "
-                            f"together, at most {cost.MAX_TEST_FILE_POLLS}")  # fmt: skip
+        raise TestFileError(
+            f"{file}:{doc.line_of('tests')}: its groups would run {total} polls "
+            f"together, at most {cost.MAX_TEST_FILE_POLLS}"
+        )
     return [run_group(g, rules, file, interval) for g in groups]
 
 
@@ -362,11 +433,14 @@ def _polls(group: LineDict, file: str, default_interval: float) -> int:
     """Polls `run_group` will run for `group` (its latest eval_time over its interval), read
     before any runs; what `run_group` would refuse is left for it to say."""
     try:
-        interval = _interval(group.get("interval", default_interval), file,
-                             group.line_of("interval"))  # fmt: skip
-        ends = [_times(item["eval_time"], file, item.line_of("eval_time"))[1]
-                for item in _list(group, "finding_tests", file)
-                if isinstance(item, LineDict) and "eval_time" in item]  # fmt: skip
+        interval = _interval(
+            group.get("interval", default_interval), file, group.line_of("interval")
+        )
+        ends = [
+            _times(item["eval_time"], file, item.line_of("eval_time"))[1]
+            for item in _list(group, "finding_tests", file)
+            if isinstance(item, LineDict) and "eval_time" in item
+        ]
     except TestFileError:
         return 0
     n = math.floor(max(ends, default=0.0) / interval + 1e-9) + 1
@@ -404,8 +478,9 @@ def _expectations(item: LineDict, file: str) -> list[Any]:
             raise TestFileError(f"{file}:{line}: exp_findings: every item is a mapping")
         for key in _EXPECTATION_MAPS:
             if want.get(key) is not None and not isinstance(want[key], LineDict):
-                raise TestFileError(f"{file}:{want.line_of(key)}: {key}: expected a mapping "
-                                    "of knob: value")  # fmt: skip
+                raise TestFileError(
+                    f"{file}:{want.line_of(key)}: {key}: expected a mapping of knob: value"
+                )
     return exp
 
 

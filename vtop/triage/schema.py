@@ -17,22 +17,51 @@ from vtop.triage.expr import Expr
 
 Op = Literal["above", "at_least", "below", "at_most", "equals", "not_equals"]
 OPS: tuple[Op, ...] = ("above", "at_least", "below", "at_most", "equals", "not_equals")
-CLEAR = {"above": "clear_below", "at_least": "clear_below",
-         "below": "clear_above", "at_most": "clear_above"}  # fmt: skip
+CLEAR = {
+    "above": "clear_below",
+    "at_least": "clear_below",
+    "below": "clear_above",
+    "at_most": "clear_above",
+}
 """The recovery threshold each comparison may carry (Grafana-style hysteresis)."""
-PROMQL_OP = {"above": ">", "at_least": ">=", "below": "<", "at_most": "<=",
-             "equals": "==", "not_equals": "!="}  # fmt: skip
+PROMQL_OP = {
+    "above": ">",
+    "at_least": ">=",
+    "below": "<",
+    "at_most": "<=",
+    "equals": "==",
+    "not_equals": "!=",
+}
 
 Function = Literal[
-    "last", "avg_over_time", "max_over_time", "min_over_time", "quantile_over_time",
-    "rate", "increase", "histogram_quantile", "histogram_mean", "share_over_time", "value",
-]  # fmt: skip
+    "last",
+    "avg_over_time",
+    "max_over_time",
+    "min_over_time",
+    "quantile_over_time",
+    "rate",
+    "increase",
+    "histogram_quantile",
+    "histogram_mean",
+    "share_over_time",
+    "value",
+]
 FUNCTIONS: tuple[Function, ...] = (
-    "last", "avg_over_time", "max_over_time", "min_over_time", "quantile_over_time",
-    "rate", "increase", "histogram_quantile", "histogram_mean", "share_over_time", "value",
-)  # fmt: skip
-GAUGE_FUNCTIONS = frozenset({"last", "avg_over_time", "max_over_time", "min_over_time",
-                             "quantile_over_time"})  # fmt: skip
+    "last",
+    "avg_over_time",
+    "max_over_time",
+    "min_over_time",
+    "quantile_over_time",
+    "rate",
+    "increase",
+    "histogram_quantile",
+    "histogram_mean",
+    "share_over_time",
+    "value",
+)
+GAUGE_FUNCTIONS = frozenset(
+    {"last", "avg_over_time", "max_over_time", "min_over_time", "quantile_over_time"}
+)
 
 Threshold = float | Expr
 Direction = Literal["raise", "lower", "set", "enable", "disable"]

@@ -105,9 +105,11 @@ def _expanded_size(root: yaml.Node) -> int:
             children = _children(node)
             size = 1 + sum(sizes[id(c)] for c in children)
             if size > MAX_YAML_NODES:
-                raise YamlError(node.start_mark.line + 1,
-                                f"the document expands to more than {MAX_YAML_NODES} YAML nodes "
-                                "(aliases count for what they stand for)")  # fmt: skip
+                raise YamlError(
+                    node.start_mark.line + 1,
+                    f"the document expands to more than {MAX_YAML_NODES} YAML nodes "
+                    "(aliases count for what they stand for)",
+                )
             sizes[key] = size
             continue
         if key in sizes:
@@ -119,8 +121,9 @@ def _expanded_size(root: yaml.Node) -> int:
         for child in _children(node):
             cid = id(child)
             if cid in on_path:
-                raise YamlError(child.start_mark.line + 1,
-                                "an alias refers to a node that holds it")  # fmt: skip
+                raise YamlError(
+                    child.start_mark.line + 1, "an alias refers to a node that holds it"
+                )
             if cid not in sizes:
                 todo.append((child, False))
     return sizes[id(root)]

@@ -215,8 +215,9 @@ class VtopApp(KeysMixin, RecordingMixin, PollingMixin, DrawingMixin, LayoutMixin
         # Host readings are for recordings: read from `r` on, or now for `--record`.
         sample_host(self.source, self.recorder is not None)
         if self.recorder is not None:
-            self.notify(f"recording to {self.recorder.path} (r stops)", title="recording",
-                        timeout=5)  # fmt: skip
+            self.notify(
+                f"recording to {self.recorder.path} (r stops)", title="recording", timeout=5
+            )
         if self._autopoll:
             self._arm(0.0)
 
@@ -249,15 +250,24 @@ class VtopApp(KeysMixin, RecordingMixin, PollingMixin, DrawingMixin, LayoutMixin
         rule error its file): drawn as the text they are, not as markup (`[@click=app.quit]`
         would be a link, a stray `[/x]` an error), and without a control or bidi character
         (`vtop.untrusted`; lines kept)."""
-        super().notify(untrusted.block(message), title=untrusted.clean(title, 200),
-                       severity=severity, timeout=timeout, markup=markup)  # fmt: skip
+        super().notify(
+            untrusted.block(message),
+            title=untrusted.clean(title, 200),
+            severity=severity,
+            timeout=timeout,
+            markup=markup,
+        )
 
     def notify_rule_errors(self, errors: Sequence[object]) -> None:
         """Rule files that did not load, a line each (file:line: rule-id: what), on screen:
         the lines printed before the screen opened are hidden behind it."""
         if errors:
-            self.notify("\n".join(str(e) for e in errors), severity="warning", timeout=20,
-                        title=f"{len(errors)} rule(s) skipped; the others run")  # fmt: skip
+            self.notify(
+                "\n".join(str(e) for e in errors),
+                severity="warning",
+                timeout=20,
+                title=f"{len(errors)} rule(s) skipped; the others run",
+            )
 
     async def on_unmount(self) -> None:
         if self._timer is not None:

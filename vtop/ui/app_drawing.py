@@ -39,8 +39,7 @@ class DrawingMixin(DashboardHost):
         if ep is None:
             return None
         ev = self.monitor.endpoints[ep]
-        return View(ev.store, ev.knobs, self.window_s, self.interval,
-                    thresholds=self.thresholds)  # fmt: skip
+        return View(ev.store, ev.knobs, self.window_s, self.interval, thresholds=self.thresholds)
 
     def _status(self, endpoint: str) -> ConnectionStatus:
         try:
@@ -73,8 +72,16 @@ class DrawingMixin(DashboardHost):
         if len(eps) > 1:
             rate_span_s = figures.rate_span(self.interval)
             quickest = self.monitor.engine.quickest_s
-            rows = [fleet.row(self.monitor.endpoints[e], self._findings(self.monitor, e),
-                              self._status(e), rate_span_s, quickest) for e in eps]  # fmt: skip
+            rows = [
+                fleet.row(
+                    self.monitor.endpoints[e],
+                    self._findings(self.monitor, e),
+                    self._status(e),
+                    rate_span_s,
+                    quickest,
+                )
+                for e in eps
+            ]
             self.endpoint_list.show(rows, self.selected)
         if self.endpoint_list.display != (len(eps) > 1):
             self.endpoint_list.display = len(eps) > 1
@@ -82,10 +89,15 @@ class DrawingMixin(DashboardHost):
         if ep is not None and view is not None:
             ev: EndpointView = self.monitor.endpoints[ep]
             error = ev.last.error if ev.last is not None and not ev.last.ok else None
-            self.triage.show(verdict.lines(self._findings(self.monitor, ep), error=error,
-                                           polls=ev.store.polls,
-                                           watched_s=fleet.watched(ev.store),
-                                           quickest_s=self.monitor.engine.quickest_s))  # fmt: skip
+            self.triage.show(
+                verdict.lines(
+                    self._findings(self.monitor, ep),
+                    error=error,
+                    polls=ev.store.polls,
+                    watched_s=fleet.watched(ev.store),
+                    quickest_s=self.monitor.engine.quickest_s,
+                )
+            )
             self.grid.show(view)
             if isinstance(self.screen, EnginesScreen):
                 self.screen.show(view)
@@ -96,5 +108,6 @@ class DrawingMixin(DashboardHost):
             self.grid.border_title = title  # a new title repaints the whole widget: on change
         self._choose_layout()  # the GPU lines or the endpoints' rows may have changed
         local = [e.local for e in self.monitor.endpoints.values()]
-        self.gpus.show(self.monitor.gpus, remote_only=bool(local) and not any(local),
-                       table=self.thresholds)  # fmt: skip
+        self.gpus.show(
+            self.monitor.gpus, remote_only=bool(local) and not any(local), table=self.thresholds
+        )

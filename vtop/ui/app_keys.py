@@ -97,8 +97,11 @@ class KeysMixin(DashboardHost):
         self.action_choose(message.index)
 
     def on_triage_panel_selected(self, message: TriagePanel.Selected) -> None:
-        self.push_screen(FindingScreen(message.finding, self.monitor.t, monitor=self.monitor,
-                                       predictor=self.predictor))  # fmt: skip
+        self.push_screen(
+            FindingScreen(
+                message.finding, self.monitor.t, monitor=self.monitor, predictor=self.predictor
+            )
+        )
 
     def action_explain(self) -> None:
         focused = self.focused
@@ -108,8 +111,9 @@ class KeysMixin(DashboardHost):
             self.push_screen(ExplainScreen(spec.title, body))
         elif isinstance(focused, GpuPanel):
             names = ("gpu_util", "gpu_mem_used", "gpu_power", "gpu_temp", "gpu_sm_clock")
-            self.push_screen(ExplainScreen("GPU", explain_text("GPU", names,
-                                                               table=self.thresholds)))  # fmt: skip
+            self.push_screen(
+                ExplainScreen("GPU", explain_text("GPU", names, table=self.thresholds))
+            )
         else:
             self.push_screen(ExplainScreen("Triage", Content(TRIAGE_HELP)))
 
@@ -128,8 +132,11 @@ class KeysMixin(DashboardHost):
     def copy_flags(self, flags: str) -> None:
         """Put `flags` on the user's clipboard (OSC 52) and on screen."""
         if not flags:
-            self.notify("nothing to copy: no firing finding recommends a flag change",
-                        severity="warning", timeout=4)  # fmt: skip
+            self.notify(
+                "nothing to copy: no firing finding recommends a flag change",
+                severity="warning",
+                timeout=4,
+            )
             return
         self.copy_to_clipboard(flags)
         driver = self._driver
@@ -144,14 +151,14 @@ class KeysMixin(DashboardHost):
 
     def get_system_commands(self, screen: Screen[object]) -> Iterable[SystemCommand]:
         yield from super().get_system_commands(screen)
-        yield SystemCommand("Pause / resume", "Freeze the screen (polling goes on)",
-                            self.action_pause)  # fmt: skip
-        yield SystemCommand("Next window", "Cycle the window: 1m, 5m, 15m, 1h",
-                            self.action_window)  # fmt: skip
-        yield SystemCommand("Poll faster", "Shorter poll interval",
-                            lambda: self.action_interval(-1))  # fmt: skip
-        yield SystemCommand("Poll slower", "Longer poll interval",
-                            lambda: self.action_interval(1))  # fmt: skip
+        yield SystemCommand(
+            "Pause / resume", "Freeze the screen (polling goes on)", self.action_pause
+        )
+        yield SystemCommand("Next window", "Cycle the window: 1m, 5m, 15m, 1h", self.action_window)
+        yield SystemCommand(
+            "Poll faster", "Shorter poll interval", lambda: self.action_interval(-1)
+        )
+        yield SystemCommand("Poll slower", "Longer poll interval", lambda: self.action_interval(1))
         yield SystemCommand("Explain", "What the focused panel means", self.action_explain)
         yield SystemCommand("Copy recommended flags", "OSC 52 clipboard", self.action_copy)
         yield SystemCommand("Engines", "Per-engine breakdown", self.action_engines)

@@ -84,9 +84,13 @@ class LayoutMixin(DashboardHost):
         if not compact and height < TALL_H:
             cap = self.triage.styles.max_height
             triage = int(cap.value) if cap is not None and cap.is_cells else 10
-            rest = sum(w.outer_size.height for w in screen.children
-                       if w.display and w not in (self.triage, self.grid)
-                       and not (w.styles.layer or "").startswith("_"))  # fmt: skip
+            rest = sum(
+                w.outer_size.height
+                for w in screen.children
+                if w.display
+                and w not in (self.triage, self.grid)
+                and not (w.styles.layer or "").startswith("_")
+            )
             compact = height - rest - triage < ROOMY_ROWS
         if screen.has_class("-compact") != compact:
             screen.set_class(compact, "-compact")

@@ -27,9 +27,11 @@ class RecordingMixin(DashboardHost):
             path = self.record_dir / time.strftime("vtop-%Y%m%d-%H%M%S.vtrace")
             try:
                 self.recorder = Recorder(
-                    path, sources=list(self.monitor.endpoints), interval_s=self.interval,
+                    path,
+                    sources=list(self.monitor.endpoints),
+                    interval_s=self.interval,
                     notify=lambda message: self.notify(message, severity="error", timeout=10),
-                )  # fmt: skip
+                )
             except TraceWriteError as exc:
                 self.notify(f"cannot record: {exc}", severity="error", timeout=8)
                 return
@@ -44,5 +46,8 @@ class RecordingMixin(DashboardHost):
         sample_host(self.source, False)
         recorder.close()
         if recorder.error is None:
-            self.notify(f"{recorder.path}: {recorder.polls} polls, {recorder.bytes // 1024} KiB",
-                        title="recording stopped", timeout=6)  # fmt: skip
+            self.notify(
+                f"{recorder.path}: {recorder.polls} polls, {recorder.bytes // 1024} KiB",
+                title="recording stopped",
+                timeout=6,
+            )

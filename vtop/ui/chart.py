@@ -62,8 +62,9 @@ def _spans(kinds: Sequence[RunStyle]) -> list[tuple[int, int, RunStyle]]:
     return out
 
 
-def rows(values: Sequence[float | None], height: int, top: float,
-         restarts: Sequence[int] = ()) -> list[list[Run]]:  # fmt: skip
+def rows(
+    values: Sequence[float | None], height: int, top: float, restarts: Sequence[int] = ()
+) -> list[list[Run]]:
     """`height` rows, top first, each a list of merged (text, style) runs.
 
     Built a cell column at a time (each cached: a chart has at most `height × 8` kinds of

@@ -72,9 +72,11 @@ def recommendation_rows(r: Recommendation) -> list[Row]:
     trade-off, and last, folded under the rest, the raw formula for those who want it."""
     current = knob_text(r.current) if r.current else fmt.DASH + " (unknown)"
     moved = f"{r.change}; " if r.change else ""
-    out = [Row(f"  {r.flag}    ({moved}{r.direction} {r.knob}; confidence {r.confidence})", 4),
-           Row(f"    engine    {r.engine_arg}", 14),
-           Row(f"    current   {current}", 14)]  # fmt: skip
+    out = [
+        Row(f"  {r.flag}    ({moved}{r.direction} {r.knob}; confidence {r.confidence})", 4),
+        Row(f"    engine    {r.engine_arg}", 14),
+        Row(f"    current   {current}", 14),
+    ]
     if r.explanation:
         out.append(Row(f"    why       {r.explanation}", 14))
     for name, value in _sorted(r.inputs):
@@ -92,8 +94,12 @@ def _sorted(inputs: Mapping[str, Knob | float | None]) -> list[tuple[str, Knob |
 
 def rows(f: Finding, now: float | None = None) -> list[Row]:
     """The detail screen's text, one row per line, each with its hanging indent."""
-    out = [Row(f"{LABELS[f.severity]}  {f.state}  {f.title}"),
-           Row(f"rule {f.rule}  ·  {f.endpoint}"), Row(""), Row(f.summary)]  # fmt: skip
+    out = [
+        Row(f"{LABELS[f.severity]}  {f.state}  {f.title}"),
+        Row(f"rule {f.rule}  ·  {f.endpoint}"),
+        Row(""),
+        Row(f.summary),
+    ]
     # One line for how long: the rule's own count when it has a duration (with how long it
     # took to fire, or still needs), the wall-clock age otherwise; both would say one fact twice.
     if f.state == "pending":
@@ -103,8 +109,12 @@ def rows(f: Finding, now: float | None = None) -> list[Row]:
         out.append(Row(f"holding for {held_of(f)} {more}"))
     elif f.state in ACCRUING:
         have = f" ({', '.join(f.missing)})" if f.missing else ""
-        out.append(Row(f"holding for {f.held_s:.0f} s; it can fire once it has more data{have}, "
-                       "not after a set time"))  # fmt: skip
+        out.append(
+            Row(
+                f"holding for {f.held_s:.0f} s; it can fire once it has more data{have}, "
+                "not after a set time"
+            )
+        )
     elif f.for_s:
         # A firing finding's `for_s` is what it took, on the quicker of the rule's two paths.
         took = f" (it fired after {f.for_s:.0f} s)" if f.state == "firing" else ""
@@ -175,6 +185,7 @@ def wrap(rows: Sequence[Row], width: int) -> list[str]:
             out.append(row.text)
             continue
         hang = " " * min(row.hang, max(0, width - MIN_TEXT_W))
-        out += textwrap.wrap(row.text, width, subsequent_indent=hang,
-                             break_on_hyphens=False) or [""]  # fmt: skip
+        out += textwrap.wrap(row.text, width, subsequent_indent=hang, break_on_hyphens=False) or [
+            ""
+        ]
     return out

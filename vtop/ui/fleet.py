@@ -82,11 +82,20 @@ def cap_text(cap: figs.Cap | None) -> str:
     return "/" + (str(int(value)) if value == int(value) else fmt.num(value))
 
 
-def cells(store: Store, cap: figs.Cap | None, model: str = ALL, engine: str = ALL,
-          rate_span_s: float = figs.DEFAULT_RATE_SPAN_S) -> dict[str, str]:  # fmt: skip
+def cells(
+    store: Store,
+    cap: figs.Cap | None,
+    model: str = ALL,
+    engine: str = ALL,
+    rate_span_s: float = figs.DEFAULT_RATE_SPAN_S,
+) -> dict[str, str]:
     """The figures of one endpoint (`model`, `engine` ALL) or of one of its engines."""
-    now = figs.now(store, figs.Scope(model, engine), rate_span_s=rate_span_s,
-                   latency_span_s=figs.LATENCY_SPAN_S)  # fmt: skip
+    now = figs.now(
+        store,
+        figs.Scope(model, engine),
+        rate_span_s=rate_span_s,
+        latency_span_s=figs.LATENCY_SPAN_S,
+    )
     return {
         "run": fmt.num(now.running) + cap_text(cap),
         "wait": fmt.num(now.waiting),
@@ -122,8 +131,13 @@ def watched(store: Store) -> float:
     return times[-1] - start if times else 0.0
 
 
-def row(view: EndpointView, findings: Sequence[Finding] | None, status: ConnectionStatus,
-        rate_span_s: float = figs.DEFAULT_RATE_SPAN_S, quickest_s: float = 0.0) -> Row:  # fmt: skip
+def row(
+    view: EndpointView,
+    findings: Sequence[Finding] | None,
+    status: ConnectionStatus,
+    rate_span_s: float = figs.DEFAULT_RATE_SPAN_S,
+    quickest_s: float = 0.0,
+) -> Row:
     s = view.store
     cap = figs.cap(view.knobs)
     firing = [f for f in order(findings or ()) if f.state == "firing"]
@@ -142,9 +156,16 @@ def row(view: EndpointView, findings: Sequence[Finding] | None, status: Connecti
         verdict, sev = f"judging {seen:.0f} of {quickest_s:.0f} s", Severity.OK
     else:
         verdict, sev = "OK", Severity.OK
-    return Row(s.endpoint, short_url(s.endpoint), up, cells(s, cap, rate_span_s=rate_span_s),
-               verdict, sev, engine_rows(s, cap, rate_span_s),
-               likely=up and cause is not None)  # fmt: skip
+    return Row(
+        s.endpoint,
+        short_url(s.endpoint),
+        up,
+        cells(s, cap, rate_span_s=rate_span_s),
+        verdict,
+        sev,
+        engine_rows(s, cap, rate_span_s),
+        likely=up and cause is not None,
+    )
 
 
 def visible(width: int) -> list[Column]:

@@ -59,8 +59,7 @@ def model_of(view: EndpointView) -> str:
     return name + (f" +{len(models) - 1}" if len(models) > 1 else "")
 
 
-def headline(view: EndpointView, status: ConnectionStatus,
-             table: Table = FALLBACK) -> Headline:  # fmt: skip
+def headline(view: EndpointView, status: ConnectionStatus, table: Table = FALLBACK) -> Headline:
     """The header for one endpoint; `status` is how the source says its connection stands."""
     store = view.store
     now = store.now
@@ -84,8 +83,9 @@ def headline(view: EndpointView, status: ConnectionStatus,
         status_level=lvl,
         # Two digits: the poll's own latency jitters, and each new digit is a repaint.
         latency=f"poll {fmt.seconds(latency, digits=2)}" if last is not None and last.ok else "",
-        latency_level=level("scrape_latency", latency, table) if last is not None and last.ok
+        latency_level=level("scrape_latency", latency, table)
+        if last is not None and last.ok
         else Severity.OK,
         latency_s=latency if last is not None and last.ok else None,
         t=now,
-    )  # fmt: skip
+    )

@@ -50,19 +50,35 @@ class PanelSpec:
 
 PANELS: tuple[PanelSpec, ...] = (
     PanelSpec("running", "Running", "running", "running", "gauge", "req"),
-    PanelSpec("waiting", "Waiting", "waiting", "waiting", "gauge", "req",
-              related=("waiting_by_reason",)),
+    PanelSpec(
+        "waiting", "Waiting", "waiting", "waiting", "gauge", "req", related=("waiting_by_reason",)
+    ),
     PanelSpec("kv", "KV cache", "KV cache", "kv_usage", "gauge", "", ratio=True),
     PanelSpec("preemptions", "Preemptions", "preempt", "preemptions", "rate", "/s"),
-    PanelSpec("prompt", "Prompt tokens", "prompt", "prompt_tokens", "rate", "tok/s",
-              related=("prefix_cache_hits", "prefix_cache_queries")),
+    PanelSpec(
+        "prompt",
+        "Prompt tokens",
+        "prompt",
+        "prompt_tokens",
+        "rate",
+        "tok/s",
+        related=("prefix_cache_hits", "prefix_cache_queries"),
+    ),
     PanelSpec("generation", "Generation tokens", "gen", "generation_tokens", "rate", "tok/s"),
-    PanelSpec("ttft", "Time to first token", "TTFT", "ttft", "latency", "",
-              related=("queue_time", "prefill_time")),
+    PanelSpec(
+        "ttft",
+        "Time to first token",
+        "TTFT",
+        "ttft",
+        "latency",
+        "",
+        related=("queue_time", "prefill_time"),
+    ),
     PanelSpec("itl", "Inter-token latency", "ITL", "itl", "latency", ""),
-    PanelSpec("finished", "Finished requests", "done", "requests_finished", "rate", "req/s",
-              label=ALL),
-)  # fmt: skip
+    PanelSpec(
+        "finished", "Finished requests", "done", "requests_finished", "rate", "req/s", label=ALL
+    ),
+)
 
 BY_ID = {p.id: p for p in PANELS}
 
@@ -203,8 +219,10 @@ def _latency_summary(spec: PanelSpec, v: View) -> Summary:
     if spec.id == "ttft":
         split = figures.ttft_split(s, v.scope, w)
         if split is not None:
-            note = (f"queue {fmt.seconds(split.queue_s)} ({split.queue_share * 100:.0f}%)  "
-                    f"prefill {fmt.seconds(split.prefill_s)}")  # fmt: skip
+            note = (
+                f"queue {fmt.seconds(split.queue_s)} ({split.queue_share * 100:.0f}%)  "
+                f"prefill {fmt.seconds(split.prefill_s)}"
+            )
     elif spec.id == "itl":
         tpot = figures.latency(s, v.key("tpot"), w).mean
         if tpot is not None:

@@ -204,8 +204,14 @@ class _Pending:
 class Player:
     """A `ReplaySource` driving a `Monitor` that runs no rules (findings: `FindingsTimeline`)."""
 
-    def __init__(self, source: ReplaySource, *, capacity: int = 3600, window_s: float = 300.0,
-                 fast_lookback_s: float = FAST_LOOKBACK_S) -> None:  # fmt: skip
+    def __init__(
+        self,
+        source: ReplaySource,
+        *,
+        capacity: int = 3600,
+        window_s: float = 300.0,
+        fast_lookback_s: float = FAST_LOOKBACK_S,
+    ) -> None:
         self.source = source
         self.capacity = capacity
         self.window_s = window_s
@@ -306,8 +312,7 @@ class Player:
     def step_back(self) -> Backfill | None:
         """Pause and go back one frame (history rebuilt as by `seek`)."""
         self.source.pause()
-        times = list(self.source.reader.times(max(self.start, self.position - 60.0),
-                                              self.position))  # fmt: skip
+        times = list(self.source.reader.times(max(self.start, self.position - 60.0), self.position))
         earlier = [x for x in times if x < self.position - 1e-9]
         return self.seek(earlier[-1] if earlier else self.start)
 

@@ -35,9 +35,14 @@ class AnalysisMixin(ReplayHost):
                 self.call_from_thread(self._take_chunk, chunk)
 
         try:
-            analysis = analyse(self.replay.reader.path, self.rules, self.catalog, on_chunk=send,
-                               cancelled=lambda: worker.is_cancelled,
-                               warn=lambda message: None)  # fmt: skip
+            analysis = analyse(
+                self.replay.reader.path,
+                self.rules,
+                self.catalog,
+                on_chunk=send,
+                cancelled=lambda: worker.is_cancelled,
+                warn=lambda message: None,
+            )
         except Cancelled:
             return
         except TraceError as exc:

@@ -104,10 +104,18 @@ class ReplayApp(AnalysisMixin, TrainingMixin, PlayerControlsMixin, ReplayViewMix
         self.catalog = [Choice(str(r.id), str(r.title)) for r in engine.rules]
         self._warnings = list(warnings)
         interval = source.reader.header.interval_s or 1.0
-        super().__init__(source, self.player.monitor, interval=interval, window_s=window_s,
-                         theme=theme, findings=self._findings_at,
-                         thresholds=table_for(engine.rules), self_cpu=self_cpu,
-                         autopoll=False, goals=goals)  # fmt: skip
+        super().__init__(
+            source,
+            self.player.monitor,
+            interval=interval,
+            window_s=window_s,
+            theme=theme,
+            findings=self._findings_at,
+            thresholds=table_for(engine.rules),
+            self_cpu=self_cpu,
+            autopoll=False,
+            goals=goals,
+        )
         self.replay = source
         self.autoplay = autoplay
         self.timeline = Timeline()
@@ -166,12 +174,15 @@ class ReplayApp(AnalysisMixin, TrainingMixin, PlayerControlsMixin, ReplayViewMix
         yield SystemCommand("Faster", "Replay faster (up to 1000×)", lambda: self.action_speed(1))
         yield SystemCommand("Slower", "Replay slower (down to 1×)", lambda: self.action_speed(-1))
         yield SystemCommand("Go to", "Go to a time of the trace", self.action_goto)
-        yield SystemCommand("Next finding", "Jump to where the next finding starts",
-                            lambda: self.action_mark(1))  # fmt: skip
-        yield SystemCommand("Previous finding", "Jump to where the previous finding starts",
-                            lambda: self.action_mark(-1))  # fmt: skip
-        yield SystemCommand("Next window", "Cycle the window: 1m, 5m, 15m, 1h",
-                            self.action_window)  # fmt: skip
+        yield SystemCommand(
+            "Next finding", "Jump to where the next finding starts", lambda: self.action_mark(1)
+        )
+        yield SystemCommand(
+            "Previous finding",
+            "Jump to where the previous finding starts",
+            lambda: self.action_mark(-1),
+        )
+        yield SystemCommand("Next window", "Cycle the window: 1m, 5m, 15m, 1h", self.action_window)
         yield SystemCommand("Explain", "What the focused panel means", self.action_explain)
         if not self.training:
             yield SystemCommand("Copy recommended flags", "OSC 52 clipboard", self.action_copy)

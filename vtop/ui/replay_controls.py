@@ -123,8 +123,9 @@ class PlayerControlsMixin(ReplayHost):
             self.action_answer()
             return
         if self._held:
-            self.notify("the incidents are still being found; the replay goes on when they are",
-                        timeout=3)  # fmt: skip
+            self.notify(
+                "the incidents are still being found; the replay goes on when they are", timeout=3
+            )
             return
         if self.player.at_end and not self.replay.playing:
             self.seek_to(self.player.start)

@@ -27,8 +27,9 @@ class TrainingMixin(ReplayHost):
         q = session.due(self.player.position) if session is not None else None
         if session is None or q is None:
             if self.training:
-                self.notify("no question open here: the replay stops at the next incident",
-                            timeout=3)  # fmt: skip
+                self.notify(
+                    "no question open here: the replay stops at the next incident", timeout=3
+                )
             return
         if self._question is not None:
             return

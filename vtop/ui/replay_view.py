@@ -39,8 +39,9 @@ class ReplayViewMixin(ReplayHost):
         self._show_timeline()
 
     def _computing_line(self) -> verdict.Line:
-        return verdict.Line("info", f"computing the findings over the trace… "
-                            f"{self._progress(long=True)}", label="…")  # fmt: skip
+        return verdict.Line(
+            "info", f"computing the findings over the trace… {self._progress(long=True)}", label="…"
+        )
 
     def _progress(self, *, long: bool = False) -> str:
         """`35%`; `long`: `35% (5:15 of 15:01)`, how far the pass is through the trace."""
@@ -56,13 +57,26 @@ class ReplayViewMixin(ReplayHost):
         session = self.session
         if session is None:  # the pass over the trace streams in: say how far it is
             name = self.replay.reader.name
-            return [verdict.Line("info", f"training: finding the incidents in {name}… "
-                                 + self._progress(long=True), label="…")]  # fmt: skip
+            return [
+                verdict.Line(
+                    "info",
+                    f"training: finding the incidents in {name}… " + self._progress(long=True),
+                    label="…",
+                )
+            ]
         if not session.questions:
-            return [verdict.Line("ok", "no incident in this trace: nothing to diagnose; "
-                                 "the replay plays on", label="OK")]  # fmt: skip
-        head = verdict.Line("info", "training: findings stay hidden until you answer · "
-                            + session.progress(), label="?")  # fmt: skip
+            return [
+                verdict.Line(
+                    "ok",
+                    "no incident in this trace: nothing to diagnose; the replay plays on",
+                    label="OK",
+                )
+            ]
+        head = verdict.Line(
+            "info",
+            "training: findings stay hidden until you answer · " + session.progress(),
+            label="?",
+        )
         q = session.due(self.player.position)
         if q is not None:
             ask = f"incident {q.number} of {len(session.questions)}: what is wrong here? a answers"
@@ -74,11 +88,19 @@ class ReplayViewMixin(ReplayHost):
     def _show_timeline(self) -> None:
         p = self.player
         marks: tuple[Mark, ...] = marks_of(self.replay.marks)
-        self.timeline.show(TimelineState(
-            start=p.start, end=p.end, position=p.position, playing=self.replay.playing,
-            speed=self.replay.speed, at_end=p.at_end, marks=marks, hidden=self.training,
-            note=self._note(),
-        ))  # fmt: skip
+        self.timeline.show(
+            TimelineState(
+                start=p.start,
+                end=p.end,
+                position=p.position,
+                playing=self.replay.playing,
+                speed=self.replay.speed,
+                at_end=p.at_end,
+                marks=marks,
+                hidden=self.training,
+                note=self._note(),
+            )
+        )
 
     def _note(self) -> str:
         if not self.findings_timeline.complete:

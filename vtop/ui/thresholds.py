@@ -36,9 +36,11 @@ class Threshold:
     def describe(self) -> str:
         if self.text:
             return self.text
-        return ", ".join(f"{name} at {v:g}" for name, v in
-                         (("warning", self.warning), ("critical", self.critical))
-                         if v is not None)  # fmt: skip
+        return ", ".join(
+            f"{name} at {v:g}"
+            for name, v in (("warning", self.warning), ("critical", self.critical))
+            if v is not None
+        )
 
 
 FALLBACK: Mapping[str, Threshold] = MappingProxyType(
@@ -97,10 +99,15 @@ def from_rules(rules: Iterable[Rule]) -> dict[str, Threshold]:
     for signal, levels in found.items():
         warn, crit = levels.get(Severity.WARNING), levels.get(Severity.CRITICAL)
         rules_named = sorted({x[1] for x in (warn, crit) if x is not None})
-        text = ", ".join(f"{name} {x[2]}" for name, x in (("warning", warn), ("critical", crit))
-                         if x is not None)  # fmt: skip
-        out[signal] = Threshold(warn[0] if warn else None, crit[0] if crit else None,
-                                "rule " + ", ".join(rules_named), text)  # fmt: skip
+        text = ", ".join(
+            f"{name} {x[2]}" for name, x in (("warning", warn), ("critical", crit)) if x is not None
+        )
+        out[signal] = Threshold(
+            warn[0] if warn else None,
+            crit[0] if crit else None,
+            "rule " + ", ".join(rules_named),
+            text,
+        )
     return out
 
 

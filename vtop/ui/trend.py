@@ -61,8 +61,9 @@ class Buckets:
         return k if 0 <= k < self.cells else None
 
 
-def gauge(times: Sequence[float], values: Sequence[float | None], b: Buckets,
-          *, agg: str = "avg") -> list[float | None]:  # fmt: skip
+def gauge(
+    times: Sequence[float], values: Sequence[float | None], b: Buckets, *, agg: str = "avg"
+) -> list[float | None]:
     """Average (or max) of the samples within each bucket."""
     out: list[float | None] = []
     edges = b.edges
@@ -118,8 +119,9 @@ def rate(times: Sequence[float], values: Sequence[float | None], b: Buckets) -> 
     return out
 
 
-def quantile(times: Sequence[float], hists: Sequence[Histogram | None], b: Buckets,
-             q: float) -> list[float | None]:  # fmt: skip
+def quantile(
+    times: Sequence[float], hists: Sequence[Histogram | None], b: Buckets, q: float
+) -> list[float | None]:
     """The q-quantile of the observations that arrived within each bucket."""
     out: list[float | None] = []
     present = hists.present() if isinstance(hists, HistColumn) else [h is not None for h in hists]

@@ -32,11 +32,16 @@ from typing import Literal
 from vtop.model import ACCRUING, Finding, Severity
 from vtop.triage.engine import HOLD_BACK_S
 
-LineKind = Literal["firing", "action", "likely", "pending", "suppressed", "insufficient", "ok",
-                   "error", "info"]  # fmt: skip
+LineKind = Literal[
+    "firing", "action", "likely", "pending", "suppressed", "insufficient", "ok", "error", "info"
+]
 
-LABELS = {Severity.CRITICAL: "CRIT", Severity.WARNING: "WARN", Severity.INFO: "INFO",
-          Severity.OK: "OK"}  # fmt: skip
+LABELS = {
+    Severity.CRITICAL: "CRIT",
+    Severity.WARNING: "WARN",
+    Severity.INFO: "INFO",
+    Severity.OK: "OK",
+}
 
 
 @dataclass(frozen=True, slots=True)
@@ -117,8 +122,14 @@ def likely_line(finding: Finding) -> Line:
     """`likely budget-too-small · 8 of 15 s`, with the rule's title after it where it fits.
     No advice: a likely cause is not a verdict."""
     text = f"likely {finding.rule} · {waits_for(finding)}"
-    return Line("likely", text, finding.severity, finding, "?",
-                wide=f"{text} · {finding.title}" if finding.title else "")  # fmt: skip
+    return Line(
+        "likely",
+        text,
+        finding.severity,
+        finding,
+        "?",
+        wide=f"{text} · {finding.title}" if finding.title else "",
+    )
 
 
 def error_lines(error: str | None) -> list[Line]:
@@ -145,16 +156,22 @@ def judging(watched_s: float, quickest_s: float) -> str | None:
     return f"judging: {watched_s:.0f} of {quickest_s:.0f} s before an all-clear"
 
 
-def lines(findings: Sequence[Finding] | None, *, error: str | None = None,
-          polls: int = 0, watched_s: float = math.inf,
-          quickest_s: float = 0.0) -> list[Line]:  # fmt: skip
+def lines(
+    findings: Sequence[Finding] | None,
+    *,
+    error: str | None = None,
+    polls: int = 0,
+    watched_s: float = math.inf,
+    quickest_s: float = 0.0,
+) -> list[Line]:
     """Every line of the panel, top first (`findings` None: no triage engine runs here);
     `watched_s` of history against the `quickest_s` any warning needs (`judging`)."""
     out: list[Line] = []
     if findings is None:
         out += error_lines(error)
-        out.append(Line("info", "triage rules are not loaded in this build: signals only",
-                        label="–"))  # fmt: skip
+        out.append(
+            Line("info", "triage rules are not loaded in this build: signals only", label="–")
+        )
         return out
     out += error_lines(error)
     cause = None if error else likely(findings)
@@ -164,8 +181,11 @@ def lines(findings: Sequence[Finding] | None, *, error: str | None = None,
         if f.state == "firing":
             # The rule's summary is the diagnosis with its numbers; the title is in the detail.
             # The rule's id leads, as on every line: what `--rules` and the detail name.
-            out.append(Line("firing", f"{f.rule}: {f.summary or f.title}", f.severity, f,
-                            LABELS[f.severity]))  # fmt: skip
+            out.append(
+                Line(
+                    "firing", f"{f.rule}: {f.summary or f.title}", f.severity, f, LABELS[f.severity]
+                )
+            )
             fix = flags(f)
             if fix:
                 # The flag once: the engine argument it sets is in the detail (`engine`).

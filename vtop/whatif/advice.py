@@ -212,13 +212,29 @@ def chosen_recommendations(finding: Finding, advice: Advice | None) -> tuple[Rec
                 out.append(r)
                 continue
             said = f"the twin's choice; the rule's formula gave {format_value(r.new_value)}"
-            out.append(replace(r, new_value=value, direction=_direction(r.current, value),
-                               explanation=said, confidence=confidence))  # fmt: skip
+            out.append(
+                replace(
+                    r,
+                    new_value=value,
+                    direction=_direction(r.current, value),
+                    explanation=said,
+                    confidence=confidence,
+                )
+            )
     for knob, value in chosen.items():
         if all(r.knob != knob for r in finding.recommendations):
             chosen_by_twin = "the twin's choice"
-            out.append(Recommendation(knob, None, value, _direction(None, value),
-                                      chosen_by_twin, {}, explanation=chosen_by_twin))  # fmt: skip
+            out.append(
+                Recommendation(
+                    knob,
+                    None,
+                    value,
+                    _direction(None, value),
+                    chosen_by_twin,
+                    {},
+                    explanation=chosen_by_twin,
+                )
+            )
     return tuple(out)
 
 

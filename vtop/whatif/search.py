@@ -330,8 +330,11 @@ def _coarse(whatif: WhatIf, base: Changes, *, kv_wall: bool, gpu_room: bool) -> 
     args = whatif.args
     if "max_num_seqs" in base:
         anchors = [_number(base["max_num_seqs"]), float(whatif.check.observed.get("running") or 0)]
-        values = _log_grid(min(a for a in anchors if a > 0) * SEAT_RANGE[0],
-                           max(anchors) * SEAT_RANGE[1], SEAT_POINTS)  # fmt: skip
+        values = _log_grid(
+            min(a for a in anchors if a > 0) * SEAT_RANGE[0],
+            max(anchors) * SEAT_RANGE[1],
+            SEAT_POINTS,
+        )
         fp8 = str(base.get("kv_cache_dtype", "")).startswith("fp8")
         plain = {k: v for k, v in base.items() if k != "kv_cache_dtype"}
         plain_cap = _today(whatif) if kv_wall else None
@@ -374,13 +377,17 @@ def _fine(best: Trial, trials: Iterable[Trial], *, kv_wall: bool, today: int) ->
         }
     )
     i = tried.index(value)
-    near = [n for n in (tried[i - 1] if i else None, tried[i + 1] if i + 1 < len(tried) else None)
-            if n is not None]  # fmt: skip
+    near = [
+        n
+        for n in (tried[i - 1] if i else None, tried[i + 1] if i + 1 < len(tried) else None)
+        if n is not None
+    ]
     fp8 = str(same.get("kv_cache_dtype", "")).startswith("fp8")
     cap = today if knob == "max_num_seqs" and kv_wall and not fp8 else None
     steps = {max(grain, round((value + n) / 2 / grain) * grain) for n in near}
-    return [{**same, knob: v} for v in sorted(steps)
-            if v not in tried and (cap is None or v <= cap)]  # fmt: skip
+    return [
+        {**same, knob: v} for v in sorted(steps) if v not in tried and (cap is None or v <= cap)
+    ]
 
 
 def kv_is_wall(observed: Mapping[str, float | None], rule: str) -> bool:

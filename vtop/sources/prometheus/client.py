@@ -101,8 +101,7 @@ class PrometheusClient:
         self, expr: str, start: float, end: float, step_s: float
     ) -> list[dict[str, Any]]:
         """A range query; the result matrix (`metric`, `values` per series)."""
-        form = {"query": expr, "start": f"{start:.3f}", "end": f"{end:.3f}",
-                "step": f"{step_s:g}"}  # fmt: skip
+        form = {"query": expr, "start": f"{start:.3f}", "end": f"{end:.3f}", "step": f"{step_s:g}"}
         data = await self._call("/api/v1/query_range", form, RANGE_TIMEOUT_S, RANGE_MAX_BYTES)
         return _result(data, "matrix", self.url)
 
@@ -113,11 +112,18 @@ class PrometheusClient:
         try:
             async with (
                 asyncio.timeout(timeout),
-                redirects.send(self._client, "POST", self._api(path), data=dict(form),
-                               headers=self._headers, secret=self.options.secret_headers(),
-                               auth=self._auth, trusted=self.options.trusted_redirects,
-                               timeout=timeout) as followed,
-            ):  # fmt: skip
+                redirects.send(
+                    self._client,
+                    "POST",
+                    self._api(path),
+                    data=dict(form),
+                    headers=self._headers,
+                    secret=self.options.secret_headers(),
+                    auth=self._auth,
+                    trusted=self.options.trusted_redirects,
+                    timeout=timeout,
+                ) as followed,
+            ):
                 resp = followed.response
                 chunks: list[bytes] = []
                 size = 0
@@ -143,8 +149,9 @@ class PrometheusClient:
         try:
             data = json.loads(body)
         except RecursionError:
-            raise AnswerError(f"{where}: {path} answered JSON nested too deep to be an "
-                                  "API response") from None  # fmt: skip
+            raise AnswerError(
+                f"{where}: {path} answered JSON nested too deep to be an API response"
+            ) from None
         except ValueError:
             hint = _HINTS.get(status, "")
             if withheld and status in (401, 403):

@@ -53,8 +53,11 @@ def _escape(value: str) -> str:
 def head(metric: Mapping[str, str]) -> str:
     """`name{labels}` of a series as a page would write it, target labels dropped."""
     name = metric.get("__name__", "")
-    labels = ",".join(f'{k}="{_escape(v)}"' for k, v in metric.items()
-                      if k != "__name__" and k not in promql.TARGET_LABELS)  # fmt: skip
+    labels = ",".join(
+        f'{k}="{_escape(v)}"'
+        for k, v in metric.items()
+        if k != "__name__" and k not in promql.TARGET_LABELS
+    )
     return f"{name}{{{labels}}}" if labels else name
 
 
@@ -261,9 +264,13 @@ def sort_matrix(
 def found_targets(result: Iterable[Mapping[str, Any]]) -> list[Target]:
     """The targets an instances query (`promql.instances_query`) found."""
     metrics = [item.get("metric") for item in result]
-    return [(m.get("job", ""), m.get("instance", "")) for m in metrics
-            if isinstance(m, dict) and isinstance(m.get("job", ""), str)
-            and isinstance(m.get("instance", ""), str)]  # fmt: skip
+    return [
+        (m.get("job", ""), m.get("instance", ""))
+        for m in metrics
+        if isinstance(m, dict)
+        and isinstance(m.get("job", ""), str)
+        and isinstance(m.get("instance", ""), str)
+    ]
 
 
 def target_names(targets: Iterable[Target]) -> dict[Target, str]:
@@ -332,8 +339,10 @@ class Instance:
             return Scrape(self.name, t, latency_s=sample.duration, error=self.error)
         scrape = replace(scrape, size_bytes=None)
         if not scrape.has_vllm_series:
-            self.error = (f"Prometheus at {url} has no vllm: series of {instance} "
-                          "(is the server started with --disable-log-stats?)")  # fmt: skip
+            self.error = (
+                f"Prometheus at {url} has no vllm: series of {instance} "
+                "(is the server started with --disable-log-stats?)"
+            )
             return replace(scrape, error=self.error, histograms={})
         self.error = None
         return self._with_knobs(scrape, flags, own_flags)
@@ -352,8 +361,12 @@ class Instance:
             return scrape
         models = tuple(sorted({k.model for k in scrape.scalars} - {"", ALL}))
         server = EndpointInfo(models=models)
-        knobs = discovery.merge(cache_info=self.cache_info, endpoint=server, flags=flags,
-                                gpu_mem_bytes=_gpu_total(scrape))  # fmt: skip
+        knobs = discovery.merge(
+            cache_info=self.cache_info,
+            endpoint=server,
+            flags=flags,
+            gpu_mem_bytes=_gpu_total(scrape),
+        )
         knobs.update(own_flags)
         self.knobs = knobs
         return replace(scrape, knobs=dict(knobs), server=server)

@@ -150,9 +150,12 @@ class PrometheusSource:
         if len(frames) == 1:
             return frames[0]
         scrapes = sorted((s for f in frames for s in f.scrapes), key=lambda s: s.t)
-        return Frame(t=max(f.t for f in frames), scrapes=tuple(scrapes),
-                     gpu=GpuStatus(unavailable=GPU_UNAVAILABLE),
-                     events=tuple(e for f in frames for e in f.events))  # fmt: skip
+        return Frame(
+            t=max(f.t for f in frames),
+            scrapes=tuple(scrapes),
+            gpu=GpuStatus(unavailable=GPU_UNAVAILABLE),
+            events=tuple(e for f in frames for e in f.events),
+        )
 
     async def history(self) -> list[Frame]:
         """Before the first poll: the backfill as one frame per step (oldest first), then the
@@ -194,13 +197,18 @@ class PrometheusSource:
         that follow recovery are not older than the failure."""
         known = list(self.instances.values())
         if not known:
-            return Frame(t=t, scrapes=(Scrape(self.url, t, error=error),),
-                         gpu=GpuStatus(unavailable=GPU_UNAVAILABLE))  # fmt: skip
-        scrapes = tuple(Scrape(i.name, max(t, (i.last_t or 0.0) + 1e-3), error=error)
-                        for i in known)  # fmt: skip
+            return Frame(
+                t=t,
+                scrapes=(Scrape(self.url, t, error=error),),
+                gpu=GpuStatus(unavailable=GPU_UNAVAILABLE),
+            )
+        scrapes = tuple(
+            Scrape(i.name, max(t, (i.last_t or 0.0) + 1e-3), error=error) for i in known
+        )
         events = tuple(Event(t, "disconnect", i.name, error) for i in known)
-        return Frame(t=t, scrapes=scrapes, gpu=GpuStatus(unavailable=GPU_UNAVAILABLE),
-                     events=events)  # fmt: skip
+        return Frame(
+            t=t, scrapes=scrapes, gpu=GpuStatus(unavailable=GPU_UNAVAILABLE), events=events
+        )
 
     def _hosts(self) -> list[str]:
         return sorted({promql.host_of(t[1]) for t in self.instances})
@@ -232,13 +240,16 @@ class PrometheusSource:
                 if scrape is not None:
                     scrapes.append(scrape)
         scrapes.sort(key=lambda s: s.t)
-        newest = max((s.time for s in sorter.targets.values() if s.time is not None),
-                     default=None)  # fmt: skip
+        newest = max((s.time for s in sorter.targets.values() if s.time is not None), default=None)
         if newest is not None:
             self._skew = newest - now
         t = max((s.t for s in scrapes), default=now + self._skew)
-        return Frame(t=t, scrapes=tuple(scrapes), gpu=GpuStatus(unavailable=GPU_UNAVAILABLE),
-                     events=tuple(events))  # fmt: skip
+        return Frame(
+            t=t,
+            scrapes=tuple(scrapes),
+            gpu=GpuStatus(unavailable=GPU_UNAVAILABLE),
+            events=tuple(events),
+        )
 
     def _adopt(self, targets: Iterable[Target]) -> None:
         """Start reading new targets; names are their `instance`, with the job if ambiguous."""
@@ -282,10 +293,13 @@ class PrometheusSource:
                     steps.setdefault(at, []).append(scrape)
                 events.extend(evs)
         frames = [
-            Frame(t=max(s.t for s in group), scrapes=tuple(sorted(group, key=lambda s: s.t)),
-                  gpu=GpuStatus(unavailable=GPU_UNAVAILABLE))
+            Frame(
+                t=max(s.t for s in group),
+                scrapes=tuple(sorted(group, key=lambda s: s.t)),
+                gpu=GpuStatus(unavailable=GPU_UNAVAILABLE),
+            )
             for _, group in sorted(steps.items())
-        ]  # fmt: skip
+        ]
         latest = await self._poll(now)
         if frames:
             frames[0] = replace(frames[0], events=tuple(events))
@@ -325,8 +339,10 @@ class PrometheusSource:
         events = []
         if scrapes:
             first, minutes = scrapes[0][1].t, (scrapes[-1][1].t - scrapes[0][1].t) / 60
-            said = (f"history from Prometheus at {self.url}: {len(scrapes)} scrapes over "
-                    f"{minutes:.0f} min (step {step:g} s)")  # fmt: skip
+            said = (
+                f"history from Prometheus at {self.url}: {len(scrapes)} scrapes over "
+                f"{minutes:.0f} min (step {step:g} s)"
+            )
             events.append(Event(first, "note", inst.name, said))
         return scrapes, events
 

@@ -190,8 +190,10 @@ class FormulaTranslator(MeasureTranslator):
         if fn in ("min", "max"):
             # each argument tagged apart, then min/max over the tags: an unknown (absent)
             # argument is skipped as vtop's min/max skip it, and each argument is written once
-            parts = " or ".join(f'label_replace({self._vec(a)}, "vtop_arg", "{i}", "", "")'
-                                for i, a in enumerate(args))  # fmt: skip
+            parts = " or ".join(
+                f'label_replace({self._vec(a)}, "vtop_arg", "{i}", "", "")'
+                for i, a in enumerate(args)
+            )
             return Fragment(f"{fn} by ({self.by}) ({parts})", "vector")
         if fn == "known":
             return Fragment(f"({self._vec(args[0])} or {self._vec(args[1])})", "vector")

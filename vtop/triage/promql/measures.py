@@ -113,8 +113,10 @@ class MeasureTranslator(abc.ABC):
             # not from an `offset` that can land on the same sample or skip one
             gauges = (self.gauge_delta(Operand(n), 60.0) for n in ("running", "waiting"))
             tokens = self.counter("idelta", Operand("generation_tokens"), 60.0)
-            return (f"((({running} + {waiting}) == bool 0) * (({' + '.join(gauges)}) == bool 0) "
-                    f"* ({tokens} > bool 0))")  # fmt: skip
+            return (
+                f"((({running} + {waiting}) == bool 0) * (({' + '.join(gauges)}) == bool 0) "
+                f"* ({tokens} > bool 0))"
+            )
         if name == "demand":
             return f"({running} + {waiting})"
         if name == "idle":
@@ -156,8 +158,10 @@ class MeasureTranslator(abc.ABC):
                 body = f"{per} / on (model_name) group_left clamp_min({low}, 1)"
             else:
                 body = f"{per} * 0 + on (model_name) group_left {low}"
-            parts.append(f"max by ({self.by}) (({body}) and on (model_name) "
-                         f"(count by (model_name) ({per}) > 1))")  # fmt: skip
+            parts.append(
+                f"max by ({self.by}) (({body}) and on (model_name) "
+                f"(count by (model_name) ({per}) > 1))"
+            )
         return self._alternatives(parts)
 
     def gauge_delta(self, operand: Operand, window_s: float) -> str:
@@ -185,32 +189,36 @@ class MeasureTranslator(abc.ABC):
         gen = Operand("generation_tokens")
         now, average = self.counter("rate", gen, 300.0), self.counter("rate", gen, None)
         floor = literal(SINCE_START_LOAD_FLOOR)
-        return (f"(({self.uptime()} >= {literal(SINCE_START_MIN_S)}) and on ({self.by}) "
-                f"({now} >= {floor} * {average}))")  # fmt: skip
+        return (
+            f"(({self.uptime()} >= {literal(SINCE_START_MIN_S)}) and on ({self.by}) "
+            f"({now} >= {floor} * {average}))"
+        )
 
     def counter(self, fn: str, operand: Operand, window_s: float | None) -> str:
         sig = self._signal(operand.name)
         m = self._matchers(sig, operand.label)
         return self._alternatives(
-            [f"sum by ({self.by}) ({self._over(fn, f'{a}_total{m}', window_s)})"
-             for a in sig.aliases]
-        )  # fmt: skip
+            [
+                f"sum by ({self.by}) ({self._over(fn, f'{a}_total{m}', window_s)})"
+                for a in sig.aliases
+            ]
+        )
 
     def hist_quantile(self, q: float, name: str, window_s: float | None) -> str:
         sig = self._signal(name)
         parts = []
         for a in sig.aliases:
-            buckets = f"{a}_bucket" if window_s is None else self._over("rate", f"{a}_bucket",
-                                                                         window_s)  # fmt: skip
+            buckets = (
+                f"{a}_bucket" if window_s is None else self._over("rate", f"{a}_bucket", window_s)
+            )
             parts.append(f"histogram_quantile({literal(q)}, sum by ({self.by}, le) ({buckets}))")
         return self._alternatives(parts)
 
     def hist_part(self, part: str, name: str, window_s: float | None, fn: str = "rate") -> str:
         sig = self._signal(name)
         return self._alternatives(
-            [f"sum by ({self.by}) ({self._over(fn, f'{a}_{part}', window_s)})"
-             for a in sig.aliases]
-        )  # fmt: skip
+            [f"sum by ({self.by}) ({self._over(fn, f'{a}_{part}', window_s)})" for a in sig.aliases]
+        )
 
     def ratio(self, num: str, den: str) -> str:
         """num / den where den > 0 (vtop: unknown otherwise)."""
@@ -269,8 +277,10 @@ class MeasureTranslator(abc.ABC):
             return self._alternatives(parts)
         if name == "preemptions_per_request":
             finished = self.counter("increase", Operand("requests_finished"), w)
-            return (f"({self.counter('increase', Operand('preemptions'), w)} / "
-                    f"clamp_min({finished}, 1))")  # fmt: skip
+            return (
+                f"({self.counter('increase', Operand('preemptions'), w)} / "
+                f"clamp_min({finished}, 1))"
+            )
         if name == "length_finish_share":
             length = Operand("requests_finished", "length")
             return self.ratio(
@@ -286,8 +296,13 @@ class MeasureTranslator(abc.ABC):
 
     def _measure(self, m: Measure, w: float | None) -> str:
         fn, operand = m.fn, m.operand
-        if w is None and fn not in ("value", "rate", "increase", "histogram_quantile",
-                                    "histogram_mean"):  # fmt: skip
+        if w is None and fn not in (
+            "value",
+            "rate",
+            "increase",
+            "histogram_quantile",
+            "histogram_mean",
+        ):
             raise NotExpressible(f"{fn} has no meaning since the server started")
         if fn == "share_over_time":
             assert m.sub is not None and w is not None

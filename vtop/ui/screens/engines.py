@@ -67,8 +67,11 @@ class EnginesScreen(ModalScreen[None]):
             table.add_row(*(Text(cell) for cell in row))
         note = self.query_one("#engines-note", Static)
         if len(rows) <= 1:
-            note.update("one engine: nothing to break down (data parallelism shows one row "
-                        "per engine) · Escape closes")  # fmt: skip
+            note.update(
+                "one engine: nothing to break down (data parallelism shows one row "
+                "per engine) · Escape closes"
+            )
         else:
-            note.update(f"{len(rows)} engines · window {durations.exact(view.window_s)} · "
-                        "Escape closes")  # fmt: skip
+            note.update(
+                f"{len(rows)} engines · window {durations.exact(view.window_s)} · Escape closes"
+            )

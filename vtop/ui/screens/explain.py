@@ -20,8 +20,9 @@ from vtop.signals.catalog import BY_NAME
 from vtop.ui.thresholds import FALLBACK, Table
 
 
-def explain_text(title: str, signals: Sequence[str], extra: str = "",
-                 table: Table = FALLBACK) -> Content:  # fmt: skip
+def explain_text(
+    title: str, signals: Sequence[str], extra: str = "", table: Table = FALLBACK
+) -> Content:
     parts: list[str | tuple[str, str]] = []
     for i, name in enumerate(signals):
         sig = BY_NAME.get(name)

@@ -54,8 +54,10 @@ def reveal(verdict: Verdict) -> Content:
     """The verdict's lines: the first coloured by right or wrong."""
     first, *rest = verdict.lines()
     style = "bold $success" if verdict.diagnosis else "bold $error"
-    parts: list[str | tuple[str, str]] = [(first, style), (f"\nyou: {answered(verdict)}",
-                                                            "$text-muted")]  # fmt: skip
+    parts: list[str | tuple[str, str]] = [
+        (first, style),
+        (f"\nyou: {answered(verdict)}", "$text-muted"),
+    ]
     for line in rest:
         parts += ["\n", (line, "$accent") if line.lstrip().startswith("change:") else line]
     return Content.assemble(*parts)

@@ -43,5 +43,6 @@ class ScoreScreen(ModalScreen[None]):
             box.border_title = "training: score"
             with VerticalScroll():
                 yield Static(body(self.score), id="score-body")
-            yield Static("[dim]Enter closes; the replay goes on · q then quits[/dim]",
-                         classes="dialog-hint")  # fmt: skip
+            yield Static(
+                "[dim]Enter closes; the replay goes on · q then quits[/dim]", classes="dialog-hint"
+            )

@@ -94,10 +94,15 @@ class EndpointList(FieldsWidget, can_focus=True):
         y = 1
         for i, r in enumerate(self._rows):
             chosen = i == self.selected
-            self.put(f"{y}.name", Content.assemble(
-                ("▶ " if chosen else "  ", "bold $accent"), (f"{i + 1} ", "$text-muted"),
-                ("● " if r.up else "↻ ", "$success" if r.up else "$error"),
-                (r.name, "bold" if chosen else "")))  # fmt: skip
+            self.put(
+                f"{y}.name",
+                Content.assemble(
+                    ("▶ " if chosen else "  ", "bold $accent"),
+                    (f"{i + 1} ", "$text-muted"),
+                    ("● " if r.up else "↻ ", "$success" if r.up else "$error"),
+                    (r.name, "bold" if chosen else ""),
+                ),
+            )
             self.put(f"{y}.figures", fleet.figures(r.cells, self._columns))
             style = (LIKELY_STYLE if r.likely else VERDICT_STYLE)[r.severity]
             self.put(f"{y}.verdict", Content.styled(r.verdict, style))

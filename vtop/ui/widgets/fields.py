@@ -49,8 +49,9 @@ class FieldsWidget(Widget):
         self._content: dict[str, Content] = {}
         self._by_line: dict[int, list[tuple[str, Field]]] = {}
         self._changed: list[Region] | None = None
-        self._cache: dict[str, tuple[Content, tuple[Field, tuple[str, VisualStyle]],
-                                     list[Segment]]] = {}  # fmt: skip
+        self._cache: dict[
+            str, tuple[Content, tuple[Field, tuple[str, VisualStyle]], list[Segment]]
+        ] = {}
         self._styles_key: tuple[str, VisualStyle] | None = None
         self._styles: dict[str | VisualStyle, RichStyle] = {}
         """Span styles resolved for the current theme and base style (see `_runs`)."""

@@ -23,10 +23,21 @@ from vtop.ui.thresholds import FALLBACK, Table, level
 from vtop.ui.widgets.fields import Field, FieldsWidget
 
 MAX_GPUS = 8
-TEMP_STYLE = {Severity.OK: "", Severity.WARNING: "bold $warning",
-              Severity.CRITICAL: "bold reverse $error"}  # fmt: skip
-COLUMNS = (("head", 4), ("util", 9), ("power", 15), ("temp", 5), ("clock", 12), ("mem", 17),
-           ("proc", 13), ("name", 40))  # fmt: skip
+TEMP_STYLE = {
+    Severity.OK: "",
+    Severity.WARNING: "bold $warning",
+    Severity.CRITICAL: "bold reverse $error",
+}
+COLUMNS = (
+    ("head", 4),
+    ("util", 9),
+    ("power", 15),
+    ("temp", 5),
+    ("clock", 12),
+    ("mem", 17),
+    ("proc", 13),
+    ("name", 40),
+)
 
 
 def gpu_fields(g: GpuReading, table: Table = FALLBACK) -> dict[str, Content]:
@@ -46,16 +57,19 @@ def gpu_fields(g: GpuReading, table: Table = FALLBACK) -> dict[str, Content]:
         "head": head,
         "name": name,
         "util": Content.assemble(("util ", "$text-muted"), (whole(g.util_pct, "%"), "bold")),
-        "mem": Content.assemble(("mem ", "$text-muted"),
-                                f"{fmt.gib(g.mem_used_bytes)}/{fmt.gib(g.mem_total_bytes)} GiB"),
-        "power": Content.assemble(("power ", "$text-muted"),
-                                  f"{fmt.num(g.power_w)}/{fmt.num(g.power_limit_w)} W"),
+        "mem": Content.assemble(
+            ("mem ", "$text-muted"), f"{fmt.gib(g.mem_used_bytes)}/{fmt.gib(g.mem_total_bytes)} GiB"
+        ),
+        "power": Content.assemble(
+            ("power ", "$text-muted"), f"{fmt.num(g.power_w)}/{fmt.num(g.power_limit_w)} W"
+        ),
         "temp": Content.styled(whole(g.temp_c, "°C"), temp_style),
         "clock": Content.assemble(("SM ", "$text-muted"), clock),
-    }  # fmt: skip
+    }
     if g.process_mem_bytes is not None:
-        out["proc"] = Content.assemble(("vLLM ", "$text-muted"),
-                                       f"{fmt.gib(g.process_mem_bytes)} GiB")  # fmt: skip
+        out["proc"] = Content.assemble(
+            ("vLLM ", "$text-muted"), f"{fmt.gib(g.process_mem_bytes)} GiB"
+        )
     return out
 
 
@@ -83,8 +97,9 @@ class GpuPanel(FieldsWidget, can_focus=True):
         rows: list[dict[str, Content]] = []
         if status.unavailable or not status.gpus:
             why = status.unavailable or "NVML found no GPU"
-            rows.append({"head": Content.assemble(("no GPU readable: ", "bold"),
-                                                  (why, "$text-muted"))})  # fmt: skip
+            rows.append(
+                {"head": Content.assemble(("no GPU readable: ", "bold"), (why, "$text-muted"))}
+            )
         else:
             rows.extend(gpu_fields(g, table) for g in status.gpus[:MAX_GPUS])
             if any(g.source == PAGE for g in status.gpus):

@@ -61,8 +61,7 @@ class HeaderBar(Horizontal):
     def __init__(self) -> None:
         super().__init__(id="header")
         self.info = FieldRow(widest={"endpoint": ENDPOINT_W}, fill="model", id="header-info")
-        self.poll = FieldRow(fixed={"latency": LATENCY_W}, widest={"status": 46},
-                             id="header-poll")  # fmt: skip
+        self.poll = FieldRow(fixed={"latency": LATENCY_W}, widest={"status": 46}, id="header-poll")
         self.levels: dict[str, Severity] = {}
         self._head: Headline | None = None
         self._right: dict[str, Content] = {}
@@ -161,5 +160,6 @@ class HeaderBar(Horizontal):
         shown = tuple(texts)
         if shown != self._left:  # it changes with the endpoint and the uptime's minute only
             self._left = shown
-            self.info.show({name: Content.styled(text, STYLES.get(name, ""))
-                            for name, text in texts})  # fmt: skip
+            self.info.show(
+                {name: Content.styled(text, STYLES.get(name, "")) for name, text in texts}
+            )

@@ -222,8 +222,9 @@ class PanelColumn(FieldsWidget, can_focus=True):
         title = "$accent" if active else "$text-muted"
         name = f" {state.spec.title} "
         fill = max(0, box.width - 3 - len(name))
-        self.put(f"{pid}.top", Content.assemble(("╭─", line), (name, title),
-                                                ("─" * fill + "╮", line)))  # fmt: skip
+        self.put(
+            f"{pid}.top", Content.assemble(("╭─", line), (name, title), ("─" * fill + "╮", line))
+        )
         self.put(f"{pid}.bottom", Content.styled("╰" + "─" * (box.width - 2) + "╯", line))
         for i in range(box.height - 2):
             self.put(f"{pid}.l{i}", Content.styled("│ ", line))
@@ -296,8 +297,10 @@ class PanelColumn(FieldsWidget, can_focus=True):
         marks = [c - shift for c in t.restarts if 0 <= c - shift < width]
         drawn = chart.rows([None] * pad + values, box.chart_rows, t.top, marks)
         for r, runs in enumerate(drawn):
-            self.put(f"{pid}.chart{r}", Content.assemble(*((text, CHART_STYLES[style])
-                                                           for text, style in runs)))  # fmt: skip
+            self.put(
+                f"{pid}.chart{r}",
+                Content.assemble(*((text, CHART_STYLES[style]) for text, style in runs)),
+            )
 
     # -- selection ------------------------------------------------------------------------------
 

@@ -80,8 +80,9 @@ def _wrapped(text: str, room: int, hanging: bool) -> tuple[str, ...]:
     return tuple(rows) or (text,)
 
 
-def render_line(line: Line, width: int, cursor: bool, text: str | None = None,
-                first: bool = True) -> Content:  # fmt: skip
+def render_line(
+    line: Line, width: int, cursor: bool, text: str | None = None, first: bool = True
+) -> Content:
     """One row of the panel: the cursor's column (`▶` on the first row of the line the
     cursor is on), a severity label column (blank on a continuation), then the text (the
     line's own unless `text` is a wrapped piece of it), cut with … if too long."""
