@@ -20,6 +20,16 @@ law fitted to them says nothing about a batch twice as wide. So the fit has thre
 
 The prior is the preset for the GPU the server runs on (NVML or the page) and, among those,
 the one serving the same model; no GPU means the CPU build's preset.
+
+What the metrics do not show: vLLM counts a step's tokens as the prompts that got their first
+token plus the tokens generated, so the prompt a preempted request recomputes, a prefill chunk
+that samples nothing and a step that generates nothing are priced into the step time but
+missing from its tokens. Priced at its visible tokens, a preempting server looks slow, and a
+law scaled to it is slow twice over once the twin recomputes those prompts itself (12-20 %
+low on the real KV-exhausted server). So the fit is checked through the twin: the twin runs
+with the law, its pages are read into step points exactly as the server's were, and the law
+is rescaled by the twin's own visible-to-priced ratio (`recalibrated`). Whatever the metrics
+leave out, they leave out on both sides.
 """
 
 from __future__ import annotations
@@ -42,6 +52,8 @@ CHUNK_S = 30.0
 MIN_POINTS = 4
 MIN_SPREAD = 3.0
 """A full fit needs this many points, their tokens per step spanning this factor."""
+RECALIBRATE_ABOVE = 0.02
+"""The twin's visible step time off its law by more than this share: the law is rescaled."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,8 +69,17 @@ class StepFit:
     scale: float
     """observed / prior step time ("scaled prior"), else 1."""
 
+    invisible: float = 1.0
+    """The twin's step time over its law's price at the tokens its pages show: the work the
+    metrics leave out (1: none), divided out of the law by `recalibrated`."""
+
     def describe(self) -> str:
-        return f"step time {self.grade} from {len(self.points)} points; prior {self.prior}"
+        hidden = (
+            f" (+{self.invisible - 1:.0%} of work the token counts miss: recompute, prefill)"
+            if self.invisible > 1 + RECALIBRATE_ABOVE
+            else ""
+        )
+        return f"step time {self.grade} from {len(self.points)} points{hidden}; prior {self.prior}"
 
 
 def prior_preset(
@@ -159,7 +180,7 @@ def _delta(values: Sequence[float | None], a: int, b: int) -> float | None:
 
 def step_points(
     store: Store,
-    window_s: float,
+    window_s: float | None,
     *,
     kv_capacity_tokens: float | None,
     scope: Scope = ENDPOINT,
@@ -234,3 +255,27 @@ def fit(
         factor = statistics.median(p.step_s / prior_step_s(prior, p, prefill_chunk) for p in pts)
         return StepFit(scaled(prior, factor), "scaled prior", prior_why, pts, factor)
     return StepFit(prior, "prior", prior_why, pts, 1.0)
+
+
+def invisible_work(
+    step: StepFit, twin_points: Sequence[StepPoint], prefill_chunk: float | None = None
+) -> float | None:
+    """The twin's measured step time over its own law's price of the same visible point
+    (median over the points; None without points): how much of a step the metrics miss."""
+    ratios = [
+        p.step_s / priced
+        for p in twin_points
+        if (priced := prior_step_s(step.preset, p, prefill_chunk)) > 0
+    ]
+    return statistics.median(ratios) if ratios else None
+
+
+def recalibrated(step: StepFit, ratio: float | None) -> StepFit | None:
+    """`step` with its law divided by `ratio` (see the module's docstring), or None where the
+    law stands: no observed points (a prior is not fitted to anything) or a ratio within
+    `RECALIBRATE_ABOVE` of 1."""
+    if not step.points or ratio is None or abs(ratio - 1) <= RECALIBRATE_ABOVE:
+        return None
+    return replace(
+        step, preset=scaled(step.preset, 1 / ratio), scale=step.scale / ratio, invisible=ratio
+    )

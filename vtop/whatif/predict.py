@@ -56,7 +56,14 @@ from vtop.sim.scenarios import Scenario
 from vtop.sim.serve_args import ServeArgs
 from vtop.sim.twin import Twin
 from vtop.sim.workload import Workload
-from vtop.whatif.fit import StepFit, fit, prior_preset, step_points
+from vtop.whatif.fit import (
+    StepFit,
+    fit,
+    invisible_work,
+    prior_preset,
+    recalibrated,
+    step_points,
+)
 from vtop.whatif.workload import WorkloadEstimate, estimate, steady_window
 
 WARMUP_S = 30.0
@@ -236,7 +243,7 @@ def changed(args: ServeArgs, preset: Preset, changes: Mapping[str, KnobValue]) -
     return new
 
 
-def run_twin(
+def twin_store(
     preset: Preset,
     args: ServeArgs,
     workload: Workload,
@@ -245,8 +252,8 @@ def run_twin(
     warmup_s: float = WARMUP_S,
     span_s: float = SPAN_S,
     page_every_s: float = PAGE_EVERY_S,
-) -> dict[str, float | None]:
-    """The twin's figures on `workload` at `args`, read through vtop's parser and store."""
+) -> Store:
+    """The twin run on `workload` at `args`, its pages read into a store by vtop's parser."""
     scenario = Scenario(
         name="whatif",
         title="The watched server's twin",
@@ -269,7 +276,14 @@ def run_twin(
             twin.advance(page_every_s)
         page = twin.metrics_text(process_metrics=False).decode()
         store.ingest(reader.read(page, endpoint="whatif", t=twin.now, latency_s=0.0))
-    return figures(store, None)
+    return store
+
+
+def run_twin(
+    preset: Preset, args: ServeArgs, workload: Workload, *, seed: int = 0
+) -> dict[str, float | None]:
+    """The twin's figures on `workload` at `args`, read through vtop's parser and store."""
+    return figures(twin_store(preset, args, workload, seed=seed), None)
 
 
 @dataclass(frozen=True, slots=True)
@@ -514,7 +528,16 @@ def prepare_from(seen: Observation, *, seed: int = 0) -> WhatIf:
     budget = args.max_num_batched_tokens or seen.prior.default_max_num_batched_tokens
     chunk = min(work.prompt.mean * (1 - (work.prefix_hit or 0.0)), budget)
     step = fit(seen.points, seen.prior, seen.prior_why, prefill_chunk=chunk)
-    twin = run_twin(step.preset, args, work.workload, seed=seed)
+    store = twin_store(step.preset, args, work.workload, seed=seed)
+    capacity = (
+        args.num_gpu_blocks_override * args.block_size if args.num_gpu_blocks_override else None
+    )
+    seen_by_twin = step_points(store, None, kv_capacity_tokens=capacity)
+    corrected = recalibrated(step, invisible_work(step, seen_by_twin, chunk))
+    if corrected is not None:
+        step = corrected
+        store = twin_store(step.preset, args, work.workload, seed=seed)
+    twin = figures(store, None)
     return WhatIf(
         workload=work,
         step=step,
