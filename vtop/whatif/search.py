@@ -27,9 +27,9 @@ from vtop import fmt, knobs
 from vtop.knobs import KV_WALL, KnobValue
 from vtop.whatif.predict import BAND_FLOOR, Prediction, WhatIf
 
-MAX_TRIALS = 14
+MAX_TRIALS = 16
 """Twin runs one search may make: the formula's, the coarse scans (`SEAT_POINTS` each), the
-fine steps; at about 0.12 s of CPU each, under 2 s."""
+fine steps; at about 0.12 s of CPU each, about 2 s."""
 SUSTAINED_PREEMPTION_PER_S = 0.05
 """Predicted preemptions/s above this (one each 20 s) count as sustained."""
 ITL_GROWTH = 1.5
@@ -238,9 +238,12 @@ def search(
     for changes in _coarse(whatif, base, kv_wall=kv_wall, gpu_room=gpu_room):
         trial(changes)
     best = _best(tried.values())
-    if best is not None:
-        today = _today(whatif)
-        for changes in _fine(best, tried.values(), kv_wall=kv_wall, today=today):
+    today = _today(whatif)
+    while best is not None and len(tried) < MAX_TRIALS:
+        steps = _fine(best, tried.values(), kv_wall=kv_wall, today=today)
+        if not steps:
+            break
+        for changes in steps:
             trial(changes)
         best = _best(tried.values())
     resolution = max(BAND_FLOOR, check.errors.get("generation_tokens_per_s") or 0.0)
@@ -362,7 +365,9 @@ SCANNED = {"max_num_seqs": 1, "max_num_batched_tokens": 256}
 def _fine(best: Trial, trials: Iterable[Trial], *, kv_wall: bool, today: int) -> list[Changes]:
     """Halfway steps between the best and its nearest tried neighbours of the same kind (the
     same other knobs), on the first scanned knob it sets; none raises max_num_seqs above
-    `today` without FP8 KV while the KV cache is the wall."""
+    `today` without FP8 KV while the KV cache is the wall. Repeated on the new best, they
+    bisect towards the edge where a goal starts to fail, until no step is left at the knob's
+    grain (or the trials run out)."""
     knob = next((k for k in SCANNED if k in best.changes), None)
     if knob is None:
         return []
