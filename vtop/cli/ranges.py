@@ -167,5 +167,6 @@ evaluation interval, as Prometheus writes it, up to a day."""
 TUNE_WATCH = Duration(5, 86400)
 """`vtop tune --watch`: each trial's window; under 5 s no verdict can form."""
 RESTARTS = Number(1, 20, integer=True)
+LOAD_CLIENTS = Number(1, 4096, integer=True)
 TUNE_WAIT = Duration(1, 86400)
 """How long `vtop tune` waits for a restarted server to answer, then for its load."""

@@ -25,7 +25,8 @@ class UsageError(Exception):
     """A command line that cannot work; the message is the whole explanation."""
 
 
-def _options(args: argparse.Namespace) -> ScrapeOptions:
+def scrape_options(args: argparse.Namespace) -> ScrapeOptions:
+    """How every endpoint is reached (the token, --header, TLS, proxies), from the flags."""
     return ScrapeOptions.from_env(
         interval_s=args.interval,
         headers=args.header,
@@ -36,7 +37,7 @@ def _options(args: argparse.Namespace) -> ScrapeOptions:
 
 
 def _live_source(args: argparse.Namespace, fleet: list[targets.Target]) -> LiveSource:
-    options = _options(args)
+    options = scrape_options(args)
     flags = discovery.flag_knobs(args.max_num_seqs, args.max_num_batched_tokens)
     local = LocalHost()
     return LiveSource(
@@ -59,7 +60,7 @@ def _prometheus_source(args: argparse.Namespace) -> FrameSource:
         )
     try:
         fleet = [t for path in args.targets for t in targets.load_targets(path)]
-        options = _options(args)
+        options = scrape_options(args)
         flags = discovery.flag_knobs(args.max_num_seqs, args.max_num_batched_tokens)
         per_instance = {t.instance: t.knobs() for t in fleet}
         return prometheus_args.from_args(args, options, flags=flags, instance_flags=per_instance)

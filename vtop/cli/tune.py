@@ -7,7 +7,8 @@ The first form writes each change into the flags file the server starts with and
 restart command; the second launches the command line after `--` itself and restarts it with
 the changed flags (it keeps running when tune ends, with the best flags found). Each trial
 watches `--watch` (a report's window), after the server answers and its load is back; the user's
-own load is the load (vtop sends none). Before each restart the plan is shown and asked for,
+own load is the load, or with `--load N` vtop's own closed-loop clients (`vtop.tune.load`).
+Before each restart the plan is shown and asked for,
 unless `--yes`. Every trial goes to a JSON log and a Markdown table beside it. The loop is
 `vtop.tune.loop`; this module parses, builds the parts and prints.
 """
@@ -28,11 +29,12 @@ from vtop import __version__, durations, files
 from vtop.cli import connection_args, goals_args, ranges
 from vtop.cli.exits import EXIT_INTERRUPTED, EXIT_OK, EXIT_UNKNOWN, EXIT_USAGE
 from vtop.cli.output import fail
-from vtop.cli.sources import UsageError
+from vtop.cli.sources import UsageError, scrape_options
 from vtop.cli.usage import OneLineParser
 from vtop.cli.whatif import live_source
 from vtop.report.document import Document
 from vtop.report.run import Startup, live_document
+from vtop.tune.load import Load, LoadShape, parse_shape
 from vtop.tune.loop import Outcome, Plan, Trial, Tuner
 from vtop.tune.server import CommandServer, LaunchedServer, RestartError, Server
 from vtop.whatif.search import Goals
@@ -108,6 +110,22 @@ def build_parser() -> OneLineParser:
         help="the trials as JSON (and FILE.md as a Markdown table beside it; "
         "default: vtop-tune-TIME.json here)",
     )
+    load = parser.add_argument_group("load (default: none; the server's own clients are the load)")
+    load.add_argument(
+        "--load",
+        metavar="N",
+        type=ranges.LOAD_CLIENTS,
+        help=ranges.ranged(
+            "send a closed-loop load of N clients through every trial", ranges.LOAD_CLIENTS
+        ),
+    )
+    load.add_argument(
+        "--load-shape",
+        metavar="PROMPT:OUTPUT",
+        type=_shape,
+        help="tokens per prompt and per answer (default: the shape of the requests the "
+        "server has served, else 256:128)",
+    )
     goals_args.add_goals(parser.add_argument_group("goals"), what="the choice")
     connection_args.add_connection(parser.add_argument_group("connection"))
     parser.add_argument(
@@ -135,6 +153,8 @@ def main(argv: Sequence[str]) -> int:
             "--flags-file FILE, or the server's command line after --",
             EXIT_USAGE,
         )
+    if args.load_shape is not None and args.load is None:
+        return fail("vtop tune: --load-shape shapes --load N: give both", EXIT_USAGE)
     url = args.url or f"http://127.0.0.1:{_port(command)}"
     log = Path(args.log or time.strftime("vtop-tune-%Y%m%d-%H%M%S.json", time.gmtime()))
     goals = goals_args.goals_from(args)
@@ -152,15 +172,24 @@ def main(argv: Sequence[str]) -> int:
         return fail(f"{exc}", EXIT_UNKNOWN)
     out = sys.stdout
     out.write(f"vtop tune: {url}, goals: {goals.describe()}\n  now: {server.describe()}\n")
+
+    def say(line: str) -> None:
+        print(f"  {line}", file=out, flush=True)
+
+    load = (
+        Load(url, args.load, args.load_shape, scrape_options(args), say)
+        if args.load is not None
+        else None
+    )
     progress = Progress(out)
     tuner = Tuner(
         server,
-        _observer(url, args, goals, server),
+        _observer(url, args, goals, server, load),
         goals,
         max_restarts=args.max_restarts,
         confirm=(lambda plan: True) if args.yes else _asker(sys.stdin, out),
         on_trial=progress.row,
-        say=lambda line: print(f"  {line}", file=out),
+        say=say,
     )
     code = EXIT_OK
     try:
@@ -170,8 +199,18 @@ def main(argv: Sequence[str]) -> int:
     except RestartError as exc:
         tuner.outcome.stopped = str(exc)
         code = EXIT_UNKNOWN
+    finally:
+        if load is not None:
+            load.stop()
     _finish(tuner.outcome, server, url, goals, log, out)
     return code
+
+
+def _shape(text: str) -> LoadShape:
+    try:
+        return parse_shape(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def _port(command: Sequence[str]) -> str:
@@ -194,10 +233,10 @@ def _reach(args: argparse.Namespace) -> argparse.Namespace:
 
 
 def _observer(
-    url: str, args: argparse.Namespace, goals: Goals, server: Server
+    url: str, args: argparse.Namespace, goals: Goals, server: Server, load: Load | None
 ) -> Callable[[], Document]:
-    """One trial's watch: wait for the server to answer and for a request to show on it
-    (within `--wait`), then the `--watch` window, as a report of it."""
+    """One trial's watch: wait for the server to answer (then start `--load`, once) and for a
+    request to show on it (within `--wait`), then the `--watch` window, as a report of it."""
     watch_s = durations.parse(args.watch)
     wait_s = durations.parse(args.wait)
 
@@ -208,12 +247,18 @@ def _observer(
             doc = await _watch(url, args, LOAD_CHECK_S, goals, startup, server)
             if startup.gave_up:
                 raise RestartError(f"nothing answers at {url} after {durations.span(wait_s)}")
+            if load is not None:
+                load.ensure_started()
             if _loaded(doc):
                 break
             if time.monotonic() > deadline:
                 raise RestartError(
                     f"no request reached {url} in {durations.span(wait_s)}: "
-                    "tune measures the server's own load; start it"
+                    + (
+                        f"the load's requests fail: {load.last_error()}"
+                        if load is not None
+                        else "tune measures the server's own load; start it, or give --load N"
+                    )
                 )
         return await _watch(url, args, watch_s, goals, None, server)
 
