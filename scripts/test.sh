@@ -63,7 +63,7 @@ phase "python dependencies" pip_install
 
 # Every command-line tool a test needs, from Debian. Tests skip without one locally; here a
 # missing tool fails the run (and VTOP_REQUIRE_TOOLS makes such a test fail, not skip).
-#   chromium: screenshots the HTML report (tests/unit/test_report_html.py)
+#   chromium: the HTML report at 390, 1024 and 1600 px (tests/unit/test_report_html_browser.py)
 #   openssl: private CAs and certificates (tests/unit/test_tls.py, test_proxy.py)
 #   tmux: vtop in a real terminal (tests/hardening)
 #   zsh, fish: the generated completion scripts (tests/unit/test_completion.py)

@@ -10,7 +10,7 @@ schema of the vtop it runs.
 Every string of the document is made a clean line (`vtop.untrusted.tree`) before any format
 renders it: the sources clean what they receive, and this is the net under them, so a string
 one of them missed carries no control or bidi character into a report either. Each format then
-escapes for its own medium (Markdown and HTML: `text._md`, `html._e`).
+escapes for its own medium (Markdown and HTML: `text._md`, `charts.esc`).
 """
 
 from __future__ import annotations
