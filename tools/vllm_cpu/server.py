@@ -112,12 +112,15 @@ def server_args(
     *,
     port: int,
     max_num_seqs: int = 16,
-    num_gpu_blocks: int = 24,
+    num_gpu_blocks: int | None = 24,
     max_num_batched_tokens: int | None = None,
     max_model_len: int = 2048,
     extra_args: Sequence[str] = (),
 ) -> list[str]:
-    """The api_server command-line arguments (after `-m vllm.entrypoints.openai.api_server`)."""
+    """The api_server command-line arguments (after `-m vllm.entrypoints.openai.api_server`).
+    `num_gpu_blocks` None: the pool is sized by vLLM from the memory it is given (with
+    `--kv-cache-memory-bytes` in `extra_args`, what a user's FP8 KV cache doubles; a block
+    count override stays the same count whatever the dtype)."""
     if model not in MODEL_NAMES:
         raise ValueError(f"unknown model {model!r}; expected one of {', '.join(MODEL_NAMES)}")
     args = [
@@ -133,16 +136,29 @@ def server_args(
         str(port),
         "--max-num-seqs",
         str(max_num_seqs),
-        "--num-gpu-blocks-override",
-        str(num_gpu_blocks),
         "--max-model-len",
         str(max_model_len),
     ]
+    if num_gpu_blocks is not None:
+        args += ["--num-gpu-blocks-override", str(num_gpu_blocks)]
     if max_num_batched_tokens is not None:
         args += ["--max-num-batched-tokens", str(max_num_batched_tokens)]
     if "--dtype" not in extra_args and emulated_bf16():
         args += ["--dtype", "float32"]
     return args + list(extra_args)
+
+
+def server_env(args: Sequence[str]) -> dict[str, str]:
+    """The environment the server's arguments need: room for 160 blocks of 128 tokens of the
+    engine model (32 KiB a token in bfloat16, 64 in float32), unless the arguments size the
+    pool themselves (`--kv-cache-memory-bytes`, which vLLM's CPU build lets the variable
+    override)."""
+    env = {"PYTHONUNBUFFERED": "1"}
+    if "--kv-cache-memory-bytes" not in args:
+        env["VLLM_CPU_KVCACHE_SPACE"] = os.environ.get(
+            "VLLM_CPU_KVCACHE_SPACE", "2" if "float32" in args else "1"
+        )
+    return env
 
 
 @dataclass
@@ -189,11 +205,8 @@ class VllmServer:
         if why is not None:
             raise VllmServerError(why)
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
-        env = dict(os.environ)
-        # GiB: room for 160 blocks of 128 tokens of the engine model (32 KiB a token in
-        # bfloat16, 64 in float32).
-        env.setdefault("VLLM_CPU_KVCACHE_SPACE", "2" if "float32" in self.args else "1")
-        env.setdefault("PYTHONUNBUFFERED", "1")
+        env = {k: v for k, v in os.environ.items() if k != "VLLM_CPU_KVCACHE_SPACE"}
+        env.update(server_env(self.args))
         began = time.monotonic()
         with self.log_path.open("ab") as log:
             log.write(f"\n==== {' '.join(self.command)}\n".encode())
@@ -283,7 +296,7 @@ def make_server(
     model: ModelName = "engine",
     *,
     max_num_seqs: int = 16,
-    num_gpu_blocks: int = 24,
+    num_gpu_blocks: int | None = 24,
     max_num_batched_tokens: int | None = None,
     max_model_len: int = 2048,
     port: int | None = None,
@@ -312,7 +325,7 @@ def start_server(
     model: ModelName = "engine",
     *,
     max_num_seqs: int = 16,
-    num_gpu_blocks: int = 24,
+    num_gpu_blocks: int | None = 24,
     max_num_batched_tokens: int | None = None,
     max_model_len: int = 2048,
     port: int | None = None,
