@@ -142,13 +142,15 @@ def configured(regime: Regime, config: Config, dtype: str, port: int | None = No
     seats = flags.pop("max_num_seqs", 16)
     assert isinstance(seats, int)
     blocks, extra = _pool(regime, dtype)
-    return make_server(
+    server = make_server(
         "engine",
         port=port,
         max_num_seqs=seats,
         num_gpu_blocks=blocks,
         extra_args=extra + knobs.flags(flags, sep=" ").split(),
     )
+    server.niceness = 0  # as a user starts it, and as `vtop tune` launches it
+    return server
 
 
 @dataclass

@@ -176,6 +176,9 @@ class VllmServer:
     startup_timeout: float = DEFAULT_STARTUP_TIMEOUT_S
     process: subprocess.Popen[bytes] | None = field(default=None, repr=False)
     startup_seconds: float | None = None
+    niceness: int = NICE
+    """0: at the priority a user starts vLLM with (benches that compare with `vtop tune`'s
+    launched server, which runs at its caller's)."""
 
     @property
     def url(self) -> str:
@@ -194,7 +197,7 @@ class VllmServer:
 
     @property
     def command(self) -> list[str]:
-        return ["nice", "-n", str(NICE), str(VENV_PYTHON), "-m",
+        return ["nice", "-n", str(self.niceness), str(VENV_PYTHON), "-m",
                 "vllm.entrypoints.openai.api_server", *self.args]  # fmt: skip
 
     def start(self) -> VllmServer:
