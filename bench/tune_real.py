@@ -113,15 +113,12 @@ REGIMES = {
             _seats(4, 6, 8, 10, 12, 16) + _seats(12, 16, 24, kv_cache_dtype="fp8"),
         ),
         Regime(
-            "prefill-bound",
-            {"max_num_batched_tokens": 256, "max_num_seqs": 16},
-            "blocks:400",
+            "well-tuned",
+            {"max_num_seqs": 16},
+            "blocks:160",
             16,
-            "1000:24",
-            tuple(
-                {"max_num_seqs": 16, "max_num_batched_tokens": v}
-                for v in (256, 512, 1024, 2048, 4096, 8192)
-            ),
+            "40:96",
+            _seats(4, 8, 12, 16, 24, 32),
         ),
     )
 }
