@@ -50,9 +50,7 @@ from vtop.signals import histogram as hist
 from vtop.signals.extract import PageReader
 from vtop.signals.store import Store
 from vtop.sim.calibration import StepPoint
-from vtop.sim.frontend import FrontendSpec
 from vtop.sim.hardware import Preset
-from vtop.sim.scenarios import Scenario
 from vtop.sim.serve_args import ServeArgs
 from vtop.sim.twin import Twin
 from vtop.sim.workload import Workload
@@ -247,19 +245,7 @@ def run_twin(
     page_every_s: float = PAGE_EVERY_S,
 ) -> dict[str, float | None]:
     """The twin's figures on `workload` at `args`, read through vtop's parser and store."""
-    scenario = Scenario(
-        name="whatif",
-        title="The watched server's twin",
-        cause="",
-        symptom="",
-        rule=None,
-        preset=preset,
-        args=args,
-        workload=workload,
-        frontend=FrontendSpec(),
-        warmup_s=warmup_s,
-    )
-    twin = Twin(scenario, seed=seed, epoch=0.0)
+    twin = Twin.of(preset, args, workload, seed=seed)
     reader = PageReader()
     store = Store("whatif", capacity=int(span_s / page_every_s) + 8)
     twin.advance(warmup_s)
