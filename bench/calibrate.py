@@ -8,8 +8,8 @@ the way vtop does, through its /metrics page once a second:
   latency), decode over long contexts, and saturated prefill (step time = seconds per engine
   step while requests wait). It prints the points, the least-squares step-time law
   (`vtop.sim.calibration.fit_step_time`) and the `MEASURED` tuple to paste into
-  vtop/sim/calibration.py beside the `cpu-engine` preset's constants in hardware.py.
-- `compare` (the default) runs the three configurations of `calibration.CONFIGS` --
+  tests/simtools/realcpu.py beside the `cpu-engine` preset's constants in hardware.py.
+- `compare` (the default) runs the three configurations of `realcpu.CONFIGS` --
   KV-exhausted, budget-bound, light -- on the real server and on the twin with the same
   arguments and load, and prints running, waiting, KV usage, preemptions/s and generated
   tokens/s side by side, which wall binds in each, and whether throughput agrees within 2x.
@@ -44,22 +44,20 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import httpx
 from _realserver import measured_alone, start_alone, stop_on_sigterm
 
-from tools.vllm_cpu.load import LoadResult, closed_loop
-from tools.vllm_cpu.load import Shape as LoadShape
-from tools.vllm_cpu.server import VllmServer
-from vtop.sim.calibration import (
+from tests.simtools.realcpu import (
     CONFIGS,
     MEASURED,
     Figures,
     RealConfig,
-    StepPoint,
-    fit_step_time,
-    predict,
     read_page,
     real_twin,
     sample_server,
     sample_twin,
 )
+from tools.vllm_cpu.load import LoadResult, closed_loop
+from tools.vllm_cpu.load import Shape as LoadShape
+from tools.vllm_cpu.server import VllmServer
+from vtop.sim.calibration import StepPoint, fit_step_time, predict
 from vtop.sim.hardware import CPU_ENGINE
 from vtop.sim.twin import Twin
 

@@ -51,13 +51,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import httpx
 from _realserver import measured_alone, start_alone, stop_on_sigterm
 
+from tests.simtools.realcpu import real_twin, sample_twin
 from tools.vllm_cpu.load import LoadResult, Shape, closed_loop
 from tools.vllm_cpu.server import VllmServer
 from vtop.model import Finding, Frame, Knob
 from vtop.monitor import Monitor
 from vtop.signals.extract import PageReader
 from vtop.signals.parser import iter_samples
-from vtop.sim.calibration import real_twin, sample_twin
 from vtop.sources import discovery
 from vtop.sources.live import LiveSource
 from vtop.sources.local import LocalHost

@@ -1,5 +1,6 @@
 """Rerun the seed chapter's two max_num_seqs experiments on the twin and print them beside
-the seed's own figures (see vtop/sim/experiments.py for the set-up and why it has bursts).
+the seed's own figures (see tests/simtools/seed_experiments.py for the set-up and why it has
+bursts).
 
     .venv/bin/python bench/seed_experiments.py [--seed N]
 """
@@ -13,7 +14,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from vtop.sim import experiments
+from tests.simtools import seed_experiments as experiments
 
 
 def main() -> int:

@@ -56,7 +56,7 @@ from vtop.cli.whatif import watch_live
 from vtop.knobs import KnobValue
 from vtop.sources.vllm import ScrapeOptions
 from vtop.tune.load import ClosedLoop, parse_shape
-from vtop.whatif.predict import figures
+from vtop.whatif.check import figures
 from vtop.whatif.search import Goals
 
 WARMUP_S = 15.0
@@ -203,8 +203,8 @@ def measure(regime: Regime, config: Config, dtype: str) -> Measured:
 
         def watch() -> dict[str, float | None]:
             time.sleep(WARMUP_S)
-            store, _, _ = watch_live(started.server.url, WATCH_S, INTERVAL_S)
-            return figures(store, WATCH_S)
+            watched = watch_live(started.server.url, WATCH_S, INTERVAL_S)
+            return figures(watched.store, WATCH_S)
 
         got = measured_alone(started.server, watch)
     finally:

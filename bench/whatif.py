@@ -22,13 +22,12 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from tests.simtools.polled import polled
 from vtop.knobs import KnobValue
-from vtop.model import Knob
-from vtop.signals.store import Store
 from vtop.sim.scenarios import get_scenario
 from vtop.sim.twin import Twin
-from vtop.sources.sim import SimSource
-from vtop.whatif.predict import figures, prepare
+from vtop.whatif.check import figures
+from vtop.whatif.predict import prepare
 
 WINDOW_S = 300.0
 CHANGES: dict[str, dict[str, KnobValue]] = {
@@ -40,20 +39,6 @@ CHANGES: dict[str, dict[str, KnobValue]] = {
     "healthy": {"max_num_seqs": 128},
 }
 """Each scenario's recommended change (its rule's, or a neutral one for the healthy server)."""
-
-
-def observe(twin: Twin) -> tuple[Store, dict[str, Knob], str | None]:
-    source = SimSource([twin], interval_s=5.0, in_thread=False)
-    store = Store(source.endpoints[0])
-    knobs: dict[str, Knob] = {}
-    gpu: str | None = None
-    for _ in range(round(WINDOW_S / 5) + 1):
-        frame = source.poll_now()
-        scrape = frame.scrapes[0]
-        knobs = dict(scrape.knobs) if scrape.knobs is not None else knobs
-        gpu = frame.gpu.gpus[0].name if frame.gpu is not None and frame.gpu.gpus else None
-        store.ingest(scrape, frame.gpu)
-    return store, knobs, gpu
 
 
 def warm(name: str, changes: dict[str, KnobValue] | None = None) -> Twin:
@@ -84,15 +69,14 @@ def main() -> int:
     worst_pred = 0.0
     for name in names:
         change = CHANGES[name]
-        store, knobs, gpu = observe(warm(name))
+        watched = polled(warm(name), WINDOW_S)
         t0 = time.perf_counter()
-        whatif = prepare(store, WINDOW_S, knobs, gpu_name=gpu)
+        whatif = prepare(watched, WINDOW_S)
         t1 = time.perf_counter()
         prediction = whatif.predict(change)
         t2 = time.perf_counter()
         worst_pred = max(worst_pred, t2 - t1)
-        truth_store, _, _ = observe(warm(name, change))
-        truth = figures(truth_store, WINDOW_S)
+        truth = figures(polled(warm(name, change), WINDOW_S).store, WINDOW_S)
         gen = prediction.figures.get("generation_tokens_per_s")
         queue = prediction.figures.get("queue_p50")
         true_gen = truth["generation_tokens_per_s"]

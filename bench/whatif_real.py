@@ -24,7 +24,7 @@ and 4.
 
 Printed: per configuration the self-check, then per change and figure the prediction (after,
 its band), the measurement and the error: tokens/s, running and preemptions/s as a signed
-relative error (measured at least the figure's floor of predict.FLOORS), latencies as the
+relative error (measured at least the figure's floor of check.FLOORS), latencies as the
 ratio predicted/measured (each at least its floor, 50 ms for queue and TTFT, so two tiny
 queues read as 1x). At the end the worst tokens/s error and the worst queue p50 ratio against
 the targets (+-25 % tokens/s; queue p50 within 10x either way). A figure the self-check
@@ -63,8 +63,10 @@ from tests.integration.kv_run import KV_HEAVY
 from tools.vllm_cpu.load import LoadResult, Shape, closed_loop
 from tools.vllm_cpu.server import VllmServer
 from vtop import fmt
-from vtop.cli.whatif import Observed, watch_live
-from vtop.whatif.predict import FLOORS, LABELS, Prediction, WhatIf, figures, prepare
+from vtop.cli.whatif import watch_live
+from vtop.whatif.check import FLOORS, LABELS, figures
+from vtop.whatif.predict import Prediction, WhatIf, prepare
+from vtop.whatif.watched import Watched
 
 WARMUP_S = 15.0
 WATCH_S = 60.0
@@ -177,7 +179,7 @@ class Load:
         return self.result
 
 
-def loaded_watch(server: VllmServer, setup: Setup) -> tuple[Observed, LoadResult]:
+def loaded_watch(server: VllmServer, setup: Setup) -> tuple[Watched, LoadResult]:
     """The load, `WARMUP_S` of it, then `WATCH_S` watched with vtop's live source."""
     load = Load(server.url, setup, WARMUP_S + WATCH_S + LOAD_MARGIN_S)
     load.start()
@@ -186,12 +188,12 @@ def loaded_watch(server: VllmServer, setup: Setup) -> tuple[Observed, LoadResult
     return observed, load.join()
 
 
-def watched(server: VllmServer, setup: Setup) -> tuple[Observed, LoadResult]:
+def watched(server: VllmServer, setup: Setup) -> tuple[Watched, LoadResult]:
     return measured_alone(server, partial(loaded_watch, server, setup))
 
 
-def window(observed: Observed) -> float:
-    times = observed[0].times()
+def window(observed: Watched) -> float:
+    times = observed.store.times()
     return min(WATCH_S, times[-1] - times[0])
 
 
@@ -317,24 +319,22 @@ def run_setup(setup: Setup) -> Outcome:
         observed, load = watched(server, setup)
     finally:
         server.stop()
-    store, knobs, gpu = observed
     began = time.monotonic()
-    whatif = prepare(store, window(observed), knobs, gpu_name=gpu)
+    whatif = prepare(observed, window(observed))
     predictions = [whatif.predict({"max_num_seqs": v}) for v in setup.predict]
     print(f"    (fit + {len(predictions)} prediction(s) in {time.monotonic() - began:.1f} s; "
           f"load {load.requests} requests, {load.errors} errors)", flush=True)  # fmt: skip
     outcome = Outcome(setup, whatif, predictions)
-    outcome.measured[setup.server.max_num_seqs] = figures(store, window(observed))
+    outcome.measured[setup.server.max_num_seqs] = figures(observed.store, window(observed))
     outcome.loads[setup.server.max_num_seqs] = load
     for seqs in setup.predict:
         print(f"[{setup.name}] restart at max_num_seqs={seqs}", flush=True)
         server = start(setup.server, seqs)
         try:
-            (m_store, _, _), load = watched(server, setup)
+            measured, load = watched(server, setup)
         finally:
             server.stop()
-        span = m_store.times()
-        outcome.measured[seqs] = figures(m_store, min(WATCH_S, span[-1] - span[0]))
+        outcome.measured[seqs] = figures(measured.store, window(measured))
         outcome.loads[seqs] = load
         got = outcome.measured[seqs]["generation_tokens_per_s"]
         print(f"    measured {fmt.num(got)} tok/s; load {load.requests} requests, "

@@ -13,7 +13,9 @@ a finding like any other (issue 7).
 GPU readings are attributed only to endpoints on this host: NVML sees the local GPUs, and
 charging them to a remote server would be a lie. The GPUs to show (`Monitor.gpus`) are NVML's
 and those the endpoints' pages carry (dcgm-exporter series), by `vtop.signals.gpus`: the
-GPU panel, `--once` and `--report` read the same ones.
+GPU panel, `--once` and `--report` read the same ones. What the twin is fitted to
+(`Monitor.watched`: an endpoint's store, knobs and GPU) is handed to `vtop.whatif` as plain
+values: the wing never sees the monitor.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from vtop.signals.store import Store
 from vtop.sources.live import is_local
 from vtop.triage import replicas
 from vtop.triage.engine import Engine
+from vtop.whatif.watched import Watched
 
 
 @dataclass(slots=True)
@@ -59,6 +62,18 @@ class Monitor:
         return gpus.shown(
             self.gpu, [(v.last, v.local) for v in self.endpoints.values() if v.last is not None]
         )
+
+    def watched(self, endpoint: str) -> Watched | None:
+        """What the twin is fitted to for `endpoint` (None: never polled): its store, knobs and
+        GPU. The GPU is the first shown (this host's, NVML) when the server runs here, else the
+        first its own page names (dcgm-exporter series); None when neither says, and the fit
+        says what it assumed."""
+        view = self.endpoints.get(endpoint)
+        if view is None:
+            return None
+        shown = [g.name for g in self.gpus.gpus] if view.local else []
+        names = shown or gpus.page_names(view.store.info)
+        return Watched(view.store, view.knobs, names[0] if names else None)
 
     def view(self, endpoint: str) -> EndpointView:
         view = self.endpoints.get(endpoint)

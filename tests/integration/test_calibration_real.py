@@ -6,7 +6,7 @@ clients of 16-128 prompt and 100-400 output tokens) is exactly the shared run of
 its pages after a 15 s warm-up (45 s of them at least) are compared with the twin run on the
 same arguments and load. The same wall must bind in both (KV), and generated tokens/s must
 agree within 2x. CI's machines differ in speed (another CPU, bfloat16 in hardware or not), so
-the preset's step time is first scaled to this machine's (`calibration.at_speed`, from the
+the preset's step time is first scaled to this machine's (`realcpu.at_speed`, from the
 real run's steps per second at its tokens per step): what is held to the real server is the
 twin's scheduling, the factor is printed. bench/calibrate.py checks the unscaled preset.
 """
@@ -17,7 +17,7 @@ import pytest
 
 from tests.integration import kv_run
 from tests.integration.kv_run import KvRun
-from vtop.sim.calibration import CONFIGS, PageSampler, at_speed, sample_twin
+from tests.simtools.realcpu import CONFIGS, PageSampler, at_speed, sample_twin
 from vtop.sim.hardware import CPU_ENGINE
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]

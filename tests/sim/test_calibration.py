@@ -1,6 +1,6 @@
 """The `cpu-engine` preset against what was measured on the real vLLM CPU server, without one.
 
-bench/calibrate.py measures the real engine and prints the points; `calibration.MEASURED`
+bench/calibrate.py measures the real engine and prints the points; `realcpu.MEASURED`
 keeps them. These tests hold the preset to those points (the constants in hardware.py are the
 fit of those points, and reproduce every one of them), check that the fit itself recovers a
 known law, and that the twin built with the real server's arguments binds the wall each of the
@@ -14,19 +14,17 @@ from dataclasses import replace
 
 import pytest
 
-from vtop.sim.calibration import (
+from tests.simtools.realcpu import (
     CONFIGS,
     MEASURED,
     PageSampler,
-    StepPoint,
     binding_wall,
-    fit_step_time,
-    predict,
     real_args,
     real_twin,
     sample_twin,
     uniform_shapes,
 )
+from vtop.sim.calibration import StepPoint, fit_step_time, predict
 from vtop.sim.hardware import CPU_ENGINE, PRESETS, FittedStepTime, StepCost
 from vtop.sim.serve_args import resolve
 
@@ -57,7 +55,7 @@ def test_fit_never_returns_a_negative_cost() -> None:
 
 
 def test_preset_is_the_fit_of_the_measured_points() -> None:
-    assert MEASURED, "calibration.MEASURED is empty: run bench/calibrate.py fit"
+    assert MEASURED, "realcpu.MEASURED is empty: run bench/calibrate.py fit"
     fit = fit_step_time(MEASURED)
     assert CPU_ENGINE.fitted is not None
     for name in ("base_s", "per_token_s", "per_seq_s", "per_context_token_s"):
@@ -130,7 +128,7 @@ def test_binding_wall() -> None:
 
 @pytest.mark.parametrize("config", CONFIGS, ids=[c.name for c in CONFIGS])
 def test_twin_binds_the_configurations_wall(config: object) -> None:
-    from vtop.sim.calibration import RealConfig
+    from tests.simtools.realcpu import RealConfig
 
     assert isinstance(config, RealConfig)
     f = sample_twin(config.twin(), seconds=60, warmup_s=15)
@@ -147,7 +145,7 @@ def test_page_sampler_needs_two_pages() -> None:
 def test_at_speed_scales_the_preset_to_a_machine_three_times_slower() -> None:
     """A twin sampled at 3x the preset's step time is read back as 3x slower, and the preset
     scaled by that runs the same configuration at the same speed: steps/s within 5 %."""
-    from vtop.sim.calibration import at_speed
+    from tests.simtools.realcpu import at_speed
 
     kv = CONFIGS[0]
     assert CPU_ENGINE.fitted is not None

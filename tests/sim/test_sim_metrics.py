@@ -8,14 +8,15 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 from prometheus_client.samples import Sample
 
-from vtop.sim.dialects import (
+from vtop.sim.dialects import Delta, dialect, normalise
+from vtop.sim.families import (
     ITERATION_TOKENS,
     PER_TOKEN_V0,
     PER_TOKEN_V1,
     REQUEST_LATENCY_V1,
     TTFT_V0,
     TTFT_V1,
-    normalise,
+    gauge,
 )
 from vtop.sim.scenarios import SCENARIOS
 from vtop.sim.stats import build_1_2_5_buckets
@@ -260,3 +261,23 @@ def test_version_names() -> None:
     assert normalise("0.6.6") == "0.6" and normalise("0.9.2") == "0.10"
     with pytest.raises(ValueError, match="emulated dialects"):
         normalise("1.0")
+
+
+def test_an_older_page_is_the_newest_changed_by_its_delta() -> None:
+    """Removed families go, a changed one keeps its place under its new name, a placed one
+    lands before the family it names (or last), and a moved one is not written twice."""
+    a, b, c, d = (gauge(f"vllm:{n}", n, "zero") for n in "abcd")
+    renamed = gauge("vllm:b_old", "b", "zero")
+    delta = Delta(
+        removed=("vllm:c",),
+        changed={"vllm:b": renamed},
+        placed=((d, "vllm:a"), ("vllm:a", None)),
+    )
+    assert delta.apply((a, b, c)) == (d, renamed, a)
+    v0 = [f.name for f in dialect("0.6").families]
+    assert v0[0] == "vllm:cache_config_info" and v0.count("vllm:cache_config_info") == 1
+    assert v0[-3:] == [  # V0 wrote its cache config first, the deprecated averages last
+        "vllm:request_success",
+        "vllm:avg_prompt_throughput_toks_per_s",
+        "vllm:avg_generation_throughput_toks_per_s",
+    ]

@@ -13,7 +13,7 @@ from functools import cache
 
 import pytest
 
-from vtop.sim.probe import Window, observe
+from tests.simtools.probe import Window, measure
 from vtop.sim.scenarios import SCENARIOS, Scenario, get_scenario
 from vtop.sim.serve_args import ServeArgs
 from vtop.sim.twin import Twin
@@ -25,7 +25,7 @@ WINDOW_S = 60.0
 def window(name: str) -> Window:
     twin = Twin(name)
     twin.warm_up()
-    return observe(twin, WINDOW_S, 1.0, scrape=True)
+    return measure(twin, WINDOW_S, 1.0, scrape=True)
 
 
 def with_args(sc: Scenario, **changes: object) -> Scenario:
@@ -36,7 +36,7 @@ def with_args(sc: Scenario, **changes: object) -> Scenario:
 def run(sc: Scenario, *, keep: bool = False) -> tuple[Twin, Window]:
     twin = Twin(sc, keep_finished=keep)
     twin.warm_up()
-    return twin, observe(twin, WINDOW_S, 1.0)
+    return twin, measure(twin, WINDOW_S, 1.0)
 
 
 def cap(name: str) -> int:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from functools import cache
 
-from vtop.sim import experiments
+from tests.simtools import seed_experiments as experiments
 
 
 @cache

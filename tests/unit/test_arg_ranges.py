@@ -17,6 +17,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 
 import psutil
@@ -28,9 +29,9 @@ from vtop.cli.dispatch import COMMANDS
 from vtop.cli.dispatch import main as vtop_main
 from vtop.cli.monitor import build_parser
 from vtop.cli.rules_export import main as export_main
-from vtop.cli.whatif import configurations
 from vtop.model import Knob
 from vtop.sources.targets import TargetsError, parse_targets
+from vtop.whatif.sweep import configurations
 
 ROOT = Path(__file__).resolve().parents[2]
 TRACE = str(ROOT / "traces" / "budget-too-small.vtrace")
@@ -222,12 +223,13 @@ def test_whatif_says_in_one_line_when_the_servers_own_max_model_len_outgrows_its
 ) -> None:
     """`--report` says "the twin failed (…)" for this; `vtop whatif` crashed with a traceback."""
     from vtop.cli import whatif
+    from vtop.whatif.search import Goals
+    from vtop.whatif.watched import read_trace
 
-    store, knobs, gpu = whatif.read_trace(
-        str(ROOT / "tests" / "fixtures" / "real-regimes" / "budget4.vtrace")
-    )
-    knobs["max_model_len"] = Knob("max_model_len", 10_000_000, "process", "its command line")
-    code = whatif.run((store, knobs, gpu), 300.0, [{"max_num_seqs": 8}], whatif.Bounds(), "text",
+    watched = read_trace(str(ROOT / "tests" / "fixtures" / "real-regimes" / "budget4.vtrace"))
+    too_long = Knob("max_model_len", 10_000_000, "process", "its command line")
+    watched = replace(watched, knobs={**watched.knobs, "max_model_len": too_long})
+    code = whatif.run(watched, 300.0, [{"max_num_seqs": 8}], Goals(), "text",
                       source={"kind": "replay", "name": "budget4.vtrace"})  # fmt: skip
     assert code == 3
     err = capsys.readouterr().err

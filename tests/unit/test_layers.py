@@ -118,3 +118,31 @@ def test_an_upward_import_is_caught() -> None:
     assert violations(sideways, "vtop.trace.reader", "x.py"), "trace and sim are one layer"
     assert not violations("from vtop import durations, model\n", "vtop.ui.app", "x.py")
     assert violations("from . import codec\n", "vtop.trace.reader", "x.py")
+
+
+HTTP_CLIENTS = ("httpx", "urllib.request", "http.client", "aiohttp", "requests")
+"""Modules that make HTTP requests."""
+
+
+def clients(source: str) -> list[tuple[int, str]]:
+    """(line, module) for each import of an HTTP client in `source`."""
+    return [
+        (line, module)
+        for line, module in imports(source)
+        if any(module == c or module.startswith(c + ".") for c in HTTP_CLIENTS)
+    ]
+
+
+def test_the_simulator_calls_no_server() -> None:
+    """The simulator answers HTTP (`vtop sim`); it never sends a request. Sampling a real
+    server beside the twin is a bench's and a test's job (tests/simtools/realcpu.py)."""
+    found = [
+        f"{path.relative_to(PACKAGE.parent)}:{line}: imports {module}"
+        for path in sorted((PACKAGE / "sim").rglob("*.py"))
+        for line, module in clients(path.read_text(encoding="utf-8"))
+    ]
+    assert not found, "HTTP clients in vtop/sim:\n" + "\n".join(found)
+    assert clients("import httpx\nfrom urllib.request import urlopen\nimport http.server\n") == [
+        (1, "httpx"),
+        (2, "urllib.request"),
+    ]

@@ -1,15 +1,20 @@
 """The GPUs a page names: dcgm-exporter's series carry the card's model, and every reader of
-the page (the GPU panel, --once, the report, the twin's fit) gets the same name."""
+the page (the GPU panel, --once, the report, the twin's fit) gets the same name; what the twin
+is fitted to (`Watched`) comes from the monitor, a trace or frames by one rule each."""
 
 from __future__ import annotations
 
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 from vtop.cli.whatif import watch_live
+from vtop.model import Frame, GpuReading, GpuStatus, Knob, Scrape
+from vtop.monitor import Monitor
 from vtop.signals import gpus
 from vtop.signals.extract import PageReader
+from vtop.whatif.watched import from_frames, read_trace
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -44,8 +49,47 @@ def test_whatif_fits_the_gpu_the_page_reports() -> None:
     try:
         assert sim.stdout is not None
         url = sim.stdout.readline().split(" on ")[1].split()[0].removesuffix("/metrics")
-        _, _, gpu = watch_live(url, 2.0, 0.5)
+        gpu = watch_live(url, 2.0, 0.5).gpu_name
     finally:
         sim.terminate()
         sim.wait(timeout=10)
     assert gpu == "NVIDIA GeForce RTX 4090"
+
+
+def test_the_twin_is_fitted_to_the_gpu_of_the_server_it_is_about() -> None:
+    """`Monitor.watched`, which the report, the screens and `vtop whatif --url` fit from: this
+    host's card (NVML) for a server that runs here, the page's for one that names its own,
+    none for a remote server that names none (this host's card is not its)."""
+    nvml = GpuStatus((GpuReading(0, "NVIDIA H100 80GB HBM3"),))
+    local, named, silent = "http://127.0.0.1:8000", "http://10.0.0.7:8000", "http://10.0.0.8:8000"
+    page = PageReader().read(PAGE, endpoint=named, t=0.0)
+    monitor = Monitor()
+    for t in (0.0, 1.0):
+        scrapes = (Scrape(local, t), replace(page, t=t), Scrape(silent, t))
+        monitor.feed(Frame(t, scrapes, gpu=nvml))
+    assert (here := monitor.watched(local)) is not None and here.gpu_name == nvml.gpus[0].name
+    assert (there := monitor.watched(named)) is not None
+    assert there.gpu_name == "NVIDIA GeForce RTX 4090" and len(there.store) == 2
+    assert (unknown := monitor.watched(silent)) is not None and unknown.gpu_name is None
+    assert monitor.watched("http://never.polled:8000") is None
+
+
+def test_a_trace_and_a_simulated_server_are_read_by_one_loop() -> None:
+    """`from_frames`: the first endpoint's polls (another's are not mixed in), its last knobs
+    and the last GPU a frame with one of its polls named; nothing polled is None; a trace with one poll is too
+    few to fit a twin to."""
+    knob = Knob("max_num_seqs", 16, "page")
+    gpu = GpuStatus((GpuReading(0, "NVIDIA GeForce RTX 4090"),))
+    frames = [
+        Frame(0.0, ()),
+        Frame(1.0, (Scrape("a", 1.0, knobs={"max_num_seqs": knob}), Scrape("b", 1.0)), gpu=gpu),
+        Frame(2.0, (Scrape("b", 2.0),)),
+        Frame(3.0, (Scrape("a", 3.0),), gpu=GpuStatus(unavailable="no driver")),
+    ]
+    watched = from_frames(frames)
+    assert watched is not None and watched.store.endpoint == "a"
+    assert list(watched.store.times()) == [1.0, 3.0]
+    assert watched.knobs == {"max_num_seqs": knob} and watched.gpu_name == "NVIDIA GeForce RTX 4090"
+    assert from_frames([Frame(0.0, ())]) is None
+    shipped = read_trace(str(ROOT / "traces" / "memory-ceiling.vtrace"))
+    assert len(shipped.store) > 2 and shipped.knobs["max_num_seqs"].value == 256

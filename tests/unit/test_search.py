@@ -20,7 +20,6 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from vtop.cli import shipped_traces
-from vtop.cli.whatif import read_trace
 from vtop.knobs import KnobValue
 from vtop.whatif.predict import BAND_FLOOR, Band, Prediction, WhatIf, prepare
 from vtop.whatif.search import (
@@ -31,14 +30,14 @@ from vtop.whatif.search import (
     kv_is_wall,
     search,
 )
+from vtop.whatif.watched import read_trace
 
 WINDOW_S = 300.0
 
 
 @cache
 def fitted(name: str) -> WhatIf:
-    store, knobs, gpu = read_trace(shipped_traces.resolve(name))
-    return prepare(store, WINDOW_S, knobs, gpu_name=gpu)
+    return prepare(read_trace(shipped_traces.resolve(name)), WINDOW_S)
 
 
 def band(after: float, now: float = 1.0) -> Band:

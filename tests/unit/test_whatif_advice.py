@@ -7,27 +7,29 @@ a configuration the twin cannot start is a withheld prediction, not an error."""
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import replace
 from pathlib import Path
 from typing import cast
 
 import pytest
 
-from tests.unit.test_whatif_predict import observe, warm
+from tests.simtools.polled import polled
+from tests.unit.test_whatif_predict import warm
 from vtop.model import Finding, Knob, Recommendation, Severity
-from vtop.signals.store import Store
 from vtop.sim.scenarios import get_scenario
 from vtop.sim.twin import Twin
 from vtop.whatif.advice import MIN_GAIN, Advice, Advisor, advise, twin_changes
-from vtop.whatif.predict import Band, Prediction, SelfCheck, WhatIf, prepare
+from vtop.whatif.check import SelfCheck
+from vtop.whatif.predict import Band, Prediction, WhatIf, prepare
+from vtop.whatif.watched import Watched
 
 WINDOW_S = 240.0
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def predict(advisor: Advisor, finding: Finding, store: Store, knobs: Mapping[str, Knob],
-            gpu: str | None) -> Advice | None:  # fmt: skip
+def predict(advisor: Advisor, finding: Finding, watched: Watched) -> Advice | None:
     """Read the store and run the twin, as the report does (both on this thread)."""
-    return advisor.advise(finding, Advisor.read(store, WINDOW_S, knobs, gpu_name=gpu))
+    return advisor.advise(finding, Advisor.read(watched, WINDOW_S))
 
 
 def raise_seqs(endpoint: str, knobs: Mapping[str, Knob], to: int) -> Finding:
@@ -37,23 +39,23 @@ def raise_seqs(endpoint: str, knobs: Mapping[str, Knob], to: int) -> Finding:
 
 
 @pytest.fixture(scope="module")
-def budget() -> tuple[Store, dict[str, Knob], str | None]:
-    return observe(warm())
+def budget() -> Watched:
+    return polled(warm(), WINDOW_S)
 
 
 @pytest.fixture(scope="module")
-def healthy() -> tuple[Store, dict[str, Knob], str | None]:
+def healthy() -> Watched:
     twin = Twin(get_scenario("healthy"), seed=3, epoch=0.0)
     twin.warm_up()
-    return observe(twin)
+    return polled(twin, WINDOW_S)
 
 
 def test_a_raise_on_the_budget_bound_server_is_predicted_to_pay(
-    budget: tuple[Store, dict[str, Knob], str | None],
+    budget: Watched,
 ) -> None:
-    store, knobs, gpu = budget
+    store, knobs = budget.store, budget.knobs
     finding = raise_seqs(store.endpoint, knobs, 64)
-    advice = predict(Advisor(), finding, store, knobs, gpu)
+    advice = predict(Advisor(), finding, budget)
     assert advice is not None and advice.promised == "generation_tokens_per_s"
     assert advice.gain is not None and advice.gain > 0.5, advice
     assert not advice.demoted and advice.verdict() == ""
@@ -63,12 +65,12 @@ def test_a_raise_on_the_budget_bound_server_is_predicted_to_pay(
 
 
 def test_the_same_raise_where_the_cap_does_not_bind_is_demoted_and_says_why(
-    healthy: tuple[Store, dict[str, Knob], str | None],
+    healthy: Watched,
 ) -> None:
-    store, knobs, gpu = healthy
+    store, knobs = healthy.store, healthy.knobs
     cap = knobs["max_num_seqs"].value
     assert isinstance(cap, int)
-    advice = predict(Advisor(), raise_seqs(store.endpoint, knobs, cap * 2), store, knobs, gpu)
+    advice = predict(Advisor(), raise_seqs(store.endpoint, knobs, cap * 2), healthy)
     assert advice is not None and advice.gain is not None
     assert abs(advice.gain) < MIN_GAIN and advice.demoted, advice
     verdict = advice.verdict()
@@ -77,26 +79,26 @@ def test_the_same_raise_where_the_cap_does_not_bind_is_demoted_and_says_why(
 
 
 def test_the_advisor_keeps_a_prediction_until_the_advice_or_the_knobs_change(
-    budget: tuple[Store, dict[str, Knob], str | None],
+    budget: Watched,
 ) -> None:
-    store, knobs, gpu = budget
+    store, knobs = budget.store, budget.knobs
     advisor = Advisor()
-    first = predict(advisor, raise_seqs(store.endpoint, knobs, 64), store, knobs, gpu)
+    first = predict(advisor, raise_seqs(store.endpoint, knobs, 64), budget)
     fit = advisor.fitted(store.endpoint)
-    again = predict(advisor, raise_seqs(store.endpoint, knobs, 64), store, knobs, gpu)
+    again = predict(advisor, raise_seqs(store.endpoint, knobs, 64), budget)
     assert again is first and advisor.fitted(store.endpoint) is fit
-    other = predict(advisor, raise_seqs(store.endpoint, knobs, 32), store, knobs, gpu)
+    other = predict(advisor, raise_seqs(store.endpoint, knobs, 32), budget)
     assert other is not first and advisor.fitted(store.endpoint) is fit  # the same fit
     moved = {**knobs, "max_num_batched_tokens": Knob("max_num_batched_tokens", 4096, "process")}
-    predict(advisor, raise_seqs(store.endpoint, moved, 64), store, moved, gpu)
+    predict(advisor, raise_seqs(store.endpoint, moved, 64), replace(budget, knobs=moved))
     assert advisor.fitted(store.endpoint) is not fit  # another configuration: a new fit
 
 
 def test_a_configuration_the_twin_cannot_start_is_withheld_with_its_reason(
-    budget: tuple[Store, dict[str, Knob], str | None],
+    budget: Watched,
 ) -> None:
-    store, knobs, gpu = budget
-    whatif: WhatIf = prepare(store, WINDOW_S, knobs, gpu_name=gpu)
+    store, knobs = budget.store, budget.knobs
+    whatif: WhatIf = prepare(budget, WINDOW_S)
     rec = Recommendation("block_size", knobs.get("block_size"), 0, "set", "", {})
     finding = Finding("r", "t", store.endpoint, Severity.WARNING, "firing", "s",
                       recommendations=(rec,))  # fmt: skip

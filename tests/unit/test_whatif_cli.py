@@ -21,9 +21,9 @@ import pytest
 from vtop import __version__
 from vtop.cli.dispatch import main as vtop_main
 from vtop.cli.exits import EXIT_OK, EXIT_UNKNOWN, EXIT_USAGE
-from vtop.cli.whatif import configurations
 from vtop.sim.server import serve
 from vtop.sim.twin import Twin
+from vtop.whatif.sweep import configurations
 
 TRACE = Path(__file__).resolve().parents[1] / "fixtures" / "real-regimes" / "budget4.vtrace"
 
@@ -150,15 +150,48 @@ def test_the_best_row_is_the_fastest_within_the_latency_bound(
     out = capsys.readouterr().out
     marked = [line.split()[0] for line in out.splitlines() if line.endswith("◀ best")]
     assert marked == ["max_num_seqs=32"]
-    assert "best under ITL p50 <= 19ms: max_num_seqs=32" in out
+    goals = "most gen tok/s with no sustained preemption, ITL p50 <= 19ms"
+    assert f"best: max_num_seqs=32 ({goals})" in out
     assert vtop_main([*sweep, "--max-itl-ms", "19", "--format", "json"]) == EXIT_OK
     doc = json.loads(capsys.readouterr().out)
-    assert doc["best"] == {"max_num_seqs": 32} and doc["bounds"]["max_itl_s"] == 0.019
+    assert doc["best"] == {"max_num_seqs": 32} and doc["best_note"] is None
+    assert doc["goals"]["max_itl_s"] == 0.019 and doc["goals"]["line"] == goals
+    misses = {p["changes"]["max_num_seqs"]: p["misses"] for p in doc["predictions"]}
+    assert misses[32] == [] and misses[64] and misses[64][0].startswith("ITL p50 ")
     assert vtop_main([*sweep, "--max-itl-ms", "5", "--max-ttft-s", "1", "--format", "json"]) == 0
-    assert json.loads(capsys.readouterr().out)["best"] is None
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["best"] is None and doc["best_note"].startswith("no row meets the goals")
     assert vtop_main([*sweep, "--max-itl-ms", "5"]) == EXIT_OK
     out = capsys.readouterr().out
-    assert "best under ITL p50 <= 5ms: none" in out and "◀ best" not in out
+    assert "best: none, no row meets the goals (" in out and "◀ best" not in out
+
+
+def test_the_best_row_meets_the_same_goals_as_a_findings_search(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """By default the seeds' sweet spot: no sustained preemption (64 seats still preempt on
+    the memory-ceiling server), unless --allow-preemption lifts it."""
+    sweep = ["whatif", "--replay", "memory-ceiling", "--sweep", "max_num_seqs=32,64,128"]
+    assert vtop_main(sweep) == EXIT_OK
+    out = capsys.readouterr().out
+    marked = [line.split()[0] for line in out.splitlines() if line.endswith("◀ best")]
+    assert marked == ["max_num_seqs=32"]
+    assert (
+        "best: max_num_seqs=32 (most gen tok/s with no sustained preemption, ITL p50 <= 1.5x" in out
+    )
+    assert vtop_main([*sweep, "--allow-preemption", "--format", "json"]) == EXIT_OK
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["best"] == {"max_num_seqs": 64} and doc["goals"]["allow_preemption"] is True
+
+
+def test_a_twin_too_far_off_chooses_no_row_and_says_why(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    # the real server's recording: its self-check is 29 % off on tokens/s, confidence low
+    assert vtop_main(["whatif", "--replay", str(REAL), "--sweep", "max_num_seqs=4,8"]) == EXIT_OK
+    out = capsys.readouterr().out
+    assert "best: none, the twin does not choose: the self-check's confidence is low" in out
+    assert "◀ best" not in out
 
 
 @pytest.mark.parametrize(
@@ -180,10 +213,12 @@ def test_a_bad_bound_is_one_line_and_exit_2(
 def test_a_bound_without_a_sweep_is_one_line_and_exit_2(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    bad = ["--set", "max_num_seqs=8", "--max-itl-ms", "20"]
-    assert vtop_main(["whatif", "--replay", str(SIM), *bad]) == EXIT_USAGE
-    err = capsys.readouterr().err
-    assert err.startswith("vtop: --max-") and err.count("\n") == 1
+    for goal in (["--max-itl-ms", "20"], ["--allow-preemption"]):
+        bad = ["--set", "max_num_seqs=8", *goal]
+        assert vtop_main(["whatif", "--replay", str(SIM), *bad]) == EXIT_USAGE
+        err = capsys.readouterr().err
+        assert err.startswith("vtop: --max-itl-ms, --max-ttft-s and --allow-preemption choose")
+        assert err.count("\n") == 1
 
 
 LIVE = ["--duration", "4s", "--interval", "0.5", "--set", "max_num_seqs=64", "--format", "json"]

@@ -9,42 +9,19 @@ from pathlib import Path
 
 import pytest
 
-from vtop.model import Knob
-from vtop.signals.store import Store
+from tests.simtools.polled import polled
 from vtop.sim.hardware import QWEN_4090_AWQ
 from vtop.sim.scenarios import get_scenario
 from vtop.sim.serve_args import ServeArgs
 from vtop.sim.twin import Twin
-from vtop.sources.sim import SimSource
-from vtop.whatif.predict import (
-    FIGURES,
-    SelfCheck,
-    WhatIf,
-    changed,
-    check,
-    figures,
-    prepare,
-)
+from vtop.whatif.check import FIGURES, SelfCheck, check, figures
+from vtop.whatif.predict import WhatIf, changed, prepare
+from vtop.whatif.watched import read_trace
 
 WINDOW_S = 240.0
 SCENARIO = "budget-too-small"
 RECOMMENDED = {"max_num_seqs": 64}
 """What budget-too-small's rule recommends on this scenario (demand p95 ~62, to a multiple of 8)."""
-
-
-def observe(twin: Twin) -> tuple[Store, dict[str, Knob], str | None]:
-    """Five virtual minutes of the twin read as vtop reads a server: a poll every 5 s."""
-    source = SimSource([twin], interval_s=5.0, in_thread=False)
-    store = Store(source.endpoints[0])
-    knobs: dict[str, Knob] = {}
-    gpu: str | None = None
-    for _ in range(round(WINDOW_S / 5) + 1):
-        frame = source.poll_now()
-        scrape = frame.scrapes[0]
-        knobs = dict(scrape.knobs) if scrape.knobs is not None else knobs
-        gpu = frame.gpu.gpus[0].name if frame.gpu is not None and frame.gpu.gpus else None
-        store.ingest(scrape, frame.gpu)
-    return store, knobs, gpu
 
 
 def warm(scenario_args: ServeArgs | None = None) -> Twin:
@@ -58,8 +35,7 @@ def warm(scenario_args: ServeArgs | None = None) -> Twin:
 
 @pytest.fixture(scope="module")
 def whatif() -> WhatIf:
-    store, knobs, gpu = observe(warm())
-    return prepare(store, WINDOW_S, knobs, gpu_name=gpu)
+    return prepare(polled(warm(), WINDOW_S), WINDOW_S)
 
 
 def test_the_twin_fitted_from_metrics_reproduces_today(whatif: WhatIf) -> None:
@@ -75,8 +51,7 @@ def test_the_twin_fitted_from_metrics_reproduces_today(whatif: WhatIf) -> None:
 
 def test_the_recommendation_is_predicted_within_15_percent(whatif: WhatIf) -> None:
     prediction = whatif.predict(RECOMMENDED)
-    truth_store, _, _ = observe(warm(ServeArgs(max_num_seqs=64)))
-    truth = figures(truth_store, WINDOW_S)
+    truth = figures(polled(warm(ServeArgs(max_num_seqs=64)), WINDOW_S).store, WINDOW_S)
     after = {name: band.after for name, band in prediction.figures.items()}
     for name in ("generation_tokens_per_s", "running"):
         assert truth[name] is not None
@@ -183,11 +158,9 @@ def test_on_the_real_server_the_last_load_is_fitted_and_what_is_off_withheld() -
     """The KV-exhausted recording: 40 clients, then 4. The what-if fits the last load (the
     change is said), gets its token rate within 30 % and withholds the occupancy it misses,
     with its reason; tokens/s stay predicted."""
-    from vtop.cli.whatif import read_trace
-
-    store, knobs, gpu = read_trace(str(REAL_TRACE))
-    times = store.times()
-    fitted = prepare(store, min(300.0, times[-1] - times[0]), knobs, gpu_name=gpu)
+    watched = read_trace(str(REAL_TRACE))
+    times = watched.store.times()
+    fitted = prepare(watched, min(300.0, times[-1] - times[0]))
     change = next(r for r in fitted.read if r.startswith("load changed"))
     assert "from 39.7 to 3.7 requests in the server" in change
     assert fitted.check.confidence == "low"  # within 30 %, above 20 %

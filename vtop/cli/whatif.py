@@ -1,31 +1,30 @@
 """`vtop whatif (--url URL | --replay FILE) --set max_num_seqs=32 [--sweep max_num_seqs=8,16]`.
 
-The command line around `vtop.whatif.predict`. The store it fits to comes from one of two
-places, and everything after is one path (`run`):
+The command line around the prediction wing (`vtop.whatif`): it parses the arguments, has the
+server read, and prints what the wing answers. The server comes from one of two places:
 
-- `--replay FILE` reads a recorded trace into a store (the same frames the monitor and the
-  report read).
+- `--replay FILE` reads a recorded trace (`vtop.whatif.watched.read_trace`: the same frames
+  the monitor and the report read).
 - `--url URL` watches the server for `--duration` (30 s) with the monitor's own live source
   (`vtop.cli.sources.make_source`) and poll loop (`vtop.report.run.watch`), feeding a
-  `Monitor`: its store, the knobs it discovered and its GPUs are what a recording would have
-  held. Ctrl-C ends the watch early and the twin is fitted to what was watched, if that is two
-  polls or more. A server that does not answer the first poll is one line naming it at once,
-  not a wait for the duration that ends in an empty fit.
+  `Monitor`: its store, the knobs it discovered and its GPU (`Monitor.watched`) are what a
+  recording would have held. Ctrl-C ends the watch early and the twin is fitted to what was
+  watched, if that is two polls or more. A server that does not answer the first poll is one
+  line naming it at once, not a wait for the duration that ends in an empty fit.
 
-It fits and self-checks the twin over the last `--window` (at most what was read), runs every
-configuration asked for, and prints one row per configuration: what was observed, the twin at
-today's knobs, and the twin after each change (`--set`s are one configuration together; each
-`--sweep` value is one more, on top of the `--set`s). A twin the self-check rejects prints its
-reason instead of predictions; a family of figures it finds off (occupancy, latency) prints
-"–" in the after rows and a line saying why. `--format json` writes the same as one document
-(each predicted figure as {now, after, low, high}, the issue's shape; each withheld one under
-`withheld` with its reason), headed as a report's JSON is, by the same code
-(`vtop.report.build`): the `vtop` that made it, its `source` and the `window` the twin was
-fitted over, so a prediction kept beside a report says what it is of.
-
-`--max-itl-ms` / `--max-ttft-s` with `--sweep` mark the best row: the highest predicted
-generated tokens/s among the rows whose predicted ITL p50 / TTFT p90 stay within the bounds. A
-row whose latency is withheld cannot show that it does, so it never qualifies.
+Then one path (`run`): the wing fits and self-checks the twin over the last `--window` (at
+most what was read), runs every configuration asked for (`--set`s are one configuration
+together; each `--sweep` value is one more, on top of the `--set`s) and, for a sweep, chooses
+the best row under the goals as a finding's search does (`vtop.whatif.sweep`; the goal flags
+of `vtop.cli.goals_args`, as on every mode). This module prints one row per configuration:
+what was observed, the twin at today's knobs, the twin after each change, `◀ best` beside
+the chosen one. A twin the self-check rejects prints its reason instead of predictions; a
+family of figures it finds off (occupancy, latency) prints "–" in the after rows and a line
+saying why. `--format json` writes the same as one document (each predicted figure as {now,
+after, low, high}, each withheld one under `withheld` with its reason, the goals and the best
+row), headed as a report's JSON is, by the same code (`vtop.report.build`): the `vtop` that
+made it, its `source` and the `window` the twin was fitted over, so a prediction kept beside
+a report says what it is of.
 """
 
 from __future__ import annotations
@@ -37,36 +36,30 @@ import json
 import math
 import signal
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
 
-from vtop import __version__, durations, fmt, knobs
-from vtop.cli import connection_args, ranges, shipped_traces
+from vtop import __version__, durations, fmt
+from vtop.cli import connection_args, goals_args, ranges, shipped_traces
 from vtop.cli.exits import EXIT_INTERRUPTED, EXIT_OK, EXIT_UNKNOWN, EXIT_USAGE
 from vtop.cli.output import fail, say, warning, write_stdout
 from vtop.cli.sources import UsageError, make_source
 from vtop.cli.usage import OneLineParser
 from vtop.knobs import KnobValue
-from vtop.model import Frame, Knob
-from vtop.monitor import EndpointView, Monitor
+from vtop.model import Frame
+from vtop.monitor import Monitor
 from vtop.report.build import families_doc, source_doc, window_doc
-from vtop.report.collect import twin_failed
 from vtop.report.document import SourceDoc
 from vtop.report.run import watch
 from vtop.signals.store import Store
 from vtop.sources.base import FrameSource, watching
 from vtop.sources.pacing import WARM_INTERVAL_S, WARM_UP_S
-from vtop.trace.reader import TraceError, TraceReader, shown_name
-from vtop.whatif.predict import (
-    FAMILIES,
-    FIGURES,
-    KNOB_FIELDS,
-    LABELS,
-    Prediction,
-    WhatIf,
-    observe,
-    prepare_from,
-)
+from vtop.trace.reader import TraceError, shown_name
+from vtop.whatif import sweep
+from vtop.whatif.advice import twin_failed
+from vtop.whatif.check import FAMILIES, FIGURES, LABELS, shown
+from vtop.whatif.predict import KNOB_FIELDS, WhatIf, observe, prepare_from
+from vtop.whatif.search import Goals
+from vtop.whatif.watched import Watched, read_trace
 
 COLUMNS = (
     ("generation_tokens_per_s", "gen tok/s"),
@@ -87,63 +80,9 @@ DEFAULT_INTERVAL_S = 1.0
 and half a minute, long enough for rates and a latency histogram to fill, short enough to
 wait for at a prompt."""
 
-Observed = tuple[Store, dict[str, Knob], str | None]
-"""What the twin is fitted to: one endpoint's store, its latest knobs and its GPU's name."""
-
 
 class WatchError(Exception):
     """The server could not be watched enough to fit a twin; the message names it and says why."""
-
-
-@dataclass(frozen=True, slots=True)
-class Bounds:
-    """The latency a sweep's best row must stay within; None where no bound was given."""
-
-    max_itl_s: float | None = None
-    max_ttft_s: float | None = None
-
-    @property
-    def given(self) -> bool:
-        return self.max_itl_s is not None or self.max_ttft_s is not None
-
-    def describe(self) -> str:
-        parts = []
-        if self.max_itl_s is not None:
-            parts.append(f"ITL p50 <= {fmt.seconds(self.max_itl_s)}")
-        if self.max_ttft_s is not None:
-            parts.append(f"TTFT p90 <= {fmt.seconds(self.max_ttft_s)}")
-        return ", ".join(parts)
-
-    def admits(self, prediction: Prediction) -> bool:
-        """Whether the prediction's ITL p50 and TTFT p90 are predicted and within the bounds."""
-        for name, bound in (("itl_p50", self.max_itl_s), ("ttft_p90", self.max_ttft_s)):
-            band = prediction.figures.get(name)
-            if bound is not None and (band is None or band.after > bound):
-                return False
-        return True
-
-
-def parse_bound(flag: str, text: str | float | None, unit_s: float) -> float | None:
-    """A latency bound in seconds from the flag's text in its unit; ValueError names the flag."""
-    if text is None:
-        return None
-    try:
-        value = float(text)
-    except ValueError:
-        value = math.nan
-    if not math.isfinite(value) or value <= 0:
-        raise ValueError(f"{flag} {text}: expected a positive number")
-    return value * unit_s
-
-
-def best(predictions: Sequence[Prediction], bounds: Bounds) -> Prediction | None:
-    """The row with the highest predicted generated tokens/s within the bounds; None if none."""
-    admitted = [
-        (band.after, i)
-        for i, p in enumerate(predictions)
-        if bounds.admits(p) and (band := p.figures.get("generation_tokens_per_s")) is not None
-    ]
-    return predictions[max(admitted)[1]] if admitted else None
 
 
 def build_parser() -> OneLineParser:
@@ -186,18 +125,7 @@ def build_parser() -> OneLineParser:
     parser.add_argument(
         "--sweep", metavar="KNOB=V1,V2,...", help="one configuration per value, each a row"
     )
-    parser.add_argument(
-        "--max-itl-ms",
-        metavar="MS",
-        type=ranges.MAX_ITL_MS,
-        help=ranges.ranged("with --sweep: mark the best row with ITL p50 <= MS", ranges.MAX_ITL_MS),
-    )
-    parser.add_argument(
-        "--max-ttft-s",
-        metavar="S",
-        type=ranges.MAX_TTFT_S,
-        help=ranges.ranged("with --sweep: mark the best row with TTFT p90 <= S", ranges.MAX_TTFT_S),
-    )
+    goals_args.add_goals(parser.add_argument_group("goals"), what="a --sweep's best row")
     parser.add_argument(
         "--window",
         metavar="DURATION",
@@ -211,66 +139,8 @@ def build_parser() -> OneLineParser:
     return parser
 
 
-def parse_value(name: str, text: str) -> KnobValue:
-    """A knob's value as its type, within its range (`vtop.knobs`); ValueError, one line,
-    names the knob and what it may be."""
-    if name not in KNOB_FIELDS:
-        raise ValueError(f"unknown knob {name!r}; a what-if can set {', '.join(KNOB_FIELDS)}")
-    return knobs.parse(name, text)
-
-
-def configurations(sets: Sequence[str], sweep: str | None) -> list[dict[str, KnobValue]]:
-    """The configurations asked for: the `--set`s, once per `--sweep` value if there is one."""
-    base: dict[str, KnobValue] = {}
-    for item in sets:
-        name, eq, text = item.partition("=")
-        if not eq:
-            raise ValueError(f"--set {item}: expected KNOB=VALUE")
-        base[name.strip()] = parse_value(name.strip(), text.strip())
-    if sweep is None:
-        return [base] if base else []
-    name, eq, texts = sweep.partition("=")
-    if not eq or not texts:
-        raise ValueError(f"--sweep {sweep}: expected KNOB=V1,V2,...")
-    return [base | {name.strip(): parse_value(name.strip(), t.strip())} for t in texts.split(",")]
-
-
-def read_trace(path: str) -> Observed:
-    """The trace's first endpoint as a store, its latest knobs and its GPU's name."""
-    store: Store | None = None
-    knobs: dict[str, Knob] = {}
-    gpu: str | None = None
-    with TraceReader(path, warn=warning) as reader:
-        for frame in reader.frames():
-            if not frame.scrapes:
-                continue
-            scrape = frame.scrapes[0]
-            if store is None:
-                store = Store(scrape.endpoint, capacity=1_000_000)
-            if scrape.endpoint != store.endpoint:
-                continue
-            if scrape.knobs is not None:
-                knobs = dict(scrape.knobs)
-            store.ingest(scrape, frame.gpu)
-            if frame.gpu is not None and frame.gpu.gpus:
-                gpu = frame.gpu.gpus[0].name
-    if store is None or len(store) < 2:
-        raise TraceError(f"{path}: fewer than two polls to fit a twin to")
-    return store, knobs, gpu
-
-
-def _label(changes: dict[str, KnobValue]) -> str:
-    return ", ".join(f"{k}={fmt.knob(v)}" for k, v in changes.items())
-
-
 def _cell(name: str, value: float | None) -> str:
-    if value is None:
-        return fmt.DASH
-    if name == "kv_usage":
-        return fmt.pct(value)
-    if name in ("queue_p50", "ttft_p50", "ttft_p90", "itl_p50"):
-        return fmt.seconds(value)
-    return fmt.num(value)
+    return fmt.DASH if value is None else shown(name, value)
 
 
 def _family_error(whatif: WhatIf) -> str:
@@ -285,16 +155,18 @@ def _family_error(whatif: WhatIf) -> str:
     return "".join(parts)
 
 
-def table(whatif: WhatIf, predictions: list[Prediction], bounds: Bounds | None = None) -> str:
+def table(whatif: WhatIf, swept: sweep.Sweep, *, choose: bool = False) -> str:
     """Observed, twin today, twin after each configuration: one row each; "–" where a figure
-    is withheld, and the best row marked when bounds are given."""
+    is withheld; with `choose` (a `--sweep`), the row the goals chose marked and a line that
+    says which and under which goals, or why none."""
     rows: list[list[str]] = [["", *(head for _, head in COLUMNS), ""]]
     rows.append(["observed", *(_cell(n, whatif.check.observed.get(n)) for n, _ in COLUMNS), ""])
     rows.append(["twin today", *(_cell(n, whatif.check.twin.get(n)) for n, _ in COLUMNS), ""])
-    chosen = best(predictions, bounds) if bounds is not None and bounds.given else None
-    for p in predictions:
+    chosen = swept.chosen if choose else None
+    for t in swept.trials:
+        p = t.prediction
         cells = [fmt.DASH if n in p.withheld else _cell(n, p.twin_after.get(n)) for n, _ in COLUMNS]
-        rows.append([_label(p.changes), *cells, BEST_MARK if p is chosen else ""])
+        rows.append([sweep.label(t), *cells, BEST_MARK if t is chosen else ""])
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     lines = [
         "  ".join(
@@ -316,33 +188,29 @@ def table(whatif: WhatIf, predictions: list[Prediction], bounds: Bounds | None =
         for family in FAMILIES:
             verdict = check.families.get(family.name)
             if verdict is not None and verdict.withheld:
-                shown = ", ".join(LABELS[n] for n, _ in COLUMNS if n in family.members)
-                head.append(f"{family.name} withheld ({shown}: –): {verdict.reason}")
-    if bounds is not None and bounds.given and predictions:
-        if chosen is None:
-            head.append(
-                f"best under {bounds.describe()}: none, no row is predicted within the bounds"
-            )
-        else:
-            head.append(f"best under {bounds.describe()}: {_label(chosen.changes)}")
+                named = ", ".join(LABELS[n] for n, _ in COLUMNS if n in family.members)
+                head.append(f"{family.name} withheld ({named}: –): {verdict.reason}")
+        if choose and swept.trials:
+            head.append(swept.line())
     tail = [f"read: {r}" for r in whatif.read] + [f"assumed: {a}" for a in whatif.assumed]
     return "\n".join([*head, "", *lines, "", *tail]) + "\n"
 
 
 def document(
     whatif: WhatIf,
-    predictions: list[Prediction],
-    bounds: Bounds | None = None,
+    swept: sweep.Sweep,
     *,
+    choose: bool = False,
     about: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """The JSON form: what it is of first (`about`: the vtop, the source and the window the
     twin was fitted over, as a report's JSON says them, `about_doc`), then observed, twin
-    today, the check (each family's verdict), each configuration's figures and what is
-    withheld, and the best configuration under the bounds (null when none qualifies or none
-    were given)."""
+    today, the check (each family's verdict), each configuration's figures, what is withheld
+    and the goals it misses, the goals, and (with `choose`, a `--sweep`) the configuration they
+    chose (null when none, `best_note` says why)."""
     check = whatif.check
-    chosen = best(predictions, bounds) if bounds is not None and bounds.given else None
+    chosen = swept.chosen if choose else None
+    goals = swept.goals
     return {
         **(about or {}),
         "observed": check.observed,
@@ -363,23 +231,28 @@ def document(
         "assumed": whatif.assumed,
         "predictions": [
             {
-                "changes": p.changes,
-                "confidence": p.confidence,
-                "reason": p.reason or None,
+                "changes": t.changes,
+                "confidence": t.prediction.confidence,
+                "reason": t.prediction.reason or None,
                 "predicted": {
                     name: {"now": b.now, "after": b.after, "low": b.low, "high": b.high}
                     for name in FIGURES
-                    if (b := p.figures.get(name)) is not None
+                    if (b := t.prediction.figures.get(name)) is not None
                 },
-                "withheld": p.withheld,
+                "withheld": t.prediction.withheld,
+                "misses": list(t.misses),
             }
-            for p in predictions
+            for t in swept.trials
         ],
-        "bounds": {
-            "max_itl_s": bounds.max_itl_s if bounds is not None else None,
-            "max_ttft_s": bounds.max_ttft_s if bounds is not None else None,
+        "goals": {
+            "max_itl_s": goals.max_itl_s,
+            "max_ttft_s": goals.max_ttft_s,
+            "allow_preemption": goals.allow_preemption,
+            "itl_growth": goals.itl_growth,
+            "line": goals.describe(),
         },
         "best": chosen.changes if chosen is not None else None,
+        "best_note": (swept.note or None) if choose else None,
     }
 
 
@@ -473,18 +346,9 @@ async def _feed(
     return refused[0] if refused else None
 
 
-def _gpu_name(monitor: Monitor, view: EndpointView) -> str | None:
-    """The watched server's GPU: this host's (NVML) only when the server runs here, else one
-    its own page names; None when neither says (the fit then says what it assumed)."""
-    for reading in monitor.gpus.gpus:
-        if view.local or reading.source == "page":
-            return reading.name
-    return None
-
-
 def watch_live(
     url: str, duration_s: float, interval_s: float, reach: argparse.Namespace | None = None
-) -> Observed:
+) -> Watched:
     """Watch `url` for `duration_s` (less on Ctrl-C) as the monitor does. Raises `WatchError`
     when it did not answer the first poll or answered fewer than two, `UsageError` for a URL
     that cannot be polled at all (`reach`: the connection flags, `live_source`)."""
@@ -494,15 +358,16 @@ def watch_live(
     refused = asyncio.run(_feed(source, monitor, name, duration_s, interval_s))
     if refused is not None:
         raise WatchError(refused if name in refused else f"{name}: {refused}")
-    view = next(iter(monitor.endpoints.values()), None)
-    if view is None:
+    watched = next((monitor.watched(endpoint) for endpoint in monitor.endpoints), None)
+    if watched is None:
         raise WatchError(f"{name}: no poll was made")
+    view = monitor.endpoints[watched.store.endpoint]
     answered = view.store.polls - view.store.failed_polls
     if answered < 2:
         last = view.last.error if view.last is not None and view.last.error else None
         why = f" (last: {last})" if last else ""
         raise WatchError(f"{name}: {answered} poll(s) answered, a twin needs two or more{why}")
-    return view.store, dict(view.knobs), _gpu_name(monitor, view)
+    return watched
 
 
 def about_doc(source: SourceDoc, store: Store, window_s: float) -> dict[str, Any]:
@@ -515,48 +380,54 @@ def about_doc(source: SourceDoc, store: Store, window_s: float) -> dict[str, Any
 
 
 def run(
-    observed: Observed,
+    watched: Watched,
     window_s: float,
     configs: Sequence[dict[str, KnobValue]],
-    bounds: Bounds,
+    goals: Goals,
     form: str,
     *,
     source: SourceDoc,
+    choose: bool = False,
 ) -> int:
-    """Fit the twin to what was observed over the window (at most what was read), predict each
-    configuration, and print the table or the document: one path for a trace and a watch."""
-    store, knobs, gpu = observed
-    times = store.times()
+    """Fit the twin to what was watched over the window (at most what was read), predict each
+    configuration (and with `choose`, a `--sweep`, choose the best under `goals`), and print
+    the table or the document: one path for a trace and a watch."""
+    times = watched.store.times()
     window_s = min(window_s, times[-1] - times[0])
     try:
-        seen = observe(store, window_s, knobs, gpu_name=gpu)
+        seen = observe(watched, window_s)
         whatif = prepare_from(seen)
     except Exception as exc:  # the server's own knobs the twin cannot start with, as a report
         return fail(f"no prediction: {twin_failed(exc)}", EXIT_UNKNOWN)  # says it
     try:
-        predictions = [whatif.predict(c) for c in configs]
+        swept = sweep.run(whatif, configs, goals)
     except ValueError as exc:  # knobs the twin cannot start with (a KV pool too small)
         return fail(str(exc), EXIT_USAGE)
     if form == "json":
-        doc = document(whatif, predictions, bounds, about=about_doc(source, store, seen.window_s))
+        about = about_doc(source, watched.store, seen.window_s)
+        doc = document(whatif, swept, choose=choose, about=about)
         write_stdout(json.dumps(doc, indent=2) + "\n")
     else:
-        write_stdout(table(whatif, predictions, bounds))
+        write_stdout(table(whatif, swept, choose=choose))
     return EXIT_OK
+
+
+def _goals_given(args: argparse.Namespace) -> bool:
+    """Whether any goal flag was given (they choose among a sweep's rows)."""
+    return args.max_itl_ms is not None or args.max_ttft_s is not None or bool(args.allow_preemption)
 
 
 def main(argv: Sequence[str]) -> int:
     """`vtop whatif …` (the words after `whatif`); returns the exit code."""
     args = build_parser().parse_args(list(argv))
     try:
-        configs = configurations(args.set, args.sweep)
+        configs = sweep.configurations(args.set, args.sweep)
         window_s = durations.parse(args.window)
-        bounds = Bounds(
-            parse_bound("--max-itl-ms", args.max_itl_ms, 0.001),
-            parse_bound("--max-ttft-s", args.max_ttft_s, 1.0),
-        )
-        if bounds.given and args.sweep is None:
-            raise ValueError("--max-itl-ms and --max-ttft-s pick a row of a --sweep: give one")
+        if _goals_given(args) and args.sweep is None:
+            raise ValueError(
+                "--max-itl-ms, --max-ttft-s and --allow-preemption choose a row of a --sweep: "
+                "give one"
+            )
         duration_s, interval_s = live_timing(args)
         if args.replay is not None and _reach_given(args):
             raise ValueError(
@@ -567,17 +438,20 @@ def main(argv: Sequence[str]) -> int:
         return fail(str(exc), EXIT_USAGE)
     try:
         if args.url is not None:
-            observed = watch_live(args.url, duration_s, interval_s, args)
-            source = source_doc("live", observed[0].endpoint)
+            watched = watch_live(args.url, duration_s, interval_s, args)
+            source = source_doc("live", watched.store.endpoint)
         else:
             path = shipped_traces.resolve(args.replay)
-            observed = read_trace(path)
+            watched = read_trace(path, warn=warning)
             source = source_doc("replay", shown_name(path))
     except UsageError as exc:
         return fail(str(exc), EXIT_USAGE)
     except (TraceError, WatchError) as exc:
         return fail(str(exc), EXIT_UNKNOWN)
+    goals = goals_args.goals_from(args)
     try:
-        return run(observed, window_s, configs, bounds, args.format, source=source)
+        return run(
+            watched, window_s, configs, goals, args.format, source=source, choose=bool(args.sweep)
+        )
     except KeyboardInterrupt:  # Ctrl-C while the twin runs: nothing to print, no traceback
         return EXIT_INTERRUPTED

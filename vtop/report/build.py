@@ -43,7 +43,8 @@ from vtop.report.tracks import Track
 from vtop.report.window import EndpointStats, GpuStats, Stat
 from vtop.summary import AlternativeDoc
 from vtop.whatif.advice import Advice, chosen_recommendations
-from vtop.whatif.predict import Band, SelfCheck, WhatIf
+from vtop.whatif.check import SelfCheck
+from vtop.whatif.predict import Band, WhatIf
 from vtop.whatif.search import Choice, Trial
 
 UNITS = {

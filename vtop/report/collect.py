@@ -61,15 +61,13 @@ from vtop.report.document import (
 from vtop.report.tracks import Track
 from vtop.report.window import WindowStats
 from vtop.triage.engine import MIN_DECISIVE_POLLS
-from vtop.whatif.advice import Advice, Advisor, Reading, twin_changes, unavailable
+from vtop.whatif.advice import Advice, Advisor, prediction_reading, twin_failed, unavailable
 from vtop.whatif.search import Goals
 
 REPORT_VERSION: Final = 1
 FindingsFn = Callable[[Monitor], Iterable[Finding]]
 """Every current finding of every endpoint the monitor watches."""
 MAX_EVENTS = 200
-PREDICT_WINDOW_S = 300.0
-"""The workload a prediction is fitted to: the window's last five minutes at most."""
 HELD_UP = "vtop's polls were held up"
 """Why a live window covers under half what was asked, in the UNKNOWN it gets (`_short_watch`)."""
 PREDICT_BUDGET_S = 6.0
@@ -371,7 +369,8 @@ class Collector:
             if time.monotonic() - began > PREDICT_BUDGET_S:
                 break
             f = track.finding
-            reading = prediction_reading(self.monitor, f) if track.counts is not None else ""
+            watched = self.monitor.watched(f.endpoint)
+            reading = prediction_reading(watched, f) if track.counts is not None else ""
             if isinstance(reading, str):
                 continue
             try:
@@ -385,33 +384,6 @@ class Collector:
             if check is None and fitted is not None:
                 check = check_doc(f.endpoint, reading.seen.window_s, fitted)
         return out, check
-
-
-def prediction_reading(monitor: Monitor, finding: Finding) -> Reading | str:
-    """What a prediction of `finding` needs, read from the monitor's store now (cheap, on the
-    thread that feeds it), as the report reads it (the last `PREDICT_WINDOW_S` at most, the
-    first GPU's name); or why there is nothing to read."""
-    if not twin_changes(finding):
-        return "the twin sets none of these knobs"
-    view = monitor.endpoints.get(finding.endpoint)
-    if view is None:
-        return f"no polls of {finding.endpoint} to fit the twin to"
-    times = view.store.times()
-    span = times[-1] - times[0] if len(times) >= 2 else 0.0
-    if span <= 0:
-        return "too few polls yet to fit the twin to"
-    shown = monitor.gpus.gpus
-    gpu = shown[0].name if shown else None
-    try:
-        return Advisor.read(view.store, min(PREDICT_WINDOW_S, span), view.knobs, gpu_name=gpu)
-    except Exception as exc:  # a prediction's failure costs its line, never the caller's run
-        return twin_failed(exc)
-
-
-def twin_failed(exc: Exception) -> str:
-    """Why a prediction is missing, when the twin (or the read) raised."""
-    said = str(exc).strip()
-    return f"the twin failed ({type(exc).__name__}{': ' + said if said else ''})"
 
 
 def _key(track: Track) -> tuple[str, str]:

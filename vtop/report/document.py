@@ -20,7 +20,7 @@ from vtop.exits import Verdict
 from vtop.knobs import KnobValue
 from vtop.model import EventKind, FindingState, Severity
 from vtop.summary import AlternativeDoc, BandDoc, KnobDoc, RecommendationDoc
-from vtop.whatif.predict import Confidence
+from vtop.whatif.check import Confidence
 
 __all__ = [
     "AlternativeDoc",

@@ -30,7 +30,7 @@ from vtop.report.document import (
     TimelineName,
 )
 from vtop.triage.explain import shown_formula
-from vtop.whatif.predict import LABELS
+from vtop.whatif.check import LABELS
 
 SIGNAL_ORDER: tuple[SignalName, ...] = get_args(SignalName)
 CHARTED: tuple[TimelineName, ...] = (

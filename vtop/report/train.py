@@ -35,16 +35,10 @@ from typing import Literal
 from vtop.knobs import KnobValue
 from vtop.model import Finding
 from vtop.monitor import Monitor
-from vtop.report.collect import (
-    Collector,
-    FindingsFn,
-    monitor_findings,
-    prediction_reading,
-    twin_failed,
-)
+from vtop.report.collect import Collector, FindingsFn, monitor_findings
 from vtop.trace.reader import Warn
 from vtop.triage.explain import shown_formula
-from vtop.whatif.advice import Advice, Advisor, Reading
+from vtop.whatif.advice import Advice, Advisor, Reading, prediction_reading, twin_failed
 
 VALUE_TOLERANCE = 0.25
 
@@ -181,7 +175,8 @@ def questions(
         found = list(findings(monitor))
         for f in found:
             if f.state == "firing" and (f.endpoint, f.rule) not in readings:
-                readings[(f.endpoint, f.rule)] = prediction_reading(monitor, f)
+                reading = prediction_reading(monitor.watched(f.endpoint), f)
+                readings[(f.endpoint, f.rule)] = reading
         return found
 
     collector = replay_collector(path, findings=watched, warn=warn)

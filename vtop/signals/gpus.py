@@ -18,7 +18,7 @@ report key on).
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 
 from vtop.model import GpuReading, GpuStatus, Scrape
 
@@ -42,6 +42,14 @@ PAGE_GPU_NAME = "dcgm.modelName."
 """`Scrape.info` key prefix (then the `gpu` index) under which a page names its cards: the
 dcgm-exporter series' `modelName` label, kept with the scrape (and in a trace) so that every
 reader of the page, the twin's fit among them, knows an RTX 4090 from a CPU."""
+
+
+def page_names(info: Mapping[str, str]) -> list[str]:
+    """The card names a page's info (`Scrape.info`, `Store.info`) carries, by GPU index."""
+    named = [
+        (k.removeprefix(PAGE_GPU_NAME), v) for k, v in info.items() if k.startswith(PAGE_GPU_NAME)
+    ]
+    return [name for _, name in sorted((int(i), n) for i, n in named if i.isdigit())]
 
 
 def from_page(scrape: Scrape) -> tuple[GpuReading, ...]:

@@ -24,7 +24,8 @@ from prometheus_client.process_collector import ProcessCollector
 from prometheus_client.utils import floatToGoString
 
 from vtop.model import GpuStatus
-from vtop.sim.dialects import Dialect, Family, bucket_bounds
+from vtop.sim.dialects import Dialect, bucket_bounds
+from vtop.sim.families import Family
 from vtop.sim.serve_args import Resolved
 from vtop.sim.stats import Hist, Stats
 

@@ -437,8 +437,8 @@ CPU_ENGINE = Preset(
     scheduler_override=FALLBACK,
 )
 """Step time fitted to the real server on 2026-11-30: 15.6 ms + 1.16 ms per scheduled token
-(`calibration.MEASURED` holds the points). vLLM's CPU defaults for the OpenAI server are 128
-seqs and 2048 batched tokens."""
+(`MEASURED` in tests/simtools/realcpu.py holds the points). vLLM's CPU defaults for the OpenAI
+server are 128 seqs and 2048 batched tokens."""
 
 PRESETS: dict[str, Preset] = {
     p.name: p

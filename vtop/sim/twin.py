@@ -1,11 +1,12 @@
 """The in-process twin: one simulated vLLM server that the rest of vtop talks to.
 
 This is the API everything else builds on (the demo, rule tests, training traces, the sim
-HTTP server): construct it from a scenario, `advance` it in virtual seconds, and read it the
-way vtop reads a real server: a /metrics page in any supported dialect, NVML-like GPU
-readings, what `/v1/models` and `/version` say, and the knobs and command line discovery would
-find. Virtual time only moves when `advance` is called, as fast as the CPU allows;
-`vtop.sim.clock.RealTime` maps wall time onto it for live use.
+HTTP server, the what-if): construct it from a scenario (or from a preset, its knobs and a
+workload: `Twin.of`), `advance` it in virtual seconds, and read it the way vtop reads a real
+server: a /metrics page in any supported dialect, NVML-like GPU readings, what `/v1/models`
+and `/version` say, and the knobs and command line discovery would find. Virtual time only
+moves when `advance` is called, as fast as the CPU allows; `vtop.sim.clock.RealTime` maps
+wall time onto it for live use.
 """
 
 from __future__ import annotations
@@ -18,9 +19,12 @@ from vtop.sim.dialects import DEFAULT_DIALECT, histogram_grids, normalise
 from vtop.sim.dialects import dialect as get_dialect
 from vtop.sim.engine import Engine
 from vtop.sim.exposition import PageState, render
+from vtop.sim.frontend import FrontendSpec
 from vtop.sim.gpu import GpuModel
+from vtop.sim.hardware import Preset
 from vtop.sim.scenarios import Scenario, get_scenario
-from vtop.sim.serve_args import resolve
+from vtop.sim.serve_args import ServeArgs, resolve
+from vtop.sim.workload import Workload
 
 
 class Twin:
@@ -58,6 +62,34 @@ class Twin:
         """Ticketed /metrics requests not answered yet, and the dialect each asked for."""
         self._answers: dict[int, tuple[float, bytes | Exception]] = {}
         self.engine.on_answer = self._answer
+
+    @classmethod
+    def of(
+        cls,
+        preset: Preset,
+        args: ServeArgs,
+        workload: Workload,
+        *,
+        frontend: FrontendSpec | None = None,
+        seed: int = 0,
+        epoch: float = 0.0,
+        keep_finished: bool = False,
+    ) -> Twin:
+        """A twin of a server that is no named incident: `preset` started with `args` under
+        `workload` (the what-if's fitted twin, the real CPU server's, a test's), behind
+        `frontend` (vLLM's default API server when None), from virtual second 0 at `epoch`."""
+        scenario = Scenario(
+            name="custom",
+            title="A twin built from a preset, its knobs and a workload",
+            cause="",
+            symptom="",
+            rule=None,
+            preset=preset,
+            args=args,
+            workload=workload,
+            frontend=frontend if frontend is not None else FrontendSpec(),
+        )
+        return cls(scenario, seed=seed, epoch=epoch, keep_finished=keep_finished)
 
     # --- time -----------------------------------------------------------------------------------
 

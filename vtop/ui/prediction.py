@@ -18,9 +18,8 @@ from collections.abc import Callable
 
 from vtop.model import Finding
 from vtop.monitor import Monitor
-from vtop.report.collect import prediction_reading, twin_failed
 from vtop.ui.detail import Row, prediction_rows, unavailable_rows
-from vtop.whatif.advice import Advisor, Reading, twin_changes
+from vtop.whatif.advice import Advisor, Reading, prediction_reading, twin_changes, twin_failed
 from vtop.whatif.search import Goals
 
 Job = Callable[[], list[Row]]
@@ -37,10 +36,10 @@ class Predictor:
     def start(self, monitor: Monitor, finding: Finding) -> list[Row] | Job:
         """On the loop: the rows to show now (none: nothing to predict; one: why not), or the
         job that runs the twin on what the store holds now (read as the report and the text
-        quiz read it: `vtop.report.collect.prediction_reading`)."""
+        quiz read it: `vtop.whatif.advice.prediction_reading`)."""
         if not twin_changes(finding):
             return []
-        reading = prediction_reading(monitor, finding)
+        reading = prediction_reading(monitor.watched(finding.endpoint), finding)
         if isinstance(reading, str):
             return unavailable_rows(reading)
         return lambda: self._run(finding, reading)

@@ -29,18 +29,14 @@ from vtop import fmt
 from vtop.figures import ENDPOINT, Scope
 from vtop.knobs import KnobValue, format_value
 from vtop.model import Finding, Knob, Recommendation
-from vtop.signals.store import Store
-from vtop.whatif.predict import (
-    KNOB_FIELDS,
-    LABELS,
-    Observation,
-    Prediction,
-    WhatIf,
-    observe,
-    prepare_from,
-)
+from vtop.whatif.check import LABELS, shown
+from vtop.whatif.predict import KNOB_FIELDS, Observation, Prediction, WhatIf, observe, prepare_from
 from vtop.whatif.search import Choice, Goals, kv_is_wall, search
+from vtop.whatif.watched import Watched
 
+PREDICT_WINDOW_S = 300.0
+"""The most of a server's history a finding's prediction is fitted to: five minutes, the
+window the twin's workload estimate and self-check were proven on."""
 MIN_GAIN = 0.10
 """Below this predicted improvement on the figure it promises, a recommendation is demoted."""
 WORKLOAD_STEP = 1.25
@@ -87,14 +83,6 @@ def gain(name: str, now: float, after: float) -> float | None:
     return change if name in HIGHER_IS_BETTER else -change
 
 
-def _value(name: str, value: float) -> str:
-    if name == "kv_usage":
-        return fmt.pct(value)
-    if name in ("queue_p50", "queue_p90", "ttft_p50", "ttft_p90", "itl_p50"):
-        return fmt.seconds(value)
-    return fmt.num(value)
-
-
 @dataclass(frozen=True, slots=True)
 class Advice:
     """A finding's predicted effect: the prediction, the figure promised, and whether the
@@ -127,7 +115,7 @@ class Advice:
             band = p.figures.get(name)
             if band is None or (name != self.promised and band.now == band.after == 0):
                 continue
-            text = f"{LABELS[name]} {_value(name, band.now)} → {_value(name, band.after)}"
+            text = f"{LABELS[name]} {shown(name, band.now)} → {shown(name, band.after)}"
             if band.now > 0 and name != "kv_usage":
                 moved = f"{(band.after - band.now) / band.now:+.0%}"
                 if band.after > 0:
@@ -157,8 +145,8 @@ class Advice:
         band = self.prediction.figures[self.promised]
         label = LABELS[self.promised]
         return (
-            f"the twin predicts {label} {_value(self.promised, band.now)} → "
-            f"{_value(self.promised, band.after)} ({abs(self.gain):.0%} "
+            f"the twin predicts {label} {shown(self.promised, band.now)} → "
+            f"{shown(self.promised, band.after)} ({abs(self.gain):.0%} "
             f"{'better' if self.gain >= 0 else 'worse'}): under "
             f"{MIN_GAIN:.0%}, this change alone will not fix it; {self.limit}"
         )
@@ -259,22 +247,15 @@ class Advisor:
         self._advice: dict[tuple[str, str], tuple[tuple[object, ...], Advice]] = {}
 
     @staticmethod
-    def read(
-        store: Store,
-        window_s: float,
-        knobs: Mapping[str, Knob],
-        *,
-        gpu_name: str | None = None,
-        scope: Scope = ENDPOINT,
-    ) -> Reading:
+    def read(watched: Watched, window_s: float, *, scope: Scope = ENDPOINT) -> Reading:
         """The server as a prediction sees it, and the stamp that says when a fit is stale."""
-        seen = observe(store, window_s, knobs, gpu_name=gpu_name, scope=scope)
+        seen = observe(watched, window_s, scope=scope)
         stamp = (
             *_workload_stamp(seen.observed),
-            tuple(sorted((k, str(v.value)) for k, v in knobs.items())),
-            gpu_name,
+            tuple(sorted((k, str(v.value)) for k, v in watched.knobs.items())),
+            watched.gpu_name,
         )
-        return Reading(store.endpoint, seen, stamp)
+        return Reading(watched.store.endpoint, seen, stamp)
 
     def advise(self, finding: Finding, reading: Reading) -> Advice | None:
         """What the finding's recommendations will buy; None when the twin can set none."""
@@ -318,6 +299,31 @@ def _workload_stamp(observed: Mapping[str, float | None]) -> tuple[int | None, .
         value = observed.get(name)
         out.append(None if value is None else round(math.log(1 + value, WORKLOAD_STEP)))
     return tuple(out)
+
+
+def prediction_reading(watched: Watched | None, finding: Finding) -> Reading | str:
+    """What a prediction of `finding` needs, read from its server's store now (cheap, on the
+    thread that feeds it), the same for the report, the screens and the quiz: the last
+    `PREDICT_WINDOW_S` at most; or why there is nothing to read (`watched` None: the
+    endpoint was never polled)."""
+    if not twin_changes(finding):
+        return "the twin sets none of these knobs"
+    if watched is None:
+        return f"no polls of {finding.endpoint} to fit the twin to"
+    times = watched.store.times()
+    span = times[-1] - times[0] if len(times) >= 2 else 0.0
+    if span <= 0:
+        return "too few polls yet to fit the twin to"
+    try:
+        return Advisor.read(watched, min(PREDICT_WINDOW_S, span))
+    except Exception as exc:  # a prediction's failure costs its line, never the caller's run
+        return twin_failed(exc)
+
+
+def twin_failed(exc: Exception) -> str:
+    """Why a prediction is missing, when the twin (or the read) raised."""
+    said = str(exc).strip()
+    return f"the twin failed ({type(exc).__name__}{': ' + said if said else ''})"
 
 
 def unavailable(finding: Finding, reason: str) -> Advice:

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 
 from vtop import fmt, knobs
 from vtop.knobs import KV_WALL, KnobValue
+from vtop.whatif.check import SelfCheck
 from vtop.whatif.predict import BAND_FLOOR, Prediction, WhatIf
 
 MAX_TRIALS = 16
@@ -232,12 +233,12 @@ def search(
     first = trial(base)
     assert first is not None  # the first of at most MAX_TRIALS
     check = whatif.check
-    if check.withheld or check.confidence == "low":
-        why = check.reason or "the self-check's confidence is low"
+    why = cannot_choose(check)
+    if why:
         return Choice(goals, first, first, (), False, f"not checked by the twin: {why}", (first,))
     for changes in _coarse(whatif, base, kv_wall=kv_wall, gpu_room=gpu_room):
         trial(changes)
-    best = _best(tried.values())
+    best = best_of(tried.values())
     today = _today(whatif)
     while best is not None and len(tried) < MAX_TRIALS:
         steps = _fine(best, tried.values(), kv_wall=kv_wall, today=today)
@@ -245,7 +246,7 @@ def search(
             break
         for changes in steps:
             trial(changes)
-        best = _best(tried.values())
+        best = best_of(tried.values())
     resolution = max(BAND_FLOOR, check.errors.get("generation_tokens_per_s") or 0.0)
     note = f"the best of {len(tried)} configurations the twin ran"
     if best is first:
@@ -264,8 +265,17 @@ def search(
     return Choice(goals, first, best, _alternatives(best, first, trials), True, note, trials)
 
 
-def _best(trials: Iterable[Trial]) -> Trial | None:
-    """The trial with the most predicted tokens/s among those that meet the goals."""
+def cannot_choose(check: SelfCheck) -> str:
+    """Why the twin may not choose among configurations (a self-check withheld, or of low
+    confidence: a twin that far off cannot tell them apart); "" when it may."""
+    if check.withheld or check.confidence == "low":
+        return check.reason or "the self-check's confidence is low"
+    return ""
+
+
+def best_of(trials: Iterable[Trial]) -> Trial | None:
+    """The trial with the most predicted tokens/s among those that meet the goals (the first
+    of equals)."""
     scored = [(t.tokens, i, t) for i, t in enumerate(trials) if t.meets and t.tokens is not None]
     return max(scored, key=lambda s: (s[0], -s[1]))[2] if scored else None
 
@@ -278,7 +288,7 @@ def _alternatives(chosen: Trial, formula: Trial, trials: Iterable[Trial]) -> tup
     wanted = [formula] if formula is not chosen and formula.tokens is not None else []
     for kind in dict.fromkeys(frozenset(t.changes) for t in pool):
         if kind != frozenset(chosen.changes):
-            best = _best(t for t in pool if frozenset(t.changes) == kind)
+            best = best_of(t for t in pool if frozenset(t.changes) == kind)
             wanted += [best] if best is not None and best not in wanted else []
     frontier = [t for t in pool if not any(_dominates(o, t) for o in pool if o is not t)]
     wanted += [

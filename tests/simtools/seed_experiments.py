@@ -1,4 +1,5 @@
-"""The seeds' two tuning experiments, rerun on the twin's RTX 4090 preset.
+"""The seeds' two tuning experiments, rerun on the twin's RTX 4090 preset (a bench and a test
+of the twin; not shipped).
 
 Scheduler chapter, §2.3.7: raising max_num_seqs 64 -> 256 took the waiting queue from 200+ to
 ~0, GPU utilisation 55% -> 92%, QPS x1.7 and the queueing part of TTFT 250 ms -> 40 ms; going
@@ -19,21 +20,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from tests.simtools.probe import Window, measure
 from vtop.sim.hardware import QWEN_4090_AWQ
-from vtop.sim.probe import Window, observe
 from vtop.sim.scenarios import Scenario
 from vtop.sim.serve_args import ServeArgs
 from vtop.sim.twin import Twin
 from vtop.sim.workload import Lengths, Poisson, Shape
-
-SEED_FIGURES = {
-    "waiting": ("200+", "~0"),
-    "gpu_util": ("55%", "92%"),
-    "qps_ratio": "x1.7",
-    "ttft_queueing": ("250 ms", "40 ms"),
-    "p99_512_vs_256": "+30%",
-}
-"""What the seed chapter printed (its own figures are examples, "示例")."""
 
 LOAD = Poisson(
     rate=4.2,
@@ -92,7 +84,7 @@ def run(
     assert log is not None
     start = len(log.rows)
     pre0 = twin.engine.stats.preemptions
-    window = observe(twin, window_s, 2.0)
+    window = measure(twin, window_s, 2.0)
     rows = log.rows[start:]
     return Run(
         max_num_seqs=max_num_seqs,

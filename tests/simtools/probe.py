@@ -1,8 +1,8 @@
 """The headline numbers of a twin over a window, as a scraper polling it would see them.
 
-Tests, benches and `vtop --demo SCENARIO --once` need the same handful of figures: what the
-gauges read when sampled every second (running, waiting, KV usage), how fast the counters
-climbed (preemptions/s, tokens/s, requests/s), the latency split from histogram deltas (queue
+The simulator's tests and benches need the same handful of figures (not shipped: vtop itself
+reads a twin through its pages, as it reads any server): what the gauges read when sampled
+every second (running, waiting, KV usage), how fast the counters climbed (preemptions/s, tokens/s, requests/s), the latency split from histogram deltas (queue
 share of TTFT), tokens per engine step, the share of samples that read an idle engine, and how
 long /metrics took to answer. Gauges are sampled the way a scraper samples them, which is why
 the frontend-bound twin reads running = 0 most of the time although the counters climb.
@@ -13,6 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from vtop.sim.stats import Stats
+from vtop.sim.twin import Twin
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,17 +85,14 @@ def _ratio(a: float, b: float) -> float:
     return a / b if b else 0.0
 
 
-def observe(
-    twin: object, duration_s: float, interval_s: float = 1.0, *, scrape: bool = False
+def measure(
+    twin: Twin, duration_s: float, interval_s: float = 1.0, *, scrape: bool = False
 ) -> Window:
     """Advance `twin` by `duration_s`, sampling every `interval_s`; return the figures.
 
     With `scrape`, each sample also registers a /metrics request with the API server (as a
     real poller would) and records how long it would take to answer.
     """
-    from vtop.sim.twin import Twin
-
-    assert isinstance(twin, Twin)
     st = twin.engine.stats
     before = _totals(st)
     run: list[float] = []
