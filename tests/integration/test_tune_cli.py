@@ -58,7 +58,8 @@ def sim() -> Iterator[int]:
 def test_a_launched_server_is_restarted_with_the_twins_choice_and_logged(tmp_path: Path) -> None:
     port = free_port()
     log = tmp_path / "tune.json"
-    result = vtop("tune", "--yes", "--watch", "25s", "--max-restarts", "1", "--log", str(log),
+    result = vtop("tune", "--yes", "--watch", "25s", "--settle", "0s", "--max-restarts", "1",
+                  "--log", str(log),
                   "--", sys.executable, "-m", "vtop", "sim", "--scenario", "budget-too-small",
                   "--port", str(port), "--max-num-seqs", "16")  # fmt: skip
     doc = json.loads(log.read_text())
@@ -89,7 +90,7 @@ def test_a_declined_plan_restarts_nothing_and_a_yes_edits_the_flags_file(
     marker = tmp_path / "restarted"
     restart = f"cat {flags} >> {marker}"
     common = ("tune", "--url", f"http://127.0.0.1:{sim}", "--restart", restart,
-              "--flags-file", str(flags), "--watch", "25s", "--wait", "5s")  # fmt: skip
+              "--flags-file", str(flags), "--watch", "25s", "--wait", "5s", "--settle", "0s")  # fmt: skip
     no = vtop(*common, "--log", str(tmp_path / "no.json"), stdin="n\n")
     assert no.returncode == 0, no.stderr
     assert "budget-too-small: restart with --max-num-seqs " in no.stdout

@@ -3,14 +3,23 @@ step points read from a store whose steps are known."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
-from vtop.model import Histogram, Scrape, SeriesKey
+from tests.simtools.polled import polled
+from vtop.model import Finding, Histogram, Recommendation, Scrape, SeriesKey, Severity
 from vtop.signals.store import Store
 from vtop.sim.calibration import StepPoint
 from vtop.sim.calibration import predict as predict_step
 from vtop.sim.hardware import CPU_ENGINE, QWEN_4090_AWQ, QWEN_4090_BF16, FittedStepTime
+from vtop.sim.scenarios import get_scenario
+from vtop.sim.twin import Twin
+from vtop.whatif.advice import Advisor
+from vtop.whatif.check import figures
 from vtop.whatif.fit import fit, prior_preset, prior_step_s, step_points
+from vtop.whatif.predict import WhatIf, observe, prepare, prepare_from
+from vtop.whatif.watched import Watched
 
 LAW = FittedStepTime(base_s=0.012, per_token_s=0.0009, per_seq_s=0.0003)
 
@@ -98,3 +107,70 @@ def test_step_points_read_the_steps_a_store_saw() -> None:
     for p in pts:
         assert (p.tokens, p.seqs, p.context) == pytest.approx((20.0, 16.0, 2000.0))
         assert p.step_s == pytest.approx(0.02)
+
+
+# --- one server seen at two configurations: the law fitted to both ---------------------------
+
+TRUE_LAW = FittedStepTime(base_s=0.030, per_token_s=0.0020, per_seq_s=0.0)
+"""A server whose steps follow a law far from its prior's roofline: what vtop cannot know."""
+POOL_WINDOW_S = 240.0
+
+
+def _server(seats: int) -> Watched:
+    scenario = get_scenario("budget-too-small")
+    scenario = replace(
+        scenario,
+        preset=replace(scenario.preset, fitted=TRUE_LAW),
+        args=replace(scenario.args, max_num_seqs=seats),
+    )
+    twin = Twin(scenario, seed=3, epoch=0.0)
+    twin.warm_up()
+    return polled(twin, POOL_WINDOW_S)
+
+
+def _tokens(whatif: WhatIf, seats: int) -> float:
+    band = whatif.predict({"max_num_seqs": seats}).figures["generation_tokens_per_s"]
+    return band.after
+
+
+def test_a_server_seen_at_two_configurations_has_its_own_law_fitted() -> None:
+    alone = prepare(_server(4), POOL_WINDOW_S)
+    assert alone.step.grade == "scaled prior"  # one batch size: the prior's shape, scaled
+    earlier = alone.step.window_points()
+    both = prepare_from(observe(_server(16), POOL_WINDOW_S), earlier=earlier)
+    assert both.step.earlier == len(earlier) > 0
+    assert both.step.grade == "fitted"
+    assert "at other configurations of this server" in both.step.describe()
+    law = both.step.preset.fitted
+    assert law is not None
+    assert law.per_token_s == pytest.approx(TRUE_LAW.per_token_s, rel=0.25)
+    # a third configuration, neither seen: the pooled law predicts it, the lone one does not
+    truth = figures(_server(32).store, POOL_WINDOW_S)["generation_tokens_per_s"]
+    assert truth is not None
+    pooled_error = abs(_tokens(both, 32) / truth - 1)
+    alone_error = abs(_tokens(alone, 32) / truth - 1)
+    assert pooled_error < 0.10, (pooled_error, alone_error)
+    assert pooled_error < alone_error
+
+
+def test_the_advisor_pools_a_servers_configurations_and_nothing_else() -> None:
+    advisor = Advisor()
+    finding = Finding(
+        rule="budget-too-small",
+        title="Budget too small",
+        endpoint="",
+        severity=Severity.WARNING,
+        state="firing",
+        summary="the batch is at its cap",
+        recommendations=(Recommendation("max_num_seqs", None, 32, "raise", "demand", {}),),
+    )
+    first = _server(4)
+    reading = advisor.read(first, POOL_WINDOW_S)
+    advisor.advise(replace(finding, endpoint=first.store.endpoint), reading)
+    fitted = advisor.fitted(first.store.endpoint)
+    assert fitted is not None and fitted.step.earlier == 0
+    second = _server(16)  # the same endpoint, restarted with another max_num_seqs
+    reading = advisor.read(second, POOL_WINDOW_S)
+    advisor.advise(replace(finding, endpoint=second.store.endpoint), reading)
+    fitted = advisor.fitted(second.store.endpoint)
+    assert fitted is not None and fitted.step.earlier > 0

@@ -169,4 +169,6 @@ TUNE_WATCH = Duration(5, 86400)
 RESTARTS = Number(1, 20, integer=True)
 LOAD_CLIENTS = Number(1, 4096, integer=True)
 TUNE_WAIT = Duration(1, 86400)
+TUNE_SETTLE = Duration(0, 3600)
+"""How long `vtop tune` lets a restarted server's load settle before measuring it."""
 """How long `vtop tune` waits for a restarted server to answer, then for its load."""

@@ -37,10 +37,12 @@ from vtop.report.run import Startup, live_document
 from vtop.tune.load import Load, LoadShape, parse_shape
 from vtop.tune.loop import Outcome, Plan, Trial, Tuner
 from vtop.tune.server import CommandServer, LaunchedServer, RestartError, Server
+from vtop.whatif.advice import Advisor
 from vtop.whatif.search import Goals
 
 DEFAULT_WATCH = "45s"
 DEFAULT_WAIT = "10m"
+DEFAULT_SETTLE = "15s"
 LOAD_CHECK_S = 3.0
 """Each look for the load after a restart: the server must show a request running or waiting."""
 
@@ -78,6 +80,17 @@ def build_parser() -> OneLineParser:
         type=ranges.TUNE_WATCH,
         default=DEFAULT_WATCH,
         help=ranges.ranged(f"each trial's window (default {DEFAULT_WATCH})", ranges.TUNE_WATCH),
+    )
+    parser.add_argument(
+        "--settle",
+        metavar="DURATION",
+        type=ranges.TUNE_SETTLE,
+        default=DEFAULT_SETTLE,
+        help=ranges.ranged(
+            "how long the load runs on a (re)started server before its window "
+            f"(default {DEFAULT_SETTLE})",
+            ranges.TUNE_SETTLE,
+        ),
     )
     parser.add_argument(
         "--wait",
@@ -239,6 +252,8 @@ def _observer(
     request to show on it (within `--wait`), then the `--watch` window, as a report of it."""
     watch_s = durations.parse(args.watch)
     wait_s = durations.parse(args.wait)
+    settle_s = durations.parse(args.settle)
+    advisor = Advisor(goals)  # one for every trial: each fit sees the steps of the ones before
 
     async def observe() -> Document:
         startup = Startup(wait_s)
@@ -260,7 +275,9 @@ def _observer(
                         else "tune measures the server's own load; start it, or give --load N"
                     )
                 )
-        return await _watch(url, args, watch_s, goals, None, server)
+        if settle_s > 0:  # a restarted server's first seconds are not its steady state
+            await _watch(url, args, settle_s, goals, None, server)
+        return await _watch(url, args, watch_s, goals, None, server, advisor)
 
     return lambda: asyncio.run(observe())
 
@@ -272,6 +289,7 @@ async def _watch(
     goals: Goals,
     startup: Startup | None,
     server: Server,
+    advisor: Advisor | None = None,
 ) -> Document:
     """A live report over `duration_s`, ended early when a launched server exits. A fresh
     source each time: a source reads the server's knobs (its process, its page) once, at its
@@ -295,6 +313,7 @@ async def _watch(
             stop=stop,
             startup=startup,
             goals=goals,
+            advisor=advisor,
         )
     finally:
         stop.set()

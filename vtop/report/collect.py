@@ -96,10 +96,14 @@ class Collector:
         capacity: int = 3600,
         monitor: Monitor | None = None,
         goals: Goals | None = None,
+        advisor: Advisor | None = None,
     ) -> None:
         self.source_kind = source_kind
-        self.goals = goals or Goals()
+        self.goals = advisor.goals if advisor is not None else goals or Goals()
         """What the twin's search for each finding's best setting optimises."""
+        self.advisor = advisor
+        """One kept across documents (`vtop tune`'s trials): the twin of each is fitted to the
+        server's steps at every configuration it was seen at. None: a fresh one each time."""
         self.source_name = source_name
         self.monitor = monitor or Monitor(capacity=capacity)
         self.stats = WindowStats(expected_s)
@@ -361,7 +365,7 @@ class Collector:
     ) -> tuple[dict[tuple[str, str], Advice], PredictionCheckDoc | None]:
         """What the advice of each finding that counts will buy (`vtop.whatif.advice`), and
         the self-check of the twin the first prediction stands on."""
-        advisor = Advisor(self.goals)
+        advisor = self.advisor or Advisor(self.goals)
         out: dict[tuple[str, str], Advice] = {}
         check: PredictionCheckDoc | None = None
         began = time.monotonic()

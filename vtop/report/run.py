@@ -37,6 +37,7 @@ from vtop.sources.urls import port_hint
 from vtop.sources.vllm import REFUSED, no_answer
 from vtop.trace.reader import TraceReader, Warn
 from vtop.triage.engine import Engine
+from vtop.whatif.advice import Advisor
 from vtop.whatif.search import Goals
 
 MAX_EVALUATIONS = 2000
@@ -195,12 +196,14 @@ async def live_document(
     engine: Engine | None = None,
     startup: Startup | None = None,
     goals: Goals | None = None,
+    advisor: Advisor | None = None,
 ) -> Document:
     """Watch a live source for `duration_s` (at least two polls, so rates exist).
 
     `engine`: the rules to run (a fresh engine: it keeps state), else the shipped catalog;
     `startup`: how long targets that refuse every connection are waited for (see `watch`;
-    `startup.gave_up` then says the document covers refusals only)."""
+    `startup.gave_up` then says the document covers refusals only); `advisor`: one kept
+    across several documents of the same server (`Collector`)."""
     collector = Collector(
         source_kind="live",
         source_name=name,
@@ -208,6 +211,7 @@ async def live_document(
         expected_s=duration_s,
         monitor=_monitor(engine),
         goals=goals,
+        advisor=advisor,
     )
     collector.step_s = interval_s
 

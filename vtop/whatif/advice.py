@@ -29,6 +29,7 @@ from vtop import fmt
 from vtop.figures import ENDPOINT, Scope
 from vtop.knobs import KnobValue, format_value
 from vtop.model import Finding, Knob, Recommendation
+from vtop.sim.calibration import StepPoint
 from vtop.whatif.check import LABELS, shown
 from vtop.whatif.predict import KNOB_FIELDS, Observation, Prediction, WhatIf, observe, prepare_from
 from vtop.whatif.search import Choice, Goals, kv_is_wall, search
@@ -41,6 +42,11 @@ MIN_GAIN = 0.10
 """Below this predicted improvement on the figure it promises, a recommendation is demoted."""
 WORKLOAD_STEP = 1.25
 """A fit is reused while the observed token rate and batch stay within this factor."""
+SERVER_KNOBS = ("model", "served_model_name", "quantization", "tensor_parallel_size")
+"""The knobs that change the step law itself: points of one server at configurations that
+differ in other knobs only (the scheduler's) may be fitted together."""
+MAX_CONFIGURATIONS = 8
+"""Configurations whose step points are kept (the most recent)."""
 
 PROMISES: dict[tuple[str, str], str] = {
     ("max_num_seqs", "raise"): "generation_tokens_per_s",
@@ -245,17 +251,23 @@ class Advisor:
         self.goals = goals or Goals()
         self._fits: dict[str, tuple[tuple[object, ...], WhatIf]] = {}
         self._advice: dict[tuple[str, str], tuple[tuple[object, ...], Advice]] = {}
+        self._windows: dict[tuple[object, ...], tuple[StepPoint, ...]] = {}
+        """(server, configuration) -> the step points of its latest fit: a server seen at
+        several configurations (restarted with other flags, as `vtop tune` does) has its law
+        fitted to all of them (`predict.prepare_from`'s `earlier`)."""
 
     @staticmethod
     def read(watched: Watched, window_s: float, *, scope: Scope = ENDPOINT) -> Reading:
         """The server as a prediction sees it, and the stamp that says when a fit is stale."""
         seen = observe(watched, window_s, scope=scope)
-        stamp = (
-            *_workload_stamp(seen.observed),
-            tuple(sorted((k, str(v.value)) for k, v in watched.knobs.items())),
-            watched.gpu_name,
+        knobs = tuple(sorted((k, str(v.value)) for k, v in watched.knobs.items()))
+        stamp = (*_workload_stamp(seen.observed), knobs, watched.gpu_name)
+        same_server = tuple(
+            str(watched.knobs[name].value) if name in watched.knobs else None
+            for name in SERVER_KNOBS
         )
-        return Reading(watched.store.endpoint, seen, stamp)
+        server = (watched.store.endpoint, watched.gpu_name, *same_server)
+        return Reading(watched.store.endpoint, seen, stamp, server, knobs)
 
     def advise(self, finding: Finding, reading: Reading) -> Advice | None:
         """What the finding's recommendations will buy; None when the twin can set none."""
@@ -266,8 +278,9 @@ class Advisor:
         if cached_fit is not None and cached_fit[0] == reading.stamp:
             whatif = cached_fit[1]
         else:
-            whatif = prepare_from(reading.seen)
+            whatif = prepare_from(reading.seen, earlier=self._earlier(reading))
             self._fits[reading.endpoint] = (reading.stamp, whatif)
+            self._remember(reading, whatif)
         key = (finding.endpoint, finding.rule)
         stamp = (reading.stamp, tuple(sorted((k, str(v)) for k, v in changes.items())))
         cached = self._advice.get(key)
@@ -276,6 +289,23 @@ class Advisor:
         advice = advise(finding, whatif, changes, self.goals)
         self._advice[key] = (stamp, advice)
         return advice
+
+    def _earlier(self, reading: Reading) -> list[StepPoint]:
+        """The points of the same server at its other configurations."""
+        server, config = reading.server, reading.configuration
+        return [
+            p
+            for (other_server, other_config), points in self._windows.items()
+            if other_server == server and other_config != config
+            for p in points
+        ]
+
+    def _remember(self, reading: Reading, whatif: WhatIf) -> None:
+        key = (reading.server, reading.configuration)
+        self._windows.pop(key, None)
+        self._windows[key] = whatif.step.window_points()
+        while len(self._windows) > MAX_CONFIGURATIONS:
+            del self._windows[next(iter(self._windows))]  # the oldest
 
     def fitted(self, endpoint: str) -> WhatIf | None:
         """The endpoint's latest fit (its self-check is the predictions' footing), if any."""
@@ -290,6 +320,10 @@ class Reading:
     endpoint: str
     seen: Observation
     stamp: tuple[object, ...]
+    server: tuple[object, ...] = ()
+    """What makes a step law the same: the endpoint, its GPU, model, dtype, parallelism."""
+    configuration: tuple[object, ...] = ()
+    """Every knob it runs with: a server restarted with other flags is another one."""
 
 
 def _workload_stamp(observed: Mapping[str, float | None]) -> tuple[int | None, ...]:

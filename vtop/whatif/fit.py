@@ -69,11 +69,27 @@ class StepFit:
     scale: float
     """observed / prior step time ("scaled prior"), else 1."""
 
+    base: Preset | None = None
+    """The prior preset as chosen, before any fitting or scaling (None: `preset` is it)."""
     invisible: float = 1.0
     """The twin's step time over its law's price at the tokens its pages show: the work the
     metrics leave out (1: none), divided out of the law by `recalibrated`."""
 
+    earlier: int = 0
+    """How many of `points` were measured on the same server at other configurations."""
+
+    def window_points(self) -> tuple[StepPoint, ...]:
+        """This window's own points with the uncounted work divided out: what the step law
+        costs at their tokens, comparable with points read at another configuration."""
+        own = self.points[self.earlier :] if self.earlier else self.points
+        return tuple(replace(p, step_s=p.step_s / self.invisible) for p in own)
+
     def describe(self) -> str:
+        if self.earlier:
+            return (
+                f"step time {self.grade} from {len(self.points)} points "
+                f"({self.earlier} at other configurations of this server); prior {self.prior}"
+            )
         hidden = (
             f" (+{self.invisible - 1:.0%} of work the token counts miss: recompute, prefill)"
             if self.invisible > 1 + RECALIBRATE_ABOVE
@@ -250,11 +266,11 @@ def fit(
         spread = max(p.tokens for p in pts) / max(min(p.tokens for p in pts), 1e-9)
         if spread >= MIN_SPREAD:
             law = fit_step_time(pts)
-            return StepFit(replace(prior, fitted=law), "fitted", prior_why, pts, 1.0)
+            return StepFit(replace(prior, fitted=law), "fitted", prior_why, pts, 1.0, prior)
     if pts:
         factor = statistics.median(p.step_s / prior_step_s(prior, p, prefill_chunk) for p in pts)
-        return StepFit(scaled(prior, factor), "scaled prior", prior_why, pts, factor)
-    return StepFit(prior, "prior", prior_why, pts, 1.0)
+        return StepFit(scaled(prior, factor), "scaled prior", prior_why, pts, factor, prior)
+    return StepFit(prior, "prior", prior_why, pts, 1.0, prior)
 
 
 def invisible_work(
@@ -279,3 +295,18 @@ def recalibrated(step: StepFit, ratio: float | None) -> StepFit | None:
     return replace(
         step, preset=scaled(step.preset, 1 / ratio), scale=step.scale / ratio, invisible=ratio
     )
+
+
+def pooled(
+    step: StepFit, earlier: Sequence[StepPoint], prefill_chunk: float | None = None
+) -> StepFit | None:
+    """The law refitted to this window's points (its uncounted work divided out, as
+    `window_points`) and `earlier` ones, measured the same way on the same server at other
+    configurations: steps of other sizes, which a window at one configuration cannot show.
+    None without earlier points."""
+    if not earlier:
+        return None
+    own = step.window_points()
+    prior = step.base or step.preset
+    both = fit([*earlier, *own], prior, step.prior, prefill_chunk=prefill_chunk)
+    return replace(both, points=(*earlier, *own), earlier=len(earlier), invisible=step.invisible)

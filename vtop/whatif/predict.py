@@ -23,7 +23,7 @@ The server comes in as a `Watched` (its store, knobs and GPU), never as the moni
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Final
 
@@ -42,6 +42,7 @@ from vtop.whatif.fit import (
     StepFit,
     fit,
     invisible_work,
+    pooled,
     prior_preset,
     recalibrated,
     step_points,
@@ -250,8 +251,10 @@ def observe(watched: Watched, window_s: float, *, scope: Scope = ENDPOINT) -> Ob
     return Observation(work, args, read, assumed, prior, why, points, observed, window_s)
 
 
-def prepare_from(seen: Observation, *, seed: int = 0) -> WhatIf:
-    """Fit the step time to what was seen and self-check the twin against it."""
+def prepare_from(seen: Observation, *, seed: int = 0, earlier: Sequence[StepPoint] = ()) -> WhatIf:
+    """Fit the step time to what was seen and self-check the twin against it. `earlier`:
+    step points of the same server at other configurations (`StepFit.window_points` of their
+    fits), pooled with this window's once its uncounted work is known (`fit.pooled`)."""
     work, args = seen.workload, seen.args
     budget = args.max_num_batched_tokens or seen.prior.default_max_num_batched_tokens
     chunk = min(work.prompt.mean * (1 - (work.prefix_hit or 0.0)), budget)
@@ -264,6 +267,10 @@ def prepare_from(seen: Observation, *, seed: int = 0) -> WhatIf:
     corrected = recalibrated(step, invisible_work(step, seen_by_twin, chunk))
     if corrected is not None:
         step = corrected
+        store = twin_store(step.preset, args, work.workload, seed=seed)
+    both = pooled(step, earlier, chunk)
+    if both is not None:
+        step = both
         store = twin_store(step.preset, args, work.workload, seed=seed)
     twin = figures(store, None)
     return WhatIf(
