@@ -134,8 +134,9 @@ def build_parser(exit_code: int = EXIT_USAGE) -> argparse.ArgumentParser:
         "--web",
         type=web.address,
         metavar="[HOST:]PORT",
-        help="serve the dashboard to browsers on PORT of 127.0.0.1 (or of HOST: 0.0.0.0 for "
-        "every address); prints once the URL to open, with its token (docs/security.md)",
+        help="serve the dashboard (or a replay) to browsers on 127.0.0.1:PORT, or HOST:PORT "
+        "(0.0.0.0: every address); prints the URL to open, with its secret token, once "
+        "(docs/security.md)",
     )
     out.add_argument(
         "--headless",
