@@ -7,7 +7,8 @@ script that runs before the page's own (`CAPTURE`) keeps the object textual.js m
 terminal, and `SCREEN` reads xterm.js's buffer through its public API (`buffer.active`,
 `getLine`, `translateToString`), row by row, as the user sees it. Before the page is opened, a
 missing or wrong token is refused (403) on the page, the websocket and the static files, and
-no app process has started; once the page is closed, its app process ends.
+no app process has started; once the page is closed, its app process ends. The page also works
+behind a proxy that serves the port under a path prefix (`tests/ui/prefix_proxy.py`).
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ import psutil
 import pytest
 
 from tests.chromium import Browser
+from tests.ui.prefix_proxy import prefix_proxy
 
 pytestmark = pytest.mark.slow
 
@@ -137,6 +139,18 @@ def status(port: int, path: str, *, websocket: bool = False) -> tuple[int, str]:
         connection.close()
 
 
+def location(port: int, path: str) -> str | None:
+    """Where a GET of `path` is redirected to, as the server words it."""
+    connection = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+    try:
+        connection.request("GET", path)
+        response = connection.getresponse()
+        assert response.status == 302, response.status
+        return response.getheader("Location")
+    finally:
+        connection.close()
+
+
 def wait_until(check: Callable[[], bool], what: str, timeout_s: float = 20.0) -> None:
     deadline = time.monotonic() + timeout_s
     while not check():
@@ -163,6 +177,7 @@ def test_the_dashboard_in_a_browser(served: Served, tmp_path: Path) -> None:
         assert token not in body
     assert served.apps() == [], "a refused request started an app"
     assert status(port, f"/{token}/static/js/textual.js")[0] == 200
+    assert location(port, f"/{token}?fontsize=14") == f"{token}/?fontsize=14"  # relative
 
     with Browser(tmp_path / "chromium", width=1400, height=900) as browser:
         browser.open(f"http://127.0.0.1:{port}/{wrong}/")
@@ -207,6 +222,19 @@ def test_stopping_the_server_ends_its_sessions(served: Served, tmp_path: Path) -
         served.process.wait(timeout=30)
         browser.wait_for("document.body.classList.contains('-closed')", timeout_s=10)
     assert all(ended(app) for app in apps)
+
+
+@pytest.mark.timeout(300)
+def test_behind_a_proxy_that_adds_a_path_prefix(served: Served, tmp_path: Path) -> None:
+    """The page's URLs are relative: served as `/proxy/PORT/TOKEN/` by a proxy that strips
+    the prefix (jupyter-server-proxy's way), it loads, connects and draws the dashboard; the
+    bare `/TOKEN` is redirected within the prefix."""
+    with prefix_proxy() as proxy, Browser(tmp_path / "chromium", width=1024, height=700) as b:
+        base = f"http://127.0.0.1:{proxy}/proxy/{served.port}/{served.token}"
+        b.before_each_page(CAPTURE)
+        b.open(base)
+        assert b.evaluate("location.href") == f"{base}/"
+        b.wait_for(f"{SCREEN}.includes('sim://budget-too-small')", timeout_s=60)
 
 
 def ended(process: psutil.Process) -> bool:

@@ -21,7 +21,7 @@ What changes from textual-serve's `Server`, and why:
 - The page's URLs are relative (`static/`, `ws`). textual-serve writes absolute ones from the
   address it binds, which no browser can reach when that is 0.0.0.0, or when a rental's HTTPS
   proxy (AutoDL's port 6006) or a path-prefixing one (jupyter-server-proxy's
-  `/proxy/6006/`) stands between. (A relative websocket URL needs a browser from 2024 on.)
+  `/proxy/6006/`) stands between. (A relative websocket URL is standard since 2023.)
 - No `/download/…` route: vtop delivers no files through the browser.
 - Quiet: no banner and no access log (every logged path would carry the token), and
   `Referrer-Policy: no-referrer` on every answer, so the token never leaves in a Referer.
@@ -105,8 +105,10 @@ class TokenServer(Server):
         return await handler(request)
 
     async def _to_page(self, request: web.Request) -> web.StreamResponse:
-        """`/TOKEN` to `/TOKEN/`, where the page's relative URLs resolve under the token."""
-        raise web.HTTPFound(f"{request.path}/")
+        """`/TOKEN` to `/TOKEN/`, where the page's relative URLs resolve under the token (a
+        relative Location too: behind a proxy's path prefix, `/TOKEN/` would leave it)."""
+        query = f"?{request.query_string}" if request.query_string else ""
+        raise web.HTTPFound(f"{self.token}/{query}")
 
     async def _page(self, request: web.Request) -> web.StreamResponse:
         """textual-serve's page, its URLs relative to this one (see the module's docstring)."""
