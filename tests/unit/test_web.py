@@ -178,6 +178,23 @@ def test_a_missing_trace_is_said_here(capsys: pytest.CaptureFixture[str]) -> Non
     assert err.count("\n") == 1 and "no trace no-such-trace" in err
 
 
+@pytest.mark.parametrize(
+    ("argv", "says"),
+    [
+        (["--demo", "--train"], "--train, --from and --to go with --replay FILE"),
+        (["--demo", "--from", "+1m"], "--train, --from and --to go with --replay FILE"),
+        (["--replay", "memory-ceiling", "--from", "soon"], "soon"),
+        (["--replay", "memory-ceiling", "--demo"], "give one of --url, --demo or --replay"),
+    ],
+)
+def test_what_a_session_would_refuse_is_refused_here(
+    argv: list[str], says: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main([*argv, "--web", "0"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and says in err
+
+
 @pytest.fixture
 def taken_port() -> Iterator[int]:
     with socket.socket() as sock:

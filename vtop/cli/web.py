@@ -139,16 +139,22 @@ def _check(args: argparse.Namespace, exits: Exits) -> int | None:
     """The source (or the trace) each session will open, opened once here: its error is one
     line now, with the code the terminal's dashboard would give it."""
     if args.replay:
+        from vtop import durations
         from vtop.cli import shipped_traces as shipped
         from vtop.trace.reader import TraceError, TraceReader
 
         if args.url or args.demo:
             return fail("give one of --url, --demo or --replay", exits.usage)
         try:
-            TraceReader(shipped.resolve(args.replay)).close()
+            with TraceReader(shipped.resolve(args.replay)) as reader:
+                durations.window(args.from_, args.to, reader.start, reader.end)
         except TraceError as exc:
             return fail(str(exc), EXIT_UNKNOWN)
+        except ValueError as exc:  # --from/--to outside the trace, or not a time
+            return fail(str(exc), exits.usage)
         return None
+    if args.train or args.from_ or args.to:
+        return fail("--train, --from and --to go with --replay FILE", exits.usage)
     try:
         source = make_source(args)
     except UsageError as exc:
