@@ -8,9 +8,15 @@ the one-line errors: a mode a browser cannot hold, a bad source, a port already 
 from __future__ import annotations
 
 import hmac
+import signal
 import socket
 import string
-from collections.abc import Iterator
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Callable, Iterator
+from pathlib import Path
 
 import pytest
 
@@ -220,3 +226,42 @@ def test_a_browser_sessions_replay_is_a_screen(
     assert not replay_screen_wanted(args)  # pytest's stdout is no terminal
     monkeypatch.setenv("TEXTUAL_DRIVER", "textual.drivers.web_driver:WebDriver")
     assert replay_screen_wanted(args)
+
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def start_server(preexec: Callable[[], object] | None = None) -> tuple[subprocess.Popen[str], str]:
+    """`vtop --demo --web 127.0.0.1:0` as a process of its own, and the URL it printed."""
+    process = subprocess.Popen(
+        [sys.executable, "-m", "vtop", "--demo", "--web", "127.0.0.1:0"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=ROOT,
+        preexec_fn=preexec,  # noqa: PLW1509 (one signal() call)
+    )
+    assert process.stdout is not None
+    line = process.stdout.readline()
+    assert line.startswith("vtop: dashboard at http://127.0.0.1:"), process.communicate()
+    return process, line.split()[3]
+
+
+def test_a_hangup_stops_the_server_but_not_under_nohup() -> None:
+    process, _ = start_server()
+    process.send_signal(signal.SIGHUP)  # the terminal it was started from closed
+    assert process.wait(timeout=30) == 0
+
+    def nohup() -> None:
+        signal.signal(signal.SIGHUP, signal.SIG_IGN)
+
+    process, url = start_server(nohup)
+    try:
+        process.send_signal(signal.SIGHUP)
+        time.sleep(1.0)  # what a hangup would do is done in well under a second
+        assert process.poll() is None
+        with urllib.request.urlopen(url, timeout=10) as page:  # still serving
+            assert page.status == 200
+    finally:
+        process.send_signal(signal.SIGINT)
+        assert process.wait(timeout=30) == 0

@@ -164,9 +164,9 @@ def _end_children() -> None:
 
 
 def serve(command: str, host: str, port: int, token: str, on_ready: Callable[[int], None]) -> None:
-    """Serve `command`'s app to browsers on `host:port` until SIGINT, SIGTERM or SIGHUP;
-    `on_ready(port)` once listening (the port bound, when `port` is 0). `OSError` when it
-    cannot listen (the port taken, an address this host does not have)."""
+    """Serve `command`'s app to browsers on `host:port` until SIGINT, SIGTERM or SIGHUP (but
+    not under nohup); `on_ready(port)` once listening (the port bound, when `port` is 0).
+    `OSError` when it cannot listen (the port taken, an address this host does not have)."""
     asyncio.run(_serve(TokenServer(command, host, port, token), on_ready))
 
 
@@ -178,12 +178,21 @@ async def _serve(server: TokenServer, on_ready: Callable[[int], None]) -> None:
         await site.start()
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
-        for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        for sig in _stopping_signals():
             loop.add_signal_handler(sig, stop.set)
         on_ready(_bound_port(runner, server.port))
         await stop.wait()
     finally:
         await runner.cleanup()
+
+
+def _stopping_signals() -> list[signal.Signals]:
+    """SIGINT, SIGTERM, and SIGHUP (the terminal closed) unless it is ignored: `nohup vtop
+    --web …` must outlive the terminal (a rental's Jupyter tab) it was started from."""
+    wanted = [signal.SIGINT, signal.SIGTERM]
+    if signal.getsignal(signal.SIGHUP) is not signal.SIG_IGN:
+        wanted.append(signal.SIGHUP)
+    return wanted
 
 
 def _bound_port(runner: web.AppRunner, asked: int) -> int:
