@@ -53,12 +53,12 @@ def prediction(changes: Mapping[str, KnobValue], **after: float) -> Prediction:
 
 def test_the_default_goals_are_the_sweet_spot() -> None:
     goals = Goals()
-    ok = prediction({}, generation_tokens_per_s=100, preemptions_per_s=0.0, itl_p50=1.4)
+    ok = prediction({}, generation_tokens_per_s=100, preemptions_per_s=0.0, itl_mean=1.4)
     assert goals.misses(ok) == ()
-    preempting = prediction({}, generation_tokens_per_s=120, preemptions_per_s=0.5, itl_p50=1.0)
+    preempting = prediction({}, generation_tokens_per_s=120, preemptions_per_s=0.5, itl_mean=1.0)
     assert goals.misses(preempting) == ("0.5 preemptions/s",)
-    slow = prediction({}, generation_tokens_per_s=120, preemptions_per_s=0.0, itl_p50=1.6)
-    assert goals.misses(slow) == ("ITL p50 1.6x today's",)
+    slow = prediction({}, generation_tokens_per_s=120, preemptions_per_s=0.0, itl_mean=1.6)
+    assert goals.misses(slow) == ("ITL mean 1.6x today's",)
     assert Goals(allow_preemption=True).misses(preempting) == ()
     assert "no sustained preemption" in goals.describe()
     assert "preemption" not in Goals(allow_preemption=True).describe()
@@ -71,7 +71,7 @@ def test_a_bound_the_user_gave_needs_its_figure_predicted() -> None:
     late = prediction({}, generation_tokens_per_s=100, preemptions_per_s=0.0, ttft_p90=3.0)
     assert Goals(max_ttft_s=2.0).misses(late) == ("TTFT p90 3s > 2s",)
     assert Goals(max_itl_s=0.05).misses(prediction({}, generation_tokens_per_s=1)) == (
-        "preemptions not predicted", "ITL p50 not predicted")  # fmt: skip
+        "preemptions not predicted", "ITL mean not predicted")  # fmt: skip
 
 
 # -- on the shipped traces -------------------------------------------------------------------

@@ -54,6 +54,7 @@ class SimServer:
         self.scenario = SCENARIOS[scenario]
         self.sabotage = dict(sabotage or {})
         self.asked: list[dict[str, KnobValue]] = []
+        self.goals: list[Goals] = []
         self.running: dict[str, KnobValue] = {}
 
     def restart(self, changes: Mapping[str, KnobValue]) -> None:
@@ -63,12 +64,13 @@ class SimServer:
     def describe(self) -> str:
         return f"{self.scenario.name} {self.running}"
 
-    def observe(self) -> Document:
+    def observe(self, goals: Goals) -> Document:
+        self.goals.append(goals)
         args = dataclasses.replace(self.scenario.args, **self.running)  # type: ignore[arg-type]
         twin = Twin(dataclasses.replace(self.scenario, args=args), seed=len(self.asked))
         twin.warm_up()
         source = SimSource([twin], interval_s=1.0)
-        return simulated_document(source, name=self.scenario.name, duration_s=30.0)
+        return simulated_document(source, name=self.scenario.name, duration_s=30.0, goals=goals)
 
 
 def test_the_loop_applies_the_twins_choice_and_stops_when_nothing_is_left() -> None:
@@ -77,6 +79,12 @@ def test_the_loop_applies_the_twins_choice_and_stops_when_nothing_is_left() -> N
     start = outcome.trials[0]
     assert start.verdict.endswith("budget-too-small") and start.changes == {}
     assert server.asked and server.asked[0]["max_num_seqs"] > 16, server.asked
+    # trial 0 under the user's goals; every later one with the ITL bound fixed at the start's
+    assert server.goals[0] == Goals()
+    start_itl = start.measured.itl_mean_s
+    assert start_itl is not None
+    assert all(g.max_itl_s == pytest.approx(1.5 * start_itl) for g in server.goals[1:])
+    assert "the start's" in server.goals[-1].describe()
     best = outcome.best
     assert best is not None and best.number >= 1
     assert best.measured.tokens_per_s > 1.3 * (start.measured.tokens_per_s or 0)
@@ -112,12 +120,12 @@ def test_ctrl_c_restores_the_best_configuration_measured() -> None:
     server = SimServer("budget-too-small", sabotage={"max_num_seqs": 4})
     calls = 0
 
-    def observe() -> Document:
+    def observe(goals: Goals) -> Document:
         nonlocal calls
         calls += 1
         if calls == 2:
             raise KeyboardInterrupt
-        return server.observe()
+        return server.observe(goals)
 
     tuner = Tuner(server, observe, Goals(), max_restarts=3)
     with pytest.raises(KeyboardInterrupt):

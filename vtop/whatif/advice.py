@@ -282,7 +282,11 @@ class Advisor:
             self._fits[reading.endpoint] = (reading.stamp, whatif)
             self._remember(reading, whatif)
         key = (finding.endpoint, finding.rule)
-        stamp = (reading.stamp, tuple(sorted((k, str(v)) for k, v in changes.items())))
+        stamp = (
+            reading.stamp,
+            tuple(sorted((k, str(v)) for k, v in changes.items())),
+            self.goals,
+        )
         cached = self._advice.get(key)
         if cached is not None and cached[0] == stamp:
             return cached[1]
