@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import asyncio
 import sys
-from collections.abc import Sequence
 from dataclasses import dataclass, fields
 from pathlib import Path
 
@@ -27,10 +26,10 @@ from tests.ui.scripted import (  # noqa: E402
     FINDINGS,
     ScriptedSource,
     for_endpoint,
+    merged,
     provider,
     sim_frames,
 )
-from vtop.model import Frame  # noqa: E402
 from vtop.monitor import EndpointView, Monitor  # noqa: E402
 from vtop.sources.status import SIMULATED  # noqa: E402
 from vtop.ui.app import VtopApp  # noqa: E402
@@ -59,16 +58,6 @@ SHOTS = (
 )
 
 TRIAGE_IN_MONITOR = "findings" in {f.name for f in fields(EndpointView)}
-
-
-def merged(frames: Sequence[Sequence[Frame]]) -> list[Frame]:
-    """Several scenarios' frames as one poll of several endpoints each."""
-    out = []
-    for polls in zip(*frames, strict=True):
-        first = polls[0]
-        scrapes = tuple(s for frame in polls for s in frame.scrapes)
-        out.append(Frame(first.t, scrapes, first.gpu, first.host))
-    return out
 
 
 def build(shot: Shot) -> VtopApp:

@@ -209,7 +209,10 @@ def _gauge_summary(spec: PanelSpec, v: View) -> Summary:
         share = figures.busy_share(s, k, w)
         if share is not None:
             pct = f"{share * 100:.0f}%"
-            note = (f"queue non-empty {pct} of {v.window_label}", f"queued {pct} of the time")
+            note = (
+                f"queue non-empty {pct} of {v.window_label}",
+                f"queued {pct} of {v.window_label}",
+            )
     return Summary(stats[0], note[0], stats[1:], note[1:])
 
 
