@@ -24,6 +24,7 @@ sys.path.insert(0, str(ROOT))
 
 from tests.ui.scripted import (  # noqa: E402
     FINDINGS,
+    FOUR,
     ScriptedSource,
     for_endpoint,
     merged,
@@ -54,6 +55,8 @@ SHOTS = (
     Shot("finding-detail-120x40", ("memory-ceiling",), (120, 40), keys=("enter",)),
     Shot("light-120x40", ("ttft-queueing",), (120, 40), theme="light"),
     Shot("endpoints-120x40", ("memory-ceiling", "healthy", "budget-too-small"), (120, 40)),
+    Shot("endpoints-80x24", FOUR, (80, 24)),
+    Shot("finding-detail-80x24", ("memory-ceiling",), (80, 24), keys=("enter",)),
     Shot("help-80x24", ("memory-ceiling",), (80, 24), keys=("question_mark",)),
 )
 
@@ -81,6 +84,7 @@ async def take(shot: Shot) -> Path:
         await pilot.pause()
         if shot.keys:
             await pilot.press(*shot.keys)
+            await app.workers.wait_for_complete()  # the finding's predicted effect
             await pilot.pause()
         path = OUT / f"{shot.name}.svg"
         app.save_screenshot(path.name, str(OUT))

@@ -60,6 +60,8 @@ KEEP = (
 """Which figures stay, most important first: the rest (the p50s, then preemptions) give way."""
 PADDING = 2
 """A DataTable cell's padding, one column each side."""
+ESSENTIAL = 3
+"""The figures the model's column leaves room for: running, KV usage and TTFT p99."""
 MODEL_MIN, MODEL_MAX = 12, 40
 ENGINE_MIN = 6
 
@@ -83,23 +85,25 @@ def engine_rows(view: View) -> list[dict[str, str]]:
 
 
 def fit(rows: list[dict[str, str]], width: int) -> list[tuple[str, str, int]]:
-    """The columns (id, header, width) that fit in `width` cells: the engine, the model where
-    there are several, and the figures in `KEEP`'s order while they fit."""
+    """The columns (id, header, width) that fit in `width` cells: the engine; the model where
+    there are several, as wide as the first `ESSENTIAL` figures leave (up to `MODEL_MAX`);
+    then the figures in `KEEP`'s order while they fit."""
     engine_w = max([ENGINE_MIN, *(len(r["engine"]) for r in rows)])
     models = {r["model"] for r in rows}
+    widths = {c.id: c.width for c in COLUMNS}
     room = width - engine_w - PADDING
-    if len(models) > 1:
-        room -= MODEL_MIN + PADDING
-    kept: set[str] = set()
-    for cid in KEEP:
-        need = next(c.width for c in COLUMNS if c.id == cid) + PADDING
-        if need <= room:
-            kept.add(cid)
-            room -= need
     out = [("engine", "engine", engine_w)]
     if len(models) > 1:
-        model_w = min(MODEL_MAX, max(len(m) for m in models), MODEL_MIN + room)
-        out.insert(0, ("model", "model", max(MODEL_MIN, model_w)))
+        essential = sum(widths[cid] + PADDING for cid in KEEP[:ESSENTIAL])
+        longest = max(len(m) for m in models)
+        model_w = max(MODEL_MIN, min(MODEL_MAX, longest, room - essential - PADDING))
+        out.insert(0, ("model", "model", model_w))
+        room -= model_w + PADDING
+    kept: set[str] = set()
+    for cid in KEEP:
+        if widths[cid] + PADDING <= room:
+            kept.add(cid)
+            room -= widths[cid] + PADDING
     return out + [(c.id, c.header, c.width) for c in COLUMNS if c.id in kept]
 
 
