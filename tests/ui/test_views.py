@@ -369,6 +369,15 @@ def test_verdict_with_error_none_and_nothing() -> None:
     assert "not loaded" in absent[0].text
 
 
+def test_an_error_splits_after_its_url_never_inside_vllm_s_series_prefix() -> None:
+    # Issue 29: `…/metrics has no vllm: series` broke at `vllm: ` and lost its colon.
+    page = f"{EP}/metrics has no vllm: series (is the server started with --disable-log-stats?)"
+    (line,) = verdict.error_lines(page)
+    assert line.text == page
+    what, why = verdict.error_lines(f"cannot connect to {EP}/metrics: connection refused")
+    assert (what.text, why.text) == (f"cannot connect to {EP}/metrics", "connection refused")
+
+
 def test_recommended_flags_are_unique_and_firing_only() -> None:
     twice = Finding(**{**{f: getattr(FIRING, f) for f in FIRING.__slots__}, "rule": "other"})
     assert verdict.recommended_flags([PENDING, FIRING, twice]) == (
