@@ -27,7 +27,7 @@ FIXTURE = ROOT / "tests/fixtures/metrics/vllm-0.32/kv-exhausted.txt"
 
 def data_parallel(page: str, engines: int) -> str:
     """The page as an N-engine server shows it: every engine-labelled line once per engine."""
-    out = []
+    out: list[str] = []
     for line in page.splitlines():
         if 'engine="0"' in line:
             out.extend(line.replace('engine="0"', f'engine="{e}"') for e in range(engines))

@@ -79,5 +79,5 @@ def test_no_module_spells_an_exit_code_of_a_signal_itself() -> None:
                 spelt.append(f"{path.relative_to(ROOT)}:{node.lineno}")
             left = node.left if isinstance(node, ast.BinOp) else None
             if isinstance(left, ast.Constant) and left.value == 128:  # 128 + sig
-                spelt.append(f"{path.relative_to(ROOT)}:{node.lineno}")
+                spelt.append(f"{path.relative_to(ROOT)}:{left.lineno}")
     assert not spelt, spelt

@@ -49,16 +49,18 @@ def test_gauges_lie_is_an_empty_scheduler_that_generated_tokens(
     gen = store.values("generation_tokens")
     expected: list[float | None] = [None] * len(run)
     for i in range(1, len(run)):
-        seen = (run[i - 1], wait[i - 1], run[i], wait[i], gen[i - 1], gen[i])
-        if None not in seen:
+        generated, before = gen[i], gen[i - 1]
+        seen = (run[i - 1], wait[i - 1], run[i], wait[i])
+        if None not in seen and generated is not None and before is not None:
             empty = run[i - 1] == wait[i - 1] == run[i] == wait[i] == 0
-            expected[i] = float(empty and gen[i] > gen[i - 1])  # type: ignore[operator]
+            expected[i] = float(empty and generated > before)
     assert snap.column(Operand("gauges_lie"), 3600) == expected
 
 
 def plain_truth(cond: object, store: Store, i: int) -> bool | None:
     """One poll's truth of a share_over_time condition, by the catalog's definition."""
     if isinstance(cond, Sample):
+        assert isinstance(cond.threshold, float), "the generated conditions compare with numbers"
         return compare(store.values(cond.operand.name)[i], cond.op, cond.threshold)
     if isinstance(cond, Not):
         inner = plain_truth(cond.item, store, i)

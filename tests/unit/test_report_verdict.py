@@ -14,7 +14,6 @@ import subprocess
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import jsonschema
 
@@ -23,6 +22,7 @@ from vtop.model import Finding, Recommendation, Severity
 from vtop.monitor import Monitor
 from vtop.report import render
 from vtop.report.collect import Collector, monitor_findings
+from vtop.report.document import Document, FindingDoc
 from vtop.sources.sim import SimSource
 from vtop.triage.engine import Engine, lacking
 
@@ -42,7 +42,7 @@ def finding(rule: str, state: str = "firing", severity: Severity = Severity.WARN
     )  # fmt: skip
 
 
-def collect(script: Script) -> dict[str, Any]:
+def collect(script: Script) -> Document:
     """A report over FRAMES where poll i's findings are `script(i)`, the engine's order."""
     polls = iter(range(len(FRAMES)))
     current: list[Finding] = []
@@ -59,7 +59,7 @@ def collect(script: Script) -> dict[str, Any]:
     return doc
 
 
-def by_rule(doc: dict[str, Any]) -> dict[str, dict[str, Any]]:
+def by_rule(doc: Document) -> dict[str, FindingDoc]:
     return {f["rule"]: f for f in doc["findings"]}
 
 
