@@ -12,6 +12,7 @@ import re
 import statistics
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from prometheus_client.parser import text_string_to_metric_families
@@ -36,7 +37,7 @@ def data_parallel(page: str, engines: int) -> str:
     return "\n".join(out) + "\n"
 
 
-def best_of(fn, repeat: int, number: int) -> float:  # type: ignore[no-untyped-def]
+def best_of(fn: Callable[[], object], repeat: int, number: int) -> float:
     runs = []
     for _ in range(repeat):
         start = time.process_time()

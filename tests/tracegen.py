@@ -316,9 +316,9 @@ def _poisson(rng: random.Random, lam: float) -> int:
         k += 1
 
 
-def busy_frames(n: int, seed: int = 1, **kw: float) -> Iterator[Frame]:
+def busy_frames(n: int, seed: int = 1) -> Iterator[Frame]:
     """`n` consecutive frames of a busy engine (the first carries knobs and server info)."""
-    engine = BusyEngine(seed, **kw)  # type: ignore[arg-type]
+    engine = BusyEngine(seed)
     for _ in range(n):
         engine.step()
         yield engine.frame()

@@ -18,7 +18,7 @@ from pathlib import Path
 import jsonschema
 
 from tests.tracegen import busy_frames
-from vtop.model import Finding, Recommendation, Severity
+from vtop.model import Finding, FindingState, Recommendation, Severity
 from vtop.monitor import Monitor
 from vtop.report import render
 from vtop.report.collect import Collector, monitor_findings
@@ -33,11 +33,11 @@ EP = FRAMES[0].scrapes[0].endpoint
 Script = Callable[[int], list[Finding]]
 
 
-def finding(rule: str, state: str = "firing", severity: Severity = Severity.WARNING,
+def finding(rule: str, state: FindingState = "firing", severity: Severity = Severity.WARNING,
             by: str | None = None) -> Finding:  # fmt: skip
     rec = Recommendation("max_num_seqs", None, 64, "raise", "demand", {})
     return Finding(
-        rule=rule, title=rule, endpoint=EP, severity=severity, state=state,  # type: ignore[arg-type]
+        rule=rule, title=rule, endpoint=EP, severity=severity, state=state,
         summary=f"{rule} says so", recommendations=() if by else (rec,), suppressed_by=by,
     )  # fmt: skip
 
