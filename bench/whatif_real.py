@@ -54,10 +54,8 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _realserver import measured_alone, start_alone, stop_on_sigterm
-
+from bench._realserver import measured_alone, start_alone, stop_on_sigterm
 from tests.integration.conftest import BUDGET, ENGINE_KV, ServerConfig
 from tests.integration.kv_run import KV_HEAVY
 from tools.vllm_cpu.load import LoadResult, Shape, closed_loop

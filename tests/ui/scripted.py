@@ -12,7 +12,7 @@ from dataclasses import replace
 from functools import lru_cache
 
 from tests.ui import pages
-from vtop.model import Finding, Frame, Knob, Recommendation, Severity
+from vtop.model import Finding, Frame, GpuStatus, Knob, Recommendation, Severity
 from vtop.monitor import Monitor
 from vtop.sources.status import CONNECTED, SIMULATED, ConnectionStatus
 from vtop.ui.app import VtopApp
@@ -221,7 +221,7 @@ def build_app(
     findings: Sequence[Finding] = FINDINGS,
     status: Callable[[str], ConnectionStatus] | None = None,
     future: int = 20,
-    gpu: pages.GpuStatus = pages.GPU,
+    gpu: GpuStatus = pages.GPU,
     theme: str = "dark",
     window_s: float = 300.0,
 ) -> tuple[VtopApp, ScriptedSource]:

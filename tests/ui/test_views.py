@@ -127,9 +127,11 @@ def test_chart_rows_are_the_cell_by_cell_definition(
 # -- readings ----------------------------------------------------------------------------------
 
 
-def fed_monitor(n: int = 300, **kw: object) -> Monitor:
+def fed_monitor(
+    n: int = 300, *, maker: pages.PageMaker | None = None, restart_at: set[int] | None = None
+) -> Monitor:
     monitor = Monitor()
-    eps = [pages.Endpoint(EP, **kw)]  # type: ignore[arg-type]
+    eps = [pages.Endpoint(EP, maker or pages.PageMaker(), restart_at=restart_at or set())]
     for frame in pages.frames(eps, n):
         monitor.feed(frame)
     return monitor

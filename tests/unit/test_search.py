@@ -35,6 +35,13 @@ from vtop.whatif.watched import read_trace
 WINDOW_S = 300.0
 
 
+def seats_in(changes: Mapping[str, KnobValue]) -> int:
+    """The max_num_seqs a trial sets (every trial of these searches sets it)."""
+    seats = changes["max_num_seqs"]
+    assert isinstance(seats, int), changes
+    return seats
+
+
 @cache
 def fitted(name: str) -> WhatIf:
     return prepare(read_trace(shipped_traces.resolve(name)), WINDOW_S)
@@ -90,7 +97,7 @@ def test_on_the_kv_bound_trace_the_choice_is_the_dense_sweeps_optimum() -> None:
     today = whatif.args.max_num_seqs
     assert today is not None
     for t in choice.trials:  # the KV wall: no raise without FP8 KV
-        assert t.changes.get("kv_cache_dtype") == "fp8" or int(t.changes["max_num_seqs"]) <= today
+        assert t.changes.get("kv_cache_dtype") == "fp8" or seats_in(t.changes) <= today
     # Without FP8 the best plain setting is shown beside the choice, with its cost.
     plain = [a for a in choice.alternatives if "kv_cache_dtype" not in a.changes]
     assert plain and plain[0].meets and (plain[0].tokens or 0) < (choice.chosen.tokens or 0)
@@ -115,7 +122,7 @@ def test_on_the_budget_bound_trace_the_raise_is_chosen_by_the_curve() -> None:
     assert choice.checked and choice.chosen.meets
     tokens = [t.tokens or 0 for t in choice.trials if t.meets]
     assert choice.chosen.tokens == max(tokens) or not choice.moved
-    assert int(choice.chosen.changes["max_num_seqs"]) > today  # it is a raise that pays
+    assert seats_in(choice.chosen.changes) > today  # it is a raise that pays
 
 
 def test_a_twin_the_self_check_distrusts_does_not_choose() -> None:
@@ -132,7 +139,7 @@ def test_a_gain_inside_the_twins_error_keeps_the_formulas_value() -> None:
     formula: dict[str, KnobValue] = {"max_num_seqs": 48}
 
     def flat(changes: Mapping[str, KnobValue]) -> Prediction:
-        seats = int(changes["max_num_seqs"])  # 5 % more tokens/s per doubling: under the floor
+        seats = seats_in(changes)  # 5 % more tokens/s per doubling: under the floor
         return prediction(changes, generation_tokens_per_s=100 + seats / 20,
                           preemptions_per_s=0.0)  # fmt: skip
 
@@ -178,7 +185,7 @@ def test_the_search_holds_the_rules_and_the_goals_whatever_the_twin_says(
     assert choice.trials[0].changes == formula
     if kv_wall:
         for t in choice.trials:
-            raised = int(t.changes["max_num_seqs"]) > today
+            raised = seats_in(t.changes) > today
             assert not raised or t.changes.get("kv_cache_dtype") == "fp8" or t is choice.formula
     meeting = [t.tokens or 0 for t in choice.trials if t.meets]
     if choice.moved:
@@ -219,7 +226,9 @@ def test_every_report_format_shows_the_choice_its_goals_and_the_trade_offs() -> 
     goals = Goals(max_itl_s=1.0)
     doc = replay_document(str(shipped_traces.resolve("memory-ceiling")), goals=goals)
     (finding,) = [f for f in doc["findings"] if f["rule"] == "memory-ceiling"]
-    search_doc = finding["prediction"]["search"]
+    prediction = finding.get("prediction")
+    assert prediction is not None
+    search_doc = prediction["search"]
     assert search_doc["checked"] and search_doc["goals"] == goals.describe()
     assert search_doc["tried"] <= MAX_TRIALS
     alternatives = [a for r in finding["recommendations"] for a in r.get("alternatives", [])]
