@@ -139,13 +139,39 @@ def test_a_gain_inside_the_twins_error_keeps_the_formulas_value() -> None:
     formula: dict[str, KnobValue] = {"max_num_seqs": 48}
 
     def flat(changes: Mapping[str, KnobValue]) -> Prediction:
-        seats = seats_in(changes)  # 5 % more tokens/s per doubling: under the floor
-        return prediction(changes, generation_tokens_per_s=100 + seats / 20,
+        seats = seats_in(changes)  # from 48 to today's 256 seats, 5 % more: under the floor
+        return prediction(changes, generation_tokens_per_s=100 + seats / 40,
                           preemptions_per_s=0.0)  # fmt: skip
 
     choice = search(whatif, formula, Goals(), kv_wall=False, run=flat)
     assert choice.checked and not choice.moved
     assert "the twin's own error" in choice.note
+
+
+def test_when_every_other_value_misses_the_goals_the_twin_keeps_todays() -> None:
+    """Budget-bound, but any wider batch slows every token past the ITL bound (a compute-bound
+    CPU): the choice is today's value, the finding recommends no knob, and the refused raise
+    is shown as the trade-off it is."""
+    whatif = fitted("budget-too-small")
+    today = whatif.args.max_num_seqs
+    assert today is not None
+    formula: dict[str, KnobValue] = {"max_num_seqs": today * 4}
+
+    def compute_bound(changes: Mapping[str, KnobValue]) -> Prediction:
+        seats = seats_in(changes)  # more tokens/s with seats, and twice the ITL above today's
+        p = prediction(changes, generation_tokens_per_s=10.0 * seats, preemptions_per_s=0.0)
+        slow = 1.0 if seats <= today else 2.0
+        itl = Band(1.0, slow, slow, slow)
+        return dataclasses.replace(p, figures={**p.figures, "itl_mean": itl})
+
+    choice = search(whatif, formula, Goals(), kv_wall=False, run=compute_bound)
+    assert choice.checked and choice.keeps_today
+    assert seats_in(choice.chosen.changes) == today
+    assert choice.note.startswith("today's configuration")
+    assert choice.alternatives and all(seats_in(t.changes) > today for t in choice.alternatives)
+    assert all(t.misses for t in choice.alternatives)  # each refused for a goal it misses
+    raises = [t for t in choice.trials if seats_in(t.changes) > today]
+    assert raises and all(any("ITL mean 2x" in m for m in t.misses) for t in raises)
 
 
 def test_kv_is_the_wall_on_the_finding_or_on_the_figures() -> None:

@@ -210,6 +210,17 @@ def unapplied(doc: Document, changes: Mapping[str, KnobValue]) -> list[str]:
     return out
 
 
+def _kept_today(doc: Document) -> str:
+    """The first counting finding whose search chose the server's own configuration, as
+    `rule: how the twin chose`; "" when none did."""
+    for f in doc["findings"]:
+        p = f.get("prediction")
+        search = p.get("search") if p else None
+        if f["state"] == "firing" and f["counts"] and search and search.get("keeps_today"):
+            return f"{f['rule']}: {search['note']}"
+    return ""
+
+
 def verdict(doc: Document) -> str:
     top = next((f for f in doc["findings"] if f["state"] == "firing" and f["counts"]), None)
     return f"{doc['status']} {top['rule']}" if top is not None else doc["status"]
@@ -315,6 +326,10 @@ class Tuner:
                     f"no verdict in the window ({', '.join(pending)} still "
                     "pending): watch longer (--watch)"
                 )
+                return
+            kept = _kept_today(doc)
+            if step is None and kept:
+                out.stopped = f"the twin keeps today's configuration under the goals ({kept})"
                 return
             if step is None:
                 out.stopped = "no finding left that a knob the twin sets would fix"

@@ -206,6 +206,9 @@ class Choice:
     """Why the formula's value stands, or how the choice was made, in one clause."""
     trials: tuple[Trial, ...]
     """Every configuration the twin ran, in the order it ran them (the formula's first)."""
+    keeps_today: bool = False
+    """The configuration chosen is the one the server runs: no change meets the goals better
+    (the finding then recommends nothing; `alternatives` are the trade-offs the goals refused)."""
 
     @property
     def moved(self) -> bool:
@@ -256,6 +259,9 @@ def search(
     why = cannot_choose(check)
     if why:
         return Choice(goals, first, first, (), False, f"not checked by the twin: {why}", (first,))
+    now = _today_of(whatif, base)
+    if now is not None and first.prediction.figures:
+        trial(now)  # no change is a candidate too: a raise must beat it, not a guess
     for changes in _coarse(whatif, base, kv_wall=kv_wall, gpu_room=gpu_room):
         trial(changes)
     best = best_of(tried.values())
@@ -282,7 +288,32 @@ def search(
                 f"the twin's own error ({resolution:.0%} on gen tok/s)"
             )
     trials = tuple(tried.values())
-    return Choice(goals, first, best, _alternatives(best, first, trials), True, note, trials)
+    keeps = best.meets and _is_today(whatif, best.changes)
+    if keeps:
+        note = (
+            f"today's configuration: none of the {len(tried) - 1} others the twin ran "
+            "meets the goals with more gen tok/s"
+        )
+    alternatives = _alternatives(best, first, trials)
+    return Choice(goals, first, best, alternatives, True, note, trials, keeps)
+
+
+def _today_of(whatif: WhatIf, base: Mapping[str, KnobValue]) -> Changes | None:
+    """The server's own values of the knobs `base` sets; None when one is not known."""
+    now = {k: getattr(whatif.args, k, None) for k in base}
+    if any(v is None for v in now.values()):
+        return None
+    return {k: v for k, v in now.items() if v is not None}
+
+
+def _is_today(whatif: WhatIf, changes: Mapping[str, KnobValue]) -> bool:
+    """Whether `changes` sets every knob to the value the server runs with."""
+    args = whatif.args
+    return bool(changes) and all(
+        getattr(args, k, None) is not None
+        and knobs.format_value(getattr(args, k)) == knobs.format_value(v)
+        for k, v in changes.items()
+    )
 
 
 def cannot_choose(check: SelfCheck) -> str:
