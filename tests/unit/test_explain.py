@@ -93,20 +93,22 @@ WORDS = re.compile(
 )
 
 
-def test_the_detail_says_down_from_and_the_arithmetic_and_folds_the_formula_last() -> None:
+def test_the_detail_says_down_from_and_the_arithmetic_and_the_formula_first() -> None:
+    """At 80x24 the change and the formula that gave its value come first (`Change`), the
+    arithmetic in words below, over each flag's inputs."""
     finding, _ = memory_ceiling()
     (rec,) = [r for r in finding.recommendations if r.knob == "max_num_seqs"]
     assert rec.direction == "lower" and rec.change == "down from 256"
     lines = detail.lines(finding)
-    head = [line for line in lines if line.startswith(f"  {rec.flag}")]
-    assert head == [f"  {rec.flag}    (down from 256; lower max_num_seqs; confidence high)"]
-    at = lines.index(head[0])
-    block = lines[at : at + 12]
+    head = [i for i, line in enumerate(lines) if line.startswith(f"  {rec.flag}")]
+    # once in the change at the top, once over its arithmetic below
+    assert [lines[i] for i in head] == [f"  {rec.flag}    (down from 256; confidence high)"] * 2
+    first, below = head
+    assert lines[first + 1] == f"    formula   {rec.formula}"  # right under the change
+    assert lines.index("Evidence") > first
+    block = lines[below : below + 12]
     why = [line for line in block if line.startswith("    why       ")]
     assert len(why) == 1 and WORDS.search(why[0]), block
-    formula = [i for i, line in enumerate(block) if line.startswith("    formula   ")]
-    assert formula and block[formula[0]].endswith(rec.formula)
-    assert formula[0] > block.index(why[0])  # folded under the words, for those who want it
     assert "'fp8'" not in "\n".join(lines)  # a constant formula is not shown at all
 
 

@@ -159,7 +159,14 @@ def test_on_the_simulator_the_report_says_what_the_engine_says_at_the_end() -> N
         assert (f["state"], f["suppressed_by"], f["summary"]) == (
             engine.state, engine.suppressed_by, engine.summary
         ), rule  # fmt: skip
-        assert [r["flag"] for r in f["recommendations"]] == [r.flag for r in engine.recommendations]
+        # the same knobs; the values the engine's formula gave, unless the twin chose others
+        assert [r["knob"] for r in f["recommendations"]] == [r.knob for r in engine.recommendations]
+        search = (f.get("prediction") or {}).get("search")
+        if not (search and search["moved"]):
+            flags = [r["flag"] for r in f["recommendations"]]
+            assert flags == [r.flag for r in engine.recommendations], rule
+        else:
+            assert search["formula"] == {r.knob: r.new_value for r in engine.recommendations}
     assert at_end["ttft-queueing"]["state"] == "suppressed"
     assert doc["reason"].startswith("budget-too-small on ")
 
@@ -242,4 +249,9 @@ def test_the_demo_starts_in_trouble_and_a_20_s_report_names_it() -> None:
     assert doc["status"] == "WARNING" and result.returncode == 1, doc["reason"]
     assert doc["reason"].startswith("budget-too-small on sim://budget-too-small")
     top = next(f for f in doc["findings"] if f["counts"])
-    assert [r["flag"] for r in top["recommendations"]] == ["--max-num-seqs 64"]
+    (rec,) = top["recommendations"]  # a raise of the batch cap: the formula's 64, or the
+    assert rec["knob"] == "max_num_seqs" and rec["direction"] == "raise"  # twin's choice
+    search = (top.get("prediction") or {}).get("search")
+    assert rec["to"] == 64 or (
+        search and search["moved"] and search["formula"] == {"max_num_seqs": 64}
+    ), rec

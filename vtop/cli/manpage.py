@@ -169,7 +169,7 @@ def _groups(node: Node, *, root: bool, heading: str) -> list[str]:
         if title:
             title = title[0].upper() + title[1:]
             lines += (
-                [f".SS {roff.quoted(title)}"]
+                [f".SS {roff.macro_arg(title)}"]
                 if heading == ".SS"
                 else [".PP", roff.italic(title) + ":"]
             )
@@ -242,7 +242,7 @@ def _command(node: Node, *, level: int) -> list[str]:
     within it: what it does, its arguments, its epilog, then its own sub-commands."""
     parser = node.parser
     lines = [
-        f".SH {roff.quoted(node.prog.upper())}" if level == 1 else f".SS {roff.quoted(node.prog)}"
+        f".SH {roff.macro_arg(node.prog.upper())}" if level == 1 else f".SS {roff.macro_arg(node.prog)}"
     ]
     if parser.description:
         lines += _text(parser, parser.description)
@@ -422,7 +422,7 @@ def page() -> str:
     root = tree()
     summary = metadata.metadata("vtop")["Summary"] or ""
     lines = [
-        f'.TH VTOP 1 "" {roff.quoted(f"vtop {__version__}")} "User Commands"',
+        f'.TH VTOP 1 "" {roff.macro_arg(f"vtop {__version__}")} "User Commands"',
         f'.\\" Generated from the argparse parsers; do not edit. Refresh: {REFRESH}',
         ".nh",
         ".ad l",

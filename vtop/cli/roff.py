@@ -26,7 +26,7 @@ def escape(text: str) -> str:
     return "\\&" + out if out[:1] in (".", "'") else out
 
 
-def quoted(text: str) -> str:
+def macro_arg(text: str) -> str:
     """`text` as a quoted macro argument (`.SH "VTOP RULES"`)."""
     return '"' + escape(text).replace('"', "\\(dq") + '"'
 

@@ -72,8 +72,8 @@ def _input(v: Knob | float | None) -> str:
 
 def flag_row(r: Recommendation) -> Row:
     """The `vllm serve` flag, whether it takes the knob down or up and from what."""
-    moved = f"{r.change}; " if r.change else ""
-    return Row(f"  {r.flag}    ({moved}{r.direction} {r.knob}; confidence {r.confidence})", 4)
+    moved = r.change or f"{r.direction} {r.knob}"  # `down from 256`, else `set kv_cache_dtype`
+    return Row(f"  {r.flag}    ({moved}; confidence {r.confidence})", 4)
 
 
 def change_rows(f: Finding) -> list[Row]:
@@ -84,8 +84,7 @@ def change_rows(f: Finding) -> list[Row]:
         return []
     out = [Row(""), Row(CHANGE)]
     for r in f.recommendations:
-        moved = r.change or f"{r.direction} {r.knob}"  # `down from 256`, else `set kv_cache_dtype`
-        out.append(Row(f"  {r.flag}    ({moved}; confidence {r.confidence})", 4))
+        out.append(flag_row(r))
         if r.formula and not is_literal(r.formula):
             out.append(Row(f"    formula   {r.formula}", 14))
     return out

@@ -219,6 +219,8 @@ def chosen_recommendations(finding: Finding, advice: Advice | None) -> tuple[Rec
                 out.append(r)
                 continue
             said = f"the twin's choice; the rule's formula gave {format_value(r.new_value)}"
+            if r.explanation:
+                said += f": {r.explanation}"
             out.append(
                 replace(
                     r,
