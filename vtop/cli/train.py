@@ -21,6 +21,7 @@ from typing import TextIO
 from vtop import fmt, knobs
 from vtop.cli.exits import EXIT_OK, EXIT_UNKNOWN
 from vtop.cli.output import say, warning
+from vtop.figures import FIGURE, TTFT
 from vtop.knobs import KnobValue
 from vtop.model import Finding
 from vtop.monitor import Monitor
@@ -73,18 +74,18 @@ def context(path: str, q: Question) -> list[str]:
         s = ep["signals"].get(name)
         if s is None or s["avg"] is None:
             continue
-        u = s["unit"]
+        fig = FIGURE[name]
         trend = series(doc, name)
         spark = fmt.spark(trend, 20, lo=0.0, hi=1.0) if name == "kv_usage" else fmt.spark(trend, 20)
         out.append(
-            f"    {fmt.LABELS[name]:<22}avg {fmt.report_num(s['avg'], u):>8}  max "
-            f"{fmt.report_num(s['max'], u):>8}  {spark}"
+            f"    {fig.label:<22}avg {fig.report(s['avg']):>8}  max {fig.report(s['max']):>8}  "
+            f"{spark}"
         )
     ttft: LatencyDoc | dict[str, float | None] = ep["latency"].get("ttft", {})
     if ttft.get("p90") is not None:
         out.append(
-            f"    {'TTFT p50 / p90':<22}{fmt.report_num(ttft['p50'], 'seconds'):>12}  "
-            f"{fmt.report_num(ttft['p90'], 'seconds'):>12}"
+            f"    {TTFT.brief + ' p50 / p90':<22}{TTFT.report(ttft['p50']):>12}  "
+            f"{TTFT.report(ttft['p90']):>12}"
         )
     knobs: dict[str, KnobDoc] = ep["knobs"]
     shown = [f"{n} {fmt.knob(k['value'])}" for n, k in knobs.items() if n in CONFIG_KNOBS]

@@ -44,6 +44,7 @@ from vtop.cli.exits import EXIT_INTERRUPTED, EXIT_OK, EXIT_UNKNOWN, EXIT_USAGE
 from vtop.cli.output import fail, say, warning, write_stdout
 from vtop.cli.sources import UsageError, make_source
 from vtop.cli.usage import OneLineParser
+from vtop.figures import FIGURE, GENERATION
 from vtop.knobs import KnobValue
 from vtop.model import Frame
 from vtop.monitor import Monitor
@@ -56,23 +57,26 @@ from vtop.sources.pacing import WARM_INTERVAL_S, WARM_UP_S
 from vtop.trace.reader import TraceError, shown_name
 from vtop.whatif import sweep
 from vtop.whatif.advice import twin_failed
-from vtop.whatif.check import FAMILIES, FIGURES, LABELS, shown
+from vtop.whatif.check import FAMILIES, FIGURES
 from vtop.whatif.predict import KNOB_FIELDS, WhatIf, observe, prepare_from
 from vtop.whatif.search import Goals
 from vtop.whatif.watched import Watched, read_trace
 
-COLUMNS = (
-    ("generation_tokens_per_s", "gen tok/s"),
-    ("running", "running"),
-    ("waiting", "waiting"),
-    ("kv_usage", "KV"),
-    ("preemptions_per_s", "preempt/s"),
-    ("queue_p50", "queue p50"),
-    ("ttft_p50", "TTFT p50"),
-    ("ttft_p90", "TTFT p90"),
-    ("itl_p50", "ITL p50"),
+COLUMNS = tuple(
+    FIGURE[name]
+    for name in (
+        "generation_tokens_per_s",
+        "running",
+        "waiting",
+        "kv_usage",
+        "preemptions_per_s",
+        "queue_p50",
+        "ttft_p50",
+        "ttft_p90",
+        "itl_p50",
+    )
 )
-"""The figures the table prints, and their headings."""
+"""The figures the table prints, headed by their what-if names (`vtop.figures`)."""
 BEST_MARK = "◀ best"
 DEFAULT_DURATION = "30s"
 DEFAULT_INTERVAL_S = 1.0
@@ -139,10 +143,6 @@ def build_parser() -> OneLineParser:
     return parser
 
 
-def _cell(name: str, value: float | None) -> str:
-    return fmt.DASH if value is None else shown(name, value)
-
-
 def _family_error(whatif: WhatIf) -> str:
     """`; occupancy off by 84% (waiting); latency off 84.9x (queue p50)` for the families
     beyond throughput that the self-check could judge."""
@@ -151,7 +151,7 @@ def _family_error(whatif: WhatIf) -> str:
         if name == "throughput" or verdict.worst is None or verdict.error is None:
             continue
         by = f"{verdict.error:.3g}x" if name == "latency" else fmt.pct(verdict.error)
-        parts.append(f"; {name} off by {by} ({LABELS[verdict.worst]})")
+        parts.append(f"; {name} off by {by} ({FIGURE[verdict.worst].brief})")
     return "".join(parts)
 
 
@@ -159,13 +159,17 @@ def table(whatif: WhatIf, swept: sweep.Sweep, *, choose: bool = False) -> str:
     """Observed, twin today, twin after each configuration: one row each; "–" where a figure
     is withheld; with `choose` (a `--sweep`), the row the goals chose marked and a line that
     says which and under which goals, or why none."""
-    rows: list[list[str]] = [["", *(head for _, head in COLUMNS), ""]]
-    rows.append(["observed", *(_cell(n, whatif.check.observed.get(n)) for n, _ in COLUMNS), ""])
-    rows.append(["twin today", *(_cell(n, whatif.check.twin.get(n)) for n, _ in COLUMNS), ""])
+    check = whatif.check
+    rows: list[list[str]] = [["", *(f.brief for f in COLUMNS), ""]]
+    rows.append(["observed", *(f.screen(check.observed.get(f.name)) for f in COLUMNS), ""])
+    rows.append(["twin today", *(f.screen(check.twin.get(f.name)) for f in COLUMNS), ""])
     chosen = swept.chosen if choose else None
     for t in swept.trials:
         p = t.prediction
-        cells = [fmt.DASH if n in p.withheld else _cell(n, p.twin_after.get(n)) for n, _ in COLUMNS]
+        cells = [
+            fmt.DASH if f.name in p.withheld else f.screen(p.twin_after.get(f.name))
+            for f in COLUMNS
+        ]
         rows.append([sweep.label(t), *cells, BEST_MARK if t is chosen else ""])
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     lines = [
@@ -175,11 +179,10 @@ def table(whatif: WhatIf, swept: sweep.Sweep, *, choose: bool = False) -> str:
         ).rstrip()
         for r in rows
     ]
-    check = whatif.check
-    token_error = check.errors.get("generation_tokens_per_s")
+    token_error = check.errors.get(GENERATION.name)
     head = [
         f"workload: {whatif.workload.loop} loop; {whatif.step.describe()}",
-        f"self-check: gen tok/s off by {fmt.pct(token_error)}{_family_error(whatif)}; "
+        f"self-check: {GENERATION.brief} off by {fmt.pct(token_error)}{_family_error(whatif)}; "
         f"confidence {check.confidence}",
     ]
     if check.withheld:
@@ -188,7 +191,7 @@ def table(whatif: WhatIf, swept: sweep.Sweep, *, choose: bool = False) -> str:
         for family in FAMILIES:
             verdict = check.families.get(family.name)
             if verdict is not None and verdict.withheld:
-                named = ", ".join(LABELS[n] for n, _ in COLUMNS if n in family.members)
+                named = ", ".join(f.brief for f in COLUMNS if f.name in family.members)
                 head.append(f"{family.name} withheld ({named}: –): {verdict.reason}")
         if choose and swept.trials:
             head.append(swept.line())
