@@ -37,6 +37,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("vtop.monitor",),
     ("vtop.summary",),
     ("vtop.report",),
+    ("vtop.training",),
     ("vtop.ui", "vtop.tune"),
     ("vtop.cli",),
     ("vtop.__main__",),

@@ -8,7 +8,7 @@ diagnosis by number from the whole catalog, then the knob (or none) and which wa
 (or its new value); reveals the finding with its evidence; and prints the score at the end.
 End of input ends the session early, with the score so far.
 
-The quiz itself (the questions, the grading, the score) is `vtop.report.train`, which the
+The quiz itself (the questions, the grading, the score) is `vtop.training`, which the
 screen shares; this module is only its conversation on a plain terminal.
 """
 
@@ -28,19 +28,17 @@ from vtop.monitor import Monitor
 from vtop.report.collect import FindingsFn, monitor_findings
 from vtop.report.document import KnobDoc, LatencyDoc
 from vtop.report.text import SIGNAL_ORDER, series
-from vtop.report.train import (
+from vtop.trace.reader import TraceError
+from vtop.training.grading import Answer, Score, grade
+from vtop.training.questions import (
     CONFIG_KNOBS,
     DIRECTIONS,
-    Answer,
     Choice,
     Direction,
     Question,
-    Score,
-    grade,
     moves,
     questions,
 )
-from vtop.trace.reader import TraceError
 from vtop.whatif.advice import Advisor
 from vtop.whatif.search import Goals
 
