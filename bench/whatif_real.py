@@ -63,6 +63,7 @@ from tests.integration.kv_run import KV_HEAVY
 from tools.vllm_cpu.load import LoadResult, Shape, closed_loop
 from tools.vllm_cpu.server import VllmServer
 from vtop import fmt
+from vtop.cli.sources import SourceSpec
 from vtop.cli.whatif import watch_live
 from vtop.figures import FIGURE
 from vtop.whatif.check import FLOORS, figures
@@ -185,7 +186,7 @@ def loaded_watch(server: VllmServer, setup: Setup) -> tuple[Watched, LoadResult]
     load = Load(server.url, setup, WARMUP_S + WATCH_S + LOAD_MARGIN_S)
     load.start()
     time.sleep(WARMUP_S)
-    observed = watch_live(server.url, WATCH_S, INTERVAL_S)
+    observed = watch_live(SourceSpec(urls=(server.url,), interval=INTERVAL_S), WATCH_S)
     return observed, load.join()
 
 

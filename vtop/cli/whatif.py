@@ -6,7 +6,8 @@ server read, and prints what the wing answers. The server comes from one of two 
 - `--replay FILE` reads a recorded trace (`vtop.whatif.watched.read_trace`: the same frames
   the monitor and the report read).
 - `--url URL` watches the server for `--duration` (30 s) with the monitor's own live source
-  (`vtop.cli.sources.make_source`) and poll loop (`vtop.report.run.watch`), feeding a
+  (`vtop.cli.sources.make_source`, from a `SourceSpec` of the URL, the interval and the
+  connection flags) and poll loop (`vtop.report.run.watch`), feeding a
   `Monitor`: its store, the knobs it discovered and its GPU (`Monitor.watched`) are what a
   recording would have held. Ctrl-C ends the watch early and the twin is fitted to what was
   watched, if that is two polls or more. A server that does not answer the first poll is one
@@ -42,7 +43,7 @@ from vtop import __version__, durations, fmt
 from vtop.cli import connection_args, goals_args, ranges, shipped_traces
 from vtop.cli.exits import EXIT_INTERRUPTED, EXIT_OK, EXIT_UNKNOWN, EXIT_USAGE
 from vtop.cli.output import fail, say, warning, write_stdout
-from vtop.cli.sources import UsageError, make_source
+from vtop.cli.sources import SourceSpec, UsageError, make_source
 from vtop.cli.usage import OneLineParser
 from vtop.figures import FIGURE, GENERATION
 from vtop.knobs import KnobValue
@@ -288,30 +289,6 @@ def _reach_given(args: argparse.Namespace) -> bool:
     )
 
 
-def live_source(
-    url: str, interval_s: float, reach: argparse.Namespace | None = None
-) -> FrameSource:
-    """The monitor's live source for `url`, as `vtop --url URL` makes it (knobs from the local
-    process or the page, this host's GPUs), with `reach`'s `connection_args` flags (none:
-    their defaults); the URL and the flags are checked there, a bad one raises `UsageError`."""
-    given = vars(reach) if reach is not None else {}
-    flags = argparse.Namespace(
-        url=[url],
-        interval=interval_s,
-        prometheus=None,
-        demo=None,
-        targets=[],
-        discover=False,
-        header=given.get("header") or [],
-        insecure=given.get("insecure", False),
-        trust_redirect=given.get("trust_redirect") or [],
-        ca_cert=given.get("ca_cert"),
-        max_num_seqs=given.get("max_num_seqs"),
-        max_num_batched_tokens=given.get("max_num_batched_tokens"),
-    )
-    return make_source(flags)
-
-
 def _capacity(duration_s: float, interval_s: float) -> int:
     """Polls a watch makes: one an interval, four a second while warming up, and a few over.
     The store keeps all of them, so the window can be the whole watch."""
@@ -349,14 +326,14 @@ async def _feed(
     return refused[0] if refused else None
 
 
-def watch_live(
-    url: str, duration_s: float, interval_s: float, reach: argparse.Namespace | None = None
-) -> Watched:
-    """Watch `url` for `duration_s` (less on Ctrl-C) as the monitor does. Raises `WatchError`
-    when it did not answer the first poll or answered fewer than two, `UsageError` for a URL
-    that cannot be polled at all (`reach`: the connection flags, `live_source`)."""
-    source = live_source(url, interval_s, reach)
-    name = (watching(source) or [url])[0]
+def watch_live(spec: SourceSpec, duration_s: float) -> Watched:
+    """Watch the server of `spec` (its URL, interval and connection flags) for `duration_s`
+    (less on Ctrl-C) with the monitor's live source (knobs from the local process or the page,
+    this host's GPUs). Raises `WatchError` when it did not answer the first poll or answered
+    fewer than two, `UsageError` for a URL or flag that cannot be polled with at all."""
+    source = make_source(spec)
+    interval_s = spec.interval
+    name = (watching(source) or list(spec.urls))[0]
     monitor = Monitor(capacity=_capacity(duration_s, interval_s))
     refused = asyncio.run(_feed(source, monitor, name, duration_s, interval_s))
     if refused is not None:
@@ -441,7 +418,8 @@ def main(argv: Sequence[str]) -> int:
         return fail(str(exc), EXIT_USAGE)
     try:
         if args.url is not None:
-            watched = watch_live(args.url, duration_s, interval_s, args)
+            spec = SourceSpec.from_args(args, urls=[args.url], interval=interval_s)
+            watched = watch_live(spec, duration_s)
             source = source_doc("live", watched.store.endpoint)
         else:
             path = shipped_traces.resolve(args.replay)
