@@ -200,7 +200,8 @@ CATALOG: tuple[Figure, ...] = (
     *(QUEUE_P50, QUEUE_P90, TTFT_P50, TTFT_P90, TTFT_P99, ITL_P50),
     BATCH_CAP,
 )
-"""Every figure, in the order the report lists them (gauges, rates, latencies)."""
+"""Every figure: the gauges, rates and latencies in the order the report lists them, then the
+percentiles the what-if compares and the fleet row shows, and the batch cap."""
 FIGURE = {f.name: f for f in CATALOG}
 """A figure by its name."""
 GAUGES = tuple(f.name for f in CATALOG if f.read == "gauge")

@@ -74,7 +74,8 @@ def context(path: str, q: Question) -> list[str]:
             continue
         fig = FIGURE[name]
         trend = series(doc, name)
-        spark = fmt.spark(trend, 20, lo=0.0, hi=1.0) if name == "kv_usage" else fmt.spark(trend, 20)
+        share = fig.unit == "ratio"  # a share's trend spans 0 to 100 %, as in the report
+        spark = fmt.spark(trend, 20, lo=0.0, hi=1.0) if share else fmt.spark(trend, 20)
         out.append(
             f"    {fig.label:<22}avg {fig.report(s['avg']):>8}  max {fig.report(s['max']):>8}  "
             f"{spark}"

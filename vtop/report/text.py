@@ -107,11 +107,8 @@ def _trend(doc: Document, name: SignalName, width: int = SPARK_WIDTH) -> str:
     values = series(doc, name)
     if not values:
         return ""
-    return (
-        fmt.spark(values, width, lo=0.0, hi=1.0)
-        if name == "kv_usage"
-        else (fmt.spark(values, width))
-    )
+    share = FIGURE[name].unit == "ratio"  # a share's trend spans 0 to 100 %, not its range
+    return fmt.spark(values, width, lo=0.0, hi=1.0) if share else fmt.spark(values, width)
 
 
 def why(r: RecommendationDoc) -> str:
