@@ -42,7 +42,7 @@ from tests.prom import (  # noqa: E402
     history_openmetrics,
     twin_scrapes,
 )
-from vtop.cli import build_parser, make_source  # noqa: E402
+from vtop.cli import SourceSpec, build_parser, make_source  # noqa: E402
 from vtop.monitor import Monitor  # noqa: E402
 from vtop.sources.prometheus import PrometheusSource  # noqa: E402
 
@@ -123,7 +123,7 @@ def cpu(endpoints: int, seconds: float, scenario: str, warmup: float) -> None:
 async def _poll(
     args: argparse.Namespace, seconds: float, warmup: float
 ) -> tuple[int, float, float, list[float], str]:
-    source = make_source(args)
+    source = make_source(SourceSpec.from_args(args))
     monitor = Monitor()
     engine = " + rule engine" if getattr(monitor, "engine", None) is not None else ""
     latencies: list[float] = []

@@ -52,6 +52,7 @@ from tools.vllm_cpu.server import (
     server_env,
 )
 from vtop import fmt, knobs
+from vtop.cli.sources import SourceSpec
 from vtop.cli.whatif import watch_live
 from vtop.knobs import KnobValue
 from vtop.sources.vllm import ScrapeOptions
@@ -203,7 +204,9 @@ def measure(regime: Regime, config: Config, dtype: str) -> Measured:
 
         def watch() -> dict[str, float | None]:
             time.sleep(WARMUP_S)
-            watched = watch_live(started.server.url, WATCH_S, INTERVAL_S)
+            watched = watch_live(
+                SourceSpec(urls=(started.server.url,), interval=INTERVAL_S), WATCH_S
+            )
             return figures(watched.store, WATCH_S)
 
         got = measured_alone(started.server, watch)

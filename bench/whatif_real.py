@@ -61,8 +61,10 @@ from tests.integration.kv_run import KV_HEAVY
 from tools.vllm_cpu.load import LoadResult, Shape, closed_loop
 from tools.vllm_cpu.server import VllmServer
 from vtop import fmt
+from vtop.cli.sources import SourceSpec
 from vtop.cli.whatif import watch_live
-from vtop.whatif.check import FLOORS, LABELS, figures
+from vtop.figures import FIGURE
+from vtop.whatif.check import FLOORS, figures
 from vtop.whatif.predict import Prediction, WhatIf, prepare
 from vtop.whatif.watched import Watched
 
@@ -182,7 +184,7 @@ def loaded_watch(server: VllmServer, setup: Setup) -> tuple[Watched, LoadResult]
     load = Load(server.url, setup, WARMUP_S + WATCH_S + LOAD_MARGIN_S)
     load.start()
     time.sleep(WARMUP_S)
-    observed = watch_live(server.url, WATCH_S, INTERVAL_S)
+    observed = watch_live(SourceSpec(urls=(server.url,), interval=INTERVAL_S), WATCH_S)
     return observed, load.join()
 
 
@@ -248,7 +250,8 @@ def print_check(outcome: Outcome) -> None:
         print(f"    withheld: {check.reason}")
     for name in SHOWN:
         seen, twin = check.observed.get(name), check.twin.get(name)
-        print(f"    {LABELS[name]:<14} observed {cell(name, seen):>9}  twin {cell(name, twin):>9}")
+        said = FIGURE[name].brief
+        print(f"    {said:<14} observed {cell(name, seen):>9}  twin {cell(name, twin):>9}")
     for fam in check.families.values():
         if fam.withheld:
             print(f"    {fam.family} withheld: {fam.reason}")
@@ -261,8 +264,9 @@ def print_table(all_rows: list[Row]) -> None:
     for r in all_rows:
         config = f"{r.config} -> max_num_seqs={r.change}"
         if r.withheld:
-            lines.append((config, LABELS[r.figure], "withheld", cell(r.figure, r.measured), "", ""))
-            notes.append(f"  {config} {LABELS[r.figure]} withheld: {r.withheld}")
+            said = FIGURE[r.figure].brief
+            lines.append((config, said, "withheld", cell(r.figure, r.measured), "", ""))
+            notes.append(f"  {config} {said} withheld: {r.withheld}")
             continue
         predicted = f"{cell(r.figure, r.after)} ({cell(r.figure, r.low)}–{cell(r.figure, r.high)})"
         inside = ""
@@ -271,7 +275,7 @@ def print_table(all_rows: list[Row]) -> None:
         lines.append(
             (
                 config,
-                LABELS[r.figure],
+                FIGURE[r.figure].brief,
                 predicted,
                 cell(r.figure, r.measured),
                 error_cell(r.figure, r.error),

@@ -1,45 +1,223 @@
-"""The figures vtop shows of an endpoint, each computed from its store by one function.
+"""The figures vtop shows of an endpoint: one catalog of what each is, one function per way
+to read it.
 
-The dashboard's panels, its fleet rows and engines table, `--once` and the report all print
-the same few figures: running against the batch cap, waiting, KV usage, token and preemption
-rates, latency percentiles. Computed in each view, they drifted (the fleet row read the cap
-only when it was an int, the panels any number); here each is defined once, as plain values
-(no Textual, no formatting), and the views only print them.
+Every view prints the same few figures: running against the batch cap, waiting, KV usage,
+token, request and preemption rates, latency percentiles. Each is a `Figure` of `CATALOG`:
+its name (the key of the report's JSON, the what-if's, the self-check's), the signal it reads
+and how (`Read`), its unit, its names (the report's `label`, the what-if's and a reason's
+`brief`, a screen panel's `title` and `short` name) and its two formatters (`screen`,
+`report`). The dashboard's panels, fleet rows and engines table, `--once`, the report's text,
+Markdown, HTML and JSON, the text quiz, `vtop whatif` and the twin's self-check read names,
+labels, units and formatters from here, so a figure is called one thing wherever it is shown.
+Computed in each view, they drifted (the fleet row read the cap only when it was an int, the
+panels any number); here each is defined once, as plain values, and the views only print them.
 
 "Now" is the latest poll for a gauge (`gauge`), a counter's per-second increase over the rate
 span (`rate`; `rate_span`: 10 s, or three polls when polls are slower) and the percentiles of
-the observations that arrived in the last `LATENCY_SPAN_S` (`latency`). Window figures are the same
-questions over the chosen window (`gauge_window`, `counter_window`, `latency`). Unknown is
-`None`, never 0.
+the observations that arrived in the last `LATENCY_SPAN_S` (`latency`): the two "recent" spans,
+each named once. Window figures are the same questions over the chosen window (`gauge_window`,
+`counter_window`, `latency`); `window_figures` computes every one a whole-window consumer (the
+twin's self-check, the what-if, the sweep) compares, on the observed store and the twin's
+alike. The batch cap and the KV pool are read from the knobs by one parser (`cap`), which the
+panels, the fleet rows and the rules' `batch_fill` share. Unknown is `None`, never 0.
 
 The report's window figures (`vtop.report.window`) stream every poll of a window that may be
 longer than any store holds, so they aggregate on their own, but they name the same figures
-(`GAUGES`, `RATES`) and read a histogram's increase the same way (`Latency`).
+(`GAUGES`, `RATES`, `LATENCIES`) and read a histogram's increase the same way (`Latency`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Literal
 
+from vtop import fmt
 from vtop.model import ALL, Histogram, Knob, SeriesKey
 from vtop.signals import histogram as hist
+from vtop.signals.catalog import BY_NAME
 from vtop.signals.store import Store
-
-GAUGES = ("running", "waiting", "kv_usage")
-"""The scheduler's gauges, by catalog name."""
-RATES = {
-    "preemptions_per_s": "preemptions",
-    "generation_tokens_per_s": "generation_tokens",
-    "prompt_tokens_per_s": "prompt_tokens",
-    "requests_per_s": "requests_finished",
-}
-"""Each per-second figure and the counter it is the rate of."""
 
 LATENCY_SPAN_S = 60.0
 """The span of "current" latency percentiles: the observations of the last minute."""
 CAP_KNOB = "max_num_seqs"
 """The knob that caps the running batch."""
+
+
+# -- the catalog ------------------------------------------------------------------------------
+
+Read = Literal["gauge", "rate", "latency", "quantile", "mean", "knob"]
+"""How a figure is read: a gauge (now its latest poll, over a window its mean), a counter's
+increase per second, a histogram's observations (percentiles, mean, count), one percentile of
+them, their mean (exact: the sum over the count), or a knob the server was started with."""
+Unit = Literal["requests", "ratio", "1/s", "tokens/s", "requests/s", "seconds"]
+"""A figure's unit, as the report's JSON writes it (`unit`) and its formatter reads it."""
+
+SCREEN_UNITS: dict[Unit, str] = {
+    "requests": "req",
+    "ratio": "",
+    "1/s": "/s",
+    "tokens/s": "tok/s",
+    "requests/s": "req/s",
+    "seconds": "",
+}
+"""A unit as the screen writes it after a value (a share and a duration carry their own)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Figure:
+    """One figure of an endpoint: what it reads, its unit, its names, and how it is printed."""
+
+    name: str
+    """The name every layer keys it by: the report's JSON, the what-if's, the self-check's."""
+    signal: str
+    """The catalog signal it reads (`vtop.signals.catalog`), or the knob, for `read` "knob"."""
+    read: Read
+    unit: Unit
+    label: str
+    """The report's name (text, Markdown, HTML, the text quiz): `KV cache usage`."""
+    brief: str
+    """A what-if's table and a reason's name (the self-check, the advice, the goals):
+    `KV usage`."""
+    title: str
+    """A screen panel's heading: `KV cache`."""
+    short: str
+    """The screen's short name (a panel's label, the engines table's heading): `KV cache`."""
+    q: float | None = None
+    """The quantile, for a percentile."""
+
+    @property
+    def screen_unit(self) -> str:
+        return SCREEN_UNITS[self.unit]
+
+    def screen(self, v: float | None) -> str:
+        """The value as the screen and the what-if print it: `84.1%`, `1.23s`, `1.23k`."""
+        if self.unit == "ratio":
+            return fmt.pct(v)
+        return fmt.seconds(v) if self.unit == "seconds" else fmt.num(v)
+
+    def report(self, v: float | None) -> str:
+        """The value as a report prints it, in its unit: `84.1%`, `1.23 s`, `1,234`."""
+        return fmt.report_num(v, self.unit)
+
+    def key(self, scope: Scope) -> SeriesKey:
+        """The series it reads: every label value's sum for a labelled signal (finished
+        requests by reason), the unlabelled series otherwise (a knob's is no series)."""
+        signal = BY_NAME.get(self.signal)
+        return scope.key(self.signal, ALL if signal is not None and signal.label else "")
+
+
+def _percentile(name: str, of: Figure, q: float) -> Figure:
+    """A latency's percentile, named by its brief name everywhere: `TTFT p90`."""
+    said = f"{of.brief} p{q * 100:g}"
+    return Figure(name, of.signal, "quantile", of.unit, said, said, said, said, q)
+
+
+def _mean(name: str, of: Figure) -> Figure:
+    """A latency's mean, exact where its percentiles are read off buckets: `ITL mean`."""
+    said = f"{of.brief} mean"
+    return Figure(name, of.signal, "mean", of.unit, said, said, said, said)
+
+
+# name, signal, read, unit; the report's label, the what-if's, the panel's title, its short name
+RUNNING = Figure(
+    "running", "running", "gauge", "requests", "running", "running", "Running", "running"
+)
+WAITING = Figure(
+    "waiting", "waiting", "gauge", "requests", "waiting", "waiting", "Waiting", "waiting"
+)
+KV_USAGE = Figure(
+    "kv_usage", "kv_usage", "gauge", "ratio", "KV cache usage", "KV usage", "KV cache", "KV cache"
+)
+PREEMPTIONS = Figure(
+    "preemptions_per_s",
+    "preemptions",
+    "rate",
+    "1/s",
+    "preemptions/s",
+    "preemptions/s",
+    "Preemptions",
+    "preempt",
+)
+GENERATION = Figure(
+    "generation_tokens_per_s",
+    "generation_tokens",
+    "rate",
+    "tokens/s",
+    "generation tokens/s",
+    "gen tok/s",
+    "Generation tokens",
+    "gen",
+)
+PROMPT = Figure(
+    "prompt_tokens_per_s",
+    "prompt_tokens",
+    "rate",
+    "tokens/s",
+    "prompt tokens/s",
+    "prompt tok/s",
+    "Prompt tokens",
+    "prompt",
+)
+FINISHED = Figure(
+    "requests_per_s",
+    "requests_finished",
+    "rate",
+    "requests/s",
+    "requests finished/s",
+    "requests/s",
+    "Finished requests",
+    "done",
+)
+TTFT = Figure(
+    "ttft",
+    "ttft",
+    "latency",
+    "seconds",
+    "time to first token",
+    "TTFT",
+    "Time to first token",
+    "TTFT",
+)
+ITL = Figure(
+    "itl", "itl", "latency", "seconds", "inter-token latency", "ITL", "Inter-token latency", "ITL"
+)
+E2E = Figure(
+    "e2e", "e2e", "latency", "seconds", "end-to-end latency", "e2e", "End-to-end latency", "e2e"
+)
+QUEUE = Figure(
+    "queue_time", "queue_time", "latency", "seconds", "queue time", "queue", "Queue time", "queue"
+)
+BATCH_CAP = Figure(
+    "batch_cap", CAP_KNOB, "knob", "requests", "batch cap", "batch cap", "Batch cap", "cap"
+)
+
+QUEUE_P50 = _percentile("queue_p50", QUEUE, 0.5)
+QUEUE_P90 = _percentile("queue_p90", QUEUE, 0.9)
+TTFT_P50 = _percentile("ttft_p50", TTFT, 0.5)
+TTFT_P90 = _percentile("ttft_p90", TTFT, 0.9)
+TTFT_P99 = _percentile("ttft_p99", TTFT, 0.99)
+ITL_P50 = _percentile("itl_p50", ITL, 0.5)
+ITL_MEAN = _mean("itl_mean", ITL)
+"""What the goals judge ITL by (`vtop.whatif.search.ITL_GROWTH` says why)."""
+
+CATALOG: tuple[Figure, ...] = (
+    *(RUNNING, WAITING, KV_USAGE),
+    *(PREEMPTIONS, GENERATION, PROMPT, FINISHED),
+    *(TTFT, ITL, E2E, QUEUE),
+    *(QUEUE_P50, QUEUE_P90, TTFT_P50, TTFT_P90, TTFT_P99, ITL_P50, ITL_MEAN),
+    BATCH_CAP,
+)
+"""Every figure: the gauges, rates and latencies in the order the report lists them, then the
+percentiles the what-if compares and the fleet row shows, and the batch cap."""
+FIGURE = {f.name: f for f in CATALOG}
+"""A figure by its name."""
+GAUGES = tuple(f.name for f in CATALOG if f.read == "gauge")
+"""The scheduler's gauges, by catalog name."""
+RATES = {f.name: f.signal for f in CATALOG if f.read == "rate"}
+"""Each per-second figure and the counter it is the rate of."""
+LATENCIES = tuple(f.name for f in CATALOG if f.read == "latency")
+"""The latency histograms a report summarises."""
 
 
 def rate_span(interval_s: float) -> float:
@@ -78,11 +256,13 @@ class Cap:
 
 
 def cap(knobs: Mapping[str, Knob], name: str = CAP_KNOB) -> Cap | None:
-    """The knob `name` as a number; None when unknown or not a number (a bool is not one)."""
+    """The knob `name` (the batch cap unless told) as a positive number; None when unknown,
+    not a number (a bool is not one) or not above 0 (no batch and no pool is 0 wide)."""
     knob = knobs.get(name)
-    if knob is None or not isinstance(knob.value, int | float) or isinstance(knob.value, bool):
+    value = None if knob is None else knob.value
+    if knob is None or not isinstance(value, int | float) or isinstance(value, bool):
         return None
-    return Cap(float(knob.value), knob)
+    return Cap(float(value), knob) if value > 0 else None
 
 
 # -- now ---------------------------------------------------------------------------------------
@@ -163,72 +343,6 @@ def within_wholes(quantiles: Mapping[str, float | None]) -> dict[str, float | No
         if value is not None and whole is not None and value > whole:
             out[part] = whole
     return out
-
-
-LOAD_CHANGE = 2.0
-"""Requests in the server before and after a point differing by this factor: the load changed."""
-MIN_STEADY_S = 30.0
-"""The shortest span on either side of a load change that counts as a load of its own."""
-
-
-@dataclass(frozen=True, slots=True)
-class LoadChange:
-    """The point of a window where the load changed most, and the loads either side."""
-
-    t: float
-    before: float
-    after: float
-    span_s: float
-    """Seconds from the change to the window's last poll: the new load's history."""
-
-
-def load_change(store: Store, window_s: float, scope: Scope = ENDPOINT) -> LoadChange | None:
-    """The largest change of load in the last `window_s`: the point where the mean number of
-    requests in the server (running + waiting) before and after differ most, if by
-    `LOAD_CHANGE` times (each side + 1, so 0 against 0.5 is no change) with at least
-    `MIN_STEADY_S` on either side; None when the load held. Forty clients, then four: a window
-    across both describes neither, and what held under the first is not the second's."""
-    times = store.times(window_s)
-    running = store.values(scope.key("running"), window_s)
-    waiting = store.values(scope.key("waiting"), window_s)
-    seen = [
-        (t, r + w)
-        for t, r, w in zip(times, running, waiting, strict=True)
-        if r is not None and w is not None
-    ]
-    if len(seen) < 4:
-        return None
-    begin, end = seen[0][0], seen[-1][0]
-    total = sum(load for _, load in seen)
-    before_sum = 0.0
-    best: tuple[float, int, float, float] | None = None
-    for i, (t, load) in enumerate(seen):
-        if i and t - begin >= MIN_STEADY_S and end - t >= MIN_STEADY_S:
-            before = before_sum / i
-            after = (total - before_sum) / (len(seen) - i)
-            factor = (max(before, after) + 1) / (min(before, after) + 1)
-            if factor >= LOAD_CHANGE and (best is None or factor > best[0]):
-                best = (factor, i, before, after)
-        before_sum += load
-    if best is None:
-        return None
-    _, i, before, after = best
-    # A level that moved, not a load that swings: the two sides barely overlap (nine polls
-    # in ten of the quieter side below nine in ten of the busier). Waves a minute apart, or
-    # a burst every minute, put quiet polls on both sides of any split.
-    low, high = ([v for _, v in seen[:i]], [v for _, v in seen[i:]])
-    if before > after:
-        low, high = high, low
-    if _quantile(0.9, low) >= _quantile(0.1, high):
-        return None
-    t = seen[i][0]
-    return LoadChange(t, before, after, end - t)
-
-
-def _quantile(q: float, values: list[float]) -> float:
-    """Nearest-rank quantile of a non-empty list."""
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
 
 def latency(store: Store, k: SeriesKey, span_s: float | None) -> Latency:
@@ -351,3 +465,37 @@ def ttft_split(store: Store, scope: Scope, window_s: float | None) -> TtftSplit 
     if queue is None or prefill is None or queue + prefill <= 0:
         return None
     return TtftSplit(queue, prefill)
+
+
+def window_figures(
+    store: Store, window_s: float | None, scope: Scope = ENDPOINT
+) -> dict[str, float | None]:
+    """Every single-valued figure of `CATALOG` over the window, as every view computes it: a
+    gauge's mean over the window's polls, a counter's increase per second, a latency's
+    percentile from its histogram's increase, a part never above its whole at the same
+    quantile (`within_wholes`); None where the server shows nothing. What a whole-window
+    consumer compares: the twin's self-check reads the observed store and the twin's pages
+    with it, the what-if's table and the sweep's rows print it."""
+    out: dict[str, float | None] = {}
+    seen: dict[str, Latency] = {}
+    by_quantile: dict[float, dict[str, str]] = {}
+    for f in CATALOG:
+        if f.read == "gauge":
+            out[f.name] = store.avg(f.key(scope), window_s)
+        elif f.read == "rate":
+            out[f.name] = store.per_second(f.key(scope), window_s)
+        elif f.read == "quantile" and f.q is not None:
+            lat = seen.get(f.signal)
+            if lat is None:
+                lat = seen[f.signal] = latency(store, f.key(scope), window_s)
+            out[f.name] = lat.quantile(f.q)
+            by_quantile.setdefault(f.q, {})[f.signal] = f.name
+        elif f.read == "mean":
+            lat = seen.get(f.signal)
+            if lat is None:
+                lat = seen[f.signal] = latency(store, f.key(scope), window_s)
+            out[f.name] = lat.mean
+    for names in by_quantile.values():
+        held = within_wholes({signal: out[name] for signal, name in names.items()})
+        out.update({name: held[signal] for signal, name in names.items()})
+    return out

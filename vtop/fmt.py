@@ -8,11 +8,12 @@ number, and the names say which is which:
   digits with k/M/G/T suffixes. Besides fitting 80 columns, that keeps the bytes sent to the
   terminal low: a widget is repainted only when its text changes, and a token rate printed as
   `1.23k` changes far less often than `1234.57`.
-- the report (`report_num`, `report_seconds`, `knob`, `spark`, `clock`, `when`, `LABELS`) writes
+- the report (`report_num`, `report_seconds`, `knob`, `spark`, `clock`, `when`) writes
   a value in its unit with a space before it (`48.1%`, `42 ms`, `21.3 GiB`, `1,234`), so text,
   Markdown and HTML agree digit for digit.
 
 Durations a user types or reads as prose live in `vtop.durations`; this module formats values.
+What a figure is called, and which of these prints it, is `vtop.figures`' catalog.
 """
 
 from __future__ import annotations
@@ -91,22 +92,6 @@ def interval(v: float) -> str:
 
 
 # -- the report -------------------------------------------------------------------------------
-
-LABELS = {
-    "running": "running",
-    "waiting": "waiting",
-    "kv_usage": "KV cache usage",
-    "preemptions_per_s": "preemptions/s",
-    "generation_tokens_per_s": "generation tokens/s",
-    "prompt_tokens_per_s": "prompt tokens/s",
-    "requests_per_s": "requests finished/s",
-    "ttft": "time to first token",
-    "itl": "inter-token latency",
-    "e2e": "end-to-end latency",
-    "queue_time": "queue time",
-    "ttft_p90": "TTFT p90",
-}
-"""A report's name for each figure it prints."""
 
 _SPARK = "▁▂▃▄▅▆▇█"
 

@@ -17,11 +17,11 @@ from dataclasses import replace
 from functools import lru_cache
 from pathlib import Path
 
-from vtop.report.train import Choice
 from vtop.sources.replay import ReplaySource
 from vtop.sources.sim import SimSource, sim_url
 from vtop.trace.reader import TraceReader
 from vtop.trace.recorder import Recorder
+from vtop.training.questions import Choice
 from vtop.triage.engine import Engine
 from vtop.ui.player import Analysis, Chunk, analyse
 from vtop.ui.replay_app import ReplayApp

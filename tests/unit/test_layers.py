@@ -12,6 +12,7 @@ command line. `test_an_upward_import_is_caught` plants one, so the contract can 
 from __future__ import annotations
 
 import ast
+import re
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -37,6 +38,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("vtop.monitor",),
     ("vtop.summary",),
     ("vtop.report",),
+    ("vtop.training",),
     ("vtop.ui", "vtop.tune"),
     ("vtop.cli",),
     ("vtop.__main__",),
@@ -146,3 +148,23 @@ def test_the_simulator_calls_no_server() -> None:
         (1, "httpx"),
         (2, "urllib.request"),
     ]
+
+
+def test_the_map_names_every_module() -> None:
+    """CONTRIBUTING's layout block names each module of vtop/ (a package by its folder), so
+    a newcomer finds every one there; a new module without a line fails here."""
+    text = (PACKAGE.parent / "CONTRIBUTING.md").read_text(encoding="utf-8")
+    start = text.index("```\nvtop/\n")
+    block = text[start : text.index("```\n", start + 4)]
+    skipped = {PACKAGE / "__init__.py", PACKAGE / "__main__.py"}  # the package, `python -m`
+    missing = [
+        str(path.relative_to(PACKAGE.parent))
+        for path in sorted(PACKAGE.rglob("*.py"))
+        if path not in skipped and not re.search(rf"\b{re.escape(_named(path))}\b", block)
+    ]
+    assert not missing, "modules CONTRIBUTING.md's map does not name:\n" + "\n".join(missing)
+
+
+def _named(path: Path) -> str:
+    """How the map names a module: its file's stem, or its package's folder for `__init__`."""
+    return path.parent.name if path.stem == "__init__" else path.stem

@@ -9,6 +9,7 @@ import sys
 from dataclasses import replace
 from pathlib import Path
 
+from vtop.cli.sources import SourceSpec
 from vtop.cli.whatif import watch_live
 from vtop.model import Frame, GpuReading, GpuStatus, Knob, Scrape
 from vtop.monitor import Monitor
@@ -49,7 +50,7 @@ def test_whatif_fits_the_gpu_the_page_reports() -> None:
     try:
         assert sim.stdout is not None
         url = sim.stdout.readline().split(" on ")[1].split()[0].removesuffix("/metrics")
-        gpu = watch_live(url, 2.0, 0.5).gpu_name
+        gpu = watch_live(SourceSpec(urls=(url,), interval=0.5), 2.0).gpu_name
     finally:
         sim.terminate()
         sim.wait(timeout=10)

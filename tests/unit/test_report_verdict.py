@@ -161,7 +161,8 @@ def test_on_the_simulator_the_report_says_what_the_engine_says_at_the_end() -> N
         ), rule  # fmt: skip
         # the same knobs; the values the engine's formula gave, unless the twin chose others
         assert [r["knob"] for r in f["recommendations"]] == [r.knob for r in engine.recommendations]
-        search = (f.get("prediction") or {}).get("search")
+        prediction = f.get("prediction")
+        search = prediction.get("search") if prediction else None
         if not (search and search["moved"]):
             flags = [r["flag"] for r in f["recommendations"]]
             assert flags == [r.flag for r in engine.recommendations], rule

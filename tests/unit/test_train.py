@@ -14,16 +14,8 @@ from vtop import knobs
 from vtop.cli import train as train_cli
 from vtop.knobs import KnobValue
 from vtop.model import Finding, Knob, Recommendation, Severity
-from vtop.report.train import (
-    COMMON_KNOBS,
-    Answer,
-    Choice,
-    Question,
-    grade,
-    moves,
-    predict,
-    questions,
-)
+from vtop.training.grading import Answer, grade, predict
+from vtop.training.questions import COMMON_KNOBS, Choice, Question, moves, questions
 from vtop.triage.engine import Engine
 from vtop.whatif.search import Goals
 

@@ -8,8 +8,8 @@ import random
 
 import pytest
 
-from vtop.figures import load_change
 from vtop.model import Histogram, Scrape, SeriesKey
+from vtop.signals.load import load_change
 from vtop.signals.store import Store
 from vtop.sim.workload import ClosedLoop, Lengths, Poisson
 from vtop.whatif.workload import estimate, fit_lengths, steady_window

@@ -24,6 +24,14 @@ What tests and benches reach for is re-exported here.
 from vtop.cli.dispatch import console, main
 from vtop.cli.monitor import build_parser
 from vtop.cli.screens import replay_screen_wanted, run_tui
-from vtop.cli.sources import make_source
+from vtop.cli.sources import SourceSpec, make_source
 
-__all__ = ["build_parser", "console", "main", "make_source", "replay_screen_wanted", "run_tui"]
+__all__ = [
+    "SourceSpec",
+    "build_parser",
+    "console",
+    "main",
+    "make_source",
+    "replay_screen_wanted",
+    "run_tui",
+]

@@ -23,7 +23,7 @@ import asyncio
 import contextlib
 import signal
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 from vtop import durations
@@ -33,7 +33,6 @@ from vtop.cli.actions import SchemaAction
 from vtop.cli.exits import EXIT_FAILED, EXIT_OK, EXIT_UNKNOWN, Exits
 from vtop.cli.goals_args import goals_from
 from vtop.cli.output import fail, say, warning, write_stdout
-from vtop.cli.sources import recorded_sources
 from vtop.model import Frame
 from vtop.report import FORMATS, render
 from vtop.report.document import Document
@@ -229,11 +228,13 @@ def run(
     names: list[str],
     engine: Engine | None,
     exits: Exits,
+    *,
+    recorded: Sequence[str] = (),
 ) -> int:
     """Run the mode the arguments select. `source` is the live or simulated one (None with
     --replay); `names` name its endpoints (URLs without secrets) or its scenario; `engine`
     the rules a report runs (the shipped catalog when None); `exits` the command line's exit
-    codes."""
+    codes; `recorded` what a recording's header says it recorded (`recorded_sources`)."""
     try:
         duration = durations.parse(args.duration) if args.duration else None
     except ValueError as exc:
@@ -261,7 +262,7 @@ def run(
         try:
             recorder = Recorder(
                 args.record,
-                sources=recorded_sources(args, names),
+                sources=list(recorded),
                 interval_s=args.interval,
                 notify=_notify_monitoring if args.report else say,
             )

@@ -242,7 +242,9 @@ def _command(node: Node, *, level: int) -> list[str]:
     within it: what it does, its arguments, its epilog, then its own sub-commands."""
     parser = node.parser
     lines = [
-        f".SH {roff.macro_arg(node.prog.upper())}" if level == 1 else f".SS {roff.macro_arg(node.prog)}"
+        f".SH {roff.macro_arg(node.prog.upper())}"
+        if level == 1
+        else f".SS {roff.macro_arg(node.prog)}"
     ]
     if parser.description:
         lines += _text(parser, parser.description)

@@ -48,7 +48,7 @@ from vtop.cli.screens import (
     run_replay_tui,
     run_tui,
 )
-from vtop.cli.sources import UsageError, make_source
+from vtop.cli.sources import SourceSpec, UsageError, make_source, recorded_sources
 from vtop.cli.usage import OneLineParser
 from vtop.monitor import Monitor
 from vtop.sources.base import FrameSource, real_time, watching
@@ -200,10 +200,11 @@ def run_monitor(args: argparse.Namespace, exits: Exits, words: Sequence[str] = (
         return run_replay_tui(args, exits)
     if record_screen_wanted(args):
         return run_recording_tui(args, exits)
+    spec = SourceSpec.from_args(args)
     if headless.wanted(args) and not args.once:
-        return _headless(args, exits)
+        return _headless(args, spec, exits)
     try:
-        source = make_source(args)
+        source = make_source(spec)
     except UsageError as exc:
         return fail(str(exc), exits.usage)
     if args.once:
@@ -216,13 +217,15 @@ def run_monitor(args: argparse.Namespace, exits: Exits, words: Sequence[str] = (
     return run_tui(source, args, exits=exits)
 
 
-def _headless(args: argparse.Namespace, exits: Exits) -> int:
+def _headless(args: argparse.Namespace, spec: SourceSpec, exits: Exits) -> int:
     """--report, --record, --replay … --report: `vtop.cli.headless` runs them."""
     rules = engine(args, headless=True) if args.report else None  # the rules, --rules included
     if args.replay:
         return headless.run(args, None, [], rules, exits)
     try:
-        source = make_source(args)
+        source = make_source(spec)
     except UsageError as exc:
         return fail(str(exc), exits.usage)
-    return headless.run(args, source, watching(source), rules, exits)
+    names = watching(source)
+    recorded = recorded_sources(spec, names)
+    return headless.run(args, source, names, rules, exits, recorded=recorded)

@@ -1,10 +1,10 @@
 """`--prometheus URL`, `--match SELECTOR` and `--backfill DURATION`: the flags, and the source.
 
-`PrometheusSource` takes plain values (a URL, matchers, seconds); reading them off the parsed
-command line, and saying in one line which flag is wrong, is the command line's job and lives
-here, so the sources never import argparse or the command line. A bad value is a `ValueError`
-whose message is the whole explanation (`--backfill: …`), which the caller turns into a usage
-error.
+`PrometheusSource` takes plain values (a URL, matchers, seconds); turning the flags' words into
+them (`source`, from `vtop.cli.sources.SourceSpec`), and saying in one line which flag is wrong,
+is the command line's job and lives here, so the sources never import argparse or the command
+line. A bad value is a `ValueError` whose message is the whole explanation (`--backfill: …`),
+which the caller turns into a usage error.
 """
 
 from __future__ import annotations
@@ -47,31 +47,35 @@ def add_arguments(group: argparse._ArgumentGroup) -> None:
     )
 
 
-def from_args(
-    args: argparse.Namespace,
+def source(
+    url: str,
+    match: str,
+    backfill: str,
+    interval_s: float,
     options: ScrapeOptions,
     *,
     flags: Mapping[str, Knob] | None = None,
     instance_flags: Mapping[str, Mapping[str, Knob]] | None = None,
 ) -> PrometheusSource:
-    """The source `--prometheus` asks for; ValueError (one line) for a bad --match/--backfill."""
-    problem = check_url(args.prometheus)
+    """The source `--prometheus URL --match SELECTOR --backfill DURATION` asks for;
+    ValueError (one line, naming the flag) for a bad URL, --match or --backfill."""
+    problem = check_url(url)
     if problem:
         raise ValueError(f"--prometheus: {problem}")
     try:
-        match = promql.parse_match(args.match)
+        matchers = promql.parse_match(match)
     except promql.MatchError as exc:
         raise ValueError(str(exc)) from None
     try:
-        backfill = durations.parse(args.backfill)
+        backfill_s = durations.parse(backfill)
     except ValueError as exc:
         raise ValueError(f"--backfill: {exc}") from None
     return PrometheusSource(
-        args.prometheus,
+        url,
         options,
-        match=match,
-        backfill_s=backfill,
-        interval_s=args.interval,
+        match=matchers,
+        backfill_s=backfill_s,
+        interval_s=interval_s,
         flags=flags,
         instance_flags=instance_flags,
     )

@@ -24,7 +24,7 @@ from vtop import durations
 from vtop.cli.exits import EXIT_FAILED, EXIT_OK, EXIT_UNKNOWN, Exits
 from vtop.cli.goals_args import goals_from
 from vtop.cli.output import fail, say
-from vtop.cli.sources import UsageError, make_source, recorded_sources
+from vtop.cli.sources import SourceSpec, UsageError, make_source, recorded_sources
 from vtop.monitor import Monitor
 from vtop.sources.base import FrameSource, watching
 from vtop.trace.recorder import Recorder
@@ -96,13 +96,14 @@ def run_recording_tui(args: argparse.Namespace, exits: Exits) -> int:
     the screen closes, one line says what was recorded (as the headless recording does)."""
     from vtop.trace.writer import TraceWriteError
 
+    spec = SourceSpec.from_args(args)
     try:
-        source = make_source(args)
+        source = make_source(spec)
     except UsageError as exc:
         return fail(str(exc), exits.usage)
     try:
         recorder = Recorder(
-            args.record, sources=recorded_sources(args, watching(source)), interval_s=args.interval
+            args.record, sources=recorded_sources(spec, watching(source)), interval_s=spec.interval
         )
     except TraceWriteError as exc:
         asyncio.run(source.aclose())

@@ -1,20 +1,23 @@
 """`--targets FILE` and `--discover`: the flags that name endpoints, and the list they make.
 
-The targets file, its labels and local discovery are `vtop.sources.targets`, which knows
-nothing of argparse; this module is the command line's side: the flags beside `--url` in the
-"what to watch" group, and `from_args`, which reads the parsed flags, prints what discovery
-found, and merges everything into one list of `Target`s (the first mention of an endpoint
-wins). Keeping it here lets the sources stay below the command line in the import graph.
+The targets file, its labels and local discovery are `vtop.sources.targets`, which knows nothing
+of argparse; this module is the command line's side: the flags beside `--url` in the "what to
+watch" group, and `endpoints`, which takes their values (`vtop.cli.sources.SourceSpec` holds
+them), prints what discovery found, and merges everything into one list of `Target`s (the first
+mention of an endpoint wins). Keeping it here lets the sources stay below the command line in
+the import graph.
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Sequence
 from typing import TextIO
 
 from vtop.sources.host import local_vllm_servers
-from vtop.sources.targets import Target, TargetsError, describe, discover, load_targets, merge
+from vtop.sources.targets import Target, TargetsError, describe, load_targets, merge
+from vtop.sources.targets import discover as discover_targets
 from vtop.sources.urls import check_url
 
 
@@ -35,28 +38,36 @@ def add_arguments(group: argparse._ArgumentGroup) -> None:
     )
 
 
-def from_args(args: argparse.Namespace, out: TextIO = sys.stderr) -> list[Target]:
-    """Every endpoint the command line names: --url, then --targets files, then --discover;
-    when it names none, the config file's `[[endpoint]]`s (`vtop.cli.config`).
+def endpoints(
+    urls: Sequence[str],
+    files: Sequence[str],
+    *,
+    discover: bool = False,
+    fallback: Sequence[Target] = (),
+    out: TextIO = sys.stderr,
+) -> list[Target]:
+    """Every endpoint the command line names: `--url`s, then `--targets` files, then
+    `--discover`; when it names none, `fallback` (the config file's `[[endpoint]]`s,
+    `vtop.cli.config`).
 
     Raises `TargetsError` (one line) for a bad file or a discovery that found nothing to add
     to an otherwise empty list. Discovered servers are printed to `out`, one line each.
     """
     groups: list[list[Target]] = []
-    for url in args.url:
+    for url in urls:
         problem = check_url(url)
         if problem is not None:
             raise TargetsError(f"--url: {problem}")
         groups.append([Target(url)])
-    for path in args.targets:
+    for path in files:
         groups.append(load_targets(path))
-    if args.discover:
+    if discover:
         servers = local_vllm_servers()
         for proc in servers:
             print(f"vtop: found {describe(proc)}", file=out)
         if not servers:
             print("vtop: --discover found no vLLM server on this host", file=out)
-        groups.append(discover(servers))
+        groups.append(discover_targets(servers))
     if not groups:  # the command line names no server: the config file's endpoints, if any
-        groups.append(list(getattr(args, "config_endpoints", None) or []))
+        groups.append(list(fallback))
     return merge(*groups)

@@ -8,7 +8,7 @@ diagnosis by number from the whole catalog, then the knob (or none) and which wa
 (or its new value); reveals the finding with its evidence; and prints the score at the end.
 End of input ends the session early, with the score so far.
 
-The quiz itself (the questions, the grading, the score) is `vtop.report.train`, which the
+The quiz itself (the questions, the grading, the score) is `vtop.training`, which the
 screen shares; this module is only its conversation on a plain terminal.
 """
 
@@ -21,25 +21,24 @@ from typing import TextIO
 from vtop import fmt, knobs
 from vtop.cli.exits import EXIT_OK, EXIT_UNKNOWN
 from vtop.cli.output import say, warning
+from vtop.figures import FIGURE, TTFT
 from vtop.knobs import KnobValue
 from vtop.model import Finding
 from vtop.monitor import Monitor
 from vtop.report.collect import FindingsFn, monitor_findings
 from vtop.report.document import KnobDoc, LatencyDoc
 from vtop.report.text import SIGNAL_ORDER, series
-from vtop.report.train import (
+from vtop.trace.reader import TraceError
+from vtop.training.grading import Answer, Score, grade
+from vtop.training.questions import (
     CONFIG_KNOBS,
     DIRECTIONS,
-    Answer,
     Choice,
     Direction,
     Question,
-    Score,
-    grade,
     moves,
     questions,
 )
-from vtop.trace.reader import TraceError
 from vtop.whatif.advice import Advisor
 from vtop.whatif.search import Goals
 
@@ -73,18 +72,19 @@ def context(path: str, q: Question) -> list[str]:
         s = ep["signals"].get(name)
         if s is None or s["avg"] is None:
             continue
-        u = s["unit"]
+        fig = FIGURE[name]
         trend = series(doc, name)
-        spark = fmt.spark(trend, 20, lo=0.0, hi=1.0) if name == "kv_usage" else fmt.spark(trend, 20)
+        share = fig.unit == "ratio"  # a share's trend spans 0 to 100 %, as in the report
+        spark = fmt.spark(trend, 20, lo=0.0, hi=1.0) if share else fmt.spark(trend, 20)
         out.append(
-            f"    {fmt.LABELS[name]:<22}avg {fmt.report_num(s['avg'], u):>8}  max "
-            f"{fmt.report_num(s['max'], u):>8}  {spark}"
+            f"    {fig.label:<22}avg {fig.report(s['avg']):>8}  max {fig.report(s['max']):>8}  "
+            f"{spark}"
         )
     ttft: LatencyDoc | dict[str, float | None] = ep["latency"].get("ttft", {})
     if ttft.get("p90") is not None:
         out.append(
-            f"    {'TTFT p50 / p90':<22}{fmt.report_num(ttft['p50'], 'seconds'):>12}  "
-            f"{fmt.report_num(ttft['p90'], 'seconds'):>12}"
+            f"    {TTFT.brief + ' p50 / p90':<22}{TTFT.report(ttft['p50']):>12}  "
+            f"{TTFT.report(ttft['p90']):>12}"
         )
     knobs: dict[str, KnobDoc] = ep["knobs"]
     shown = [f"{n} {fmt.knob(k['value'])}" for n, k in knobs.items() if n in CONFIG_KNOBS]

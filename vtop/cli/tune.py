@@ -29,9 +29,8 @@ from vtop import __version__, durations, files
 from vtop.cli import connection_args, goals_args, ranges
 from vtop.cli.exits import EXIT_INTERRUPTED, EXIT_OK, EXIT_UNKNOWN, EXIT_USAGE
 from vtop.cli.output import fail
-from vtop.cli.sources import UsageError, scrape_options
+from vtop.cli.sources import SourceSpec, UsageError, make_source, scrape_options
 from vtop.cli.usage import OneLineParser
-from vtop.cli.whatif import live_source
 from vtop.report.document import Document
 from vtop.report.run import Startup, live_document
 from vtop.tune.load import Load, LoadShape, parse_shape
@@ -171,8 +170,9 @@ def main(argv: Sequence[str]) -> int:
     url = args.url or f"http://127.0.0.1:{_port(command)}"
     log = Path(args.log or time.strftime("vtop-tune-%Y%m%d-%H%M%S.json", time.gmtime()))
     goals = goals_args.goals_from(args)
+    spec = SourceSpec.from_args(args, urls=[url])
     try:
-        checked = live_source(url, args.interval, _reach(args))  # the URL and flags, now
+        checked = make_source(spec)  # the URL and flags, now
         asyncio.run(checked.aclose())  # each watch makes its own (`_watch`)
         server: Server = (
             LaunchedServer(command, log.with_suffix(".server.log"))
@@ -190,14 +190,14 @@ def main(argv: Sequence[str]) -> int:
         print(f"  {line}", file=out, flush=True)
 
     load = (
-        Load(url, args.load, args.load_shape, scrape_options(args), say)
+        Load(url, args.load, args.load_shape, scrape_options(spec), say)
         if args.load is not None
         else None
     )
     progress = Progress(out)
     tuner = Tuner(
         server,
-        _observer(url, args, goals, server, load),
+        _observer(spec, args, goals, server, load),
         goals,
         max_restarts=args.max_restarts,
         confirm=(lambda plan: True) if args.yes else _asker(sys.stdin, out),
@@ -236,20 +236,12 @@ def _port(command: Sequence[str]) -> str:
     return "8000"
 
 
-def _reach(args: argparse.Namespace) -> argparse.Namespace:
-    return argparse.Namespace(
-        header=args.header,
-        trust_redirect=args.trust_redirect,
-        ca_cert=args.ca_cert,
-        insecure=args.insecure,
-    )
-
-
 def _observer(
-    url: str, args: argparse.Namespace, goals: Goals, server: Server, load: Load | None
+    spec: SourceSpec, args: argparse.Namespace, goals: Goals, server: Server, load: Load | None
 ) -> Callable[[Goals], Document]:
     """One trial's watch: wait for the server to answer (then start `--load`, once) and for a
     request to show on it (within `--wait`), then the `--watch` window, as a report of it."""
+    url = spec.urls[0]
     watch_s = durations.parse(args.watch)
     wait_s = durations.parse(args.wait)
     settle_s = durations.parse(args.settle)
@@ -260,7 +252,7 @@ def _observer(
         startup = Startup(wait_s)
         deadline = time.monotonic() + wait_s
         while True:
-            doc = await _watch(url, args, LOAD_CHECK_S, goals, startup, server)
+            doc = await _watch(spec, LOAD_CHECK_S, goals, startup, server)
             if startup.gave_up:
                 raise RestartError(f"nothing answers at {url} after {durations.span(wait_s)}")
             if load is not None:
@@ -277,15 +269,14 @@ def _observer(
                     )
                 )
         if settle_s > 0:  # a restarted server's first seconds are not its steady state
-            await _watch(url, args, settle_s, goals, None, server)
-        return await _watch(url, args, watch_s, goals, None, server, advisor)
+            await _watch(spec, settle_s, goals, None, server)
+        return await _watch(spec, watch_s, goals, None, server, advisor)
 
     return lambda goals: asyncio.run(observe(goals))
 
 
 async def _watch(
-    url: str,
-    args: argparse.Namespace,
+    spec: SourceSpec,
     duration_s: float,
     goals: Goals,
     startup: Startup | None,
@@ -295,7 +286,7 @@ async def _watch(
     """A live report over `duration_s`, ended early when a launched server exits. A fresh
     source each time: a source reads the server's knobs (its process, its page) once, at its
     first poll, and a restarted server has new ones."""
-    source = live_source(url, args.interval, _reach(args))
+    source = make_source(spec)
     stop = asyncio.Event()
 
     async def guard() -> None:
@@ -308,8 +299,8 @@ async def _watch(
     try:
         doc = await live_document(
             source,
-            name=url,
-            interval_s=args.interval,
+            name=spec.urls[0],
+            interval_s=spec.interval,
             duration_s=duration_s,
             stop=stop,
             startup=startup,

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 
 from vtop.cli.exits import EXIT_OK, EXIT_UNKNOWN, Exits
 from vtop.cli.output import fail
-from vtop.cli.sources import UsageError, make_source
+from vtop.cli.sources import SourceSpec, UsageError, make_source
 
 FLAG = "--web"
 SHORTEST = "--we"
@@ -156,7 +156,7 @@ def _check(args: argparse.Namespace, exits: Exits) -> int | None:
     if args.train or args.from_ or args.to:
         return fail("--train, --from and --to go with --replay FILE", exits.usage)
     try:
-        source = make_source(args)
+        source = make_source(SourceSpec.from_args(args))
     except UsageError as exc:
         return fail(str(exc), exits.usage)
     asyncio.run(source.aclose())

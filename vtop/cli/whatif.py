@@ -6,7 +6,8 @@ server read, and prints what the wing answers. The server comes from one of two 
 - `--replay FILE` reads a recorded trace (`vtop.whatif.watched.read_trace`: the same frames
   the monitor and the report read).
 - `--url URL` watches the server for `--duration` (30 s) with the monitor's own live source
-  (`vtop.cli.sources.make_source`) and poll loop (`vtop.report.run.watch`), feeding a
+  (`vtop.cli.sources.make_source`, from a `SourceSpec` of the URL, the interval and the
+  connection flags) and poll loop (`vtop.report.run.watch`), feeding a
   `Monitor`: its store, the knobs it discovered and its GPU (`Monitor.watched`) are what a
   recording would have held. Ctrl-C ends the watch early and the twin is fitted to what was
   watched, if that is two polls or more. A server that does not answer the first poll is one
@@ -42,8 +43,9 @@ from vtop import __version__, durations, fmt
 from vtop.cli import connection_args, goals_args, ranges, shipped_traces
 from vtop.cli.exits import EXIT_INTERRUPTED, EXIT_OK, EXIT_UNKNOWN, EXIT_USAGE
 from vtop.cli.output import fail, say, warning, write_stdout
-from vtop.cli.sources import UsageError, make_source
+from vtop.cli.sources import SourceSpec, UsageError, make_source
 from vtop.cli.usage import OneLineParser
+from vtop.figures import FIGURE, GENERATION
 from vtop.knobs import KnobValue
 from vtop.model import Frame
 from vtop.monitor import Monitor
@@ -56,24 +58,27 @@ from vtop.sources.pacing import WARM_INTERVAL_S, WARM_UP_S
 from vtop.trace.reader import TraceError, shown_name
 from vtop.whatif import sweep
 from vtop.whatif.advice import twin_failed
-from vtop.whatif.check import FAMILIES, FIGURES, LABELS, shown
+from vtop.whatif.check import FAMILIES, FIGURES
 from vtop.whatif.predict import KNOB_FIELDS, WhatIf, observe, prepare_from
 from vtop.whatif.search import Goals
 from vtop.whatif.watched import Watched, read_trace
 
-COLUMNS = (
-    ("generation_tokens_per_s", "gen tok/s"),
-    ("running", "running"),
-    ("waiting", "waiting"),
-    ("kv_usage", "KV"),
-    ("preemptions_per_s", "preempt/s"),
-    ("queue_p50", "queue p50"),
-    ("ttft_p50", "TTFT p50"),
-    ("ttft_p90", "TTFT p90"),
-    ("itl_p50", "ITL p50"),
-    ("itl_mean", "ITL mean"),
+COLUMNS = tuple(
+    FIGURE[name]
+    for name in (
+        "generation_tokens_per_s",
+        "running",
+        "waiting",
+        "kv_usage",
+        "preemptions_per_s",
+        "queue_p50",
+        "ttft_p50",
+        "ttft_p90",
+        "itl_p50",
+        "itl_mean",
+    )
 )
-"""The figures the table prints, and their headings."""
+"""The figures the table prints, headed by their what-if names (`vtop.figures`)."""
 BEST_MARK = "◀ best"
 DEFAULT_DURATION = "30s"
 DEFAULT_INTERVAL_S = 1.0
@@ -140,10 +145,6 @@ def build_parser() -> OneLineParser:
     return parser
 
 
-def _cell(name: str, value: float | None) -> str:
-    return fmt.DASH if value is None else shown(name, value)
-
-
 def _family_error(whatif: WhatIf) -> str:
     """`; occupancy off by 84% (waiting); latency off 84.9x (queue p50)` for the families
     beyond throughput that the self-check could judge."""
@@ -152,7 +153,7 @@ def _family_error(whatif: WhatIf) -> str:
         if name == "throughput" or verdict.worst is None or verdict.error is None:
             continue
         by = f"{verdict.error:.3g}x" if name == "latency" else fmt.pct(verdict.error)
-        parts.append(f"; {name} off by {by} ({LABELS[verdict.worst]})")
+        parts.append(f"; {name} off by {by} ({FIGURE[verdict.worst].brief})")
     return "".join(parts)
 
 
@@ -160,13 +161,17 @@ def table(whatif: WhatIf, swept: sweep.Sweep, *, choose: bool = False) -> str:
     """Observed, twin today, twin after each configuration: one row each; "–" where a figure
     is withheld; with `choose` (a `--sweep`), the row the goals chose marked and a line that
     says which and under which goals, or why none."""
-    rows: list[list[str]] = [["", *(head for _, head in COLUMNS), ""]]
-    rows.append(["observed", *(_cell(n, whatif.check.observed.get(n)) for n, _ in COLUMNS), ""])
-    rows.append(["twin today", *(_cell(n, whatif.check.twin.get(n)) for n, _ in COLUMNS), ""])
+    check = whatif.check
+    rows: list[list[str]] = [["", *(f.brief for f in COLUMNS), ""]]
+    rows.append(["observed", *(f.screen(check.observed.get(f.name)) for f in COLUMNS), ""])
+    rows.append(["twin today", *(f.screen(check.twin.get(f.name)) for f in COLUMNS), ""])
     chosen = swept.chosen if choose else None
     for t in swept.trials:
         p = t.prediction
-        cells = [fmt.DASH if n in p.withheld else _cell(n, p.twin_after.get(n)) for n, _ in COLUMNS]
+        cells = [
+            fmt.DASH if f.name in p.withheld else f.screen(p.twin_after.get(f.name))
+            for f in COLUMNS
+        ]
         rows.append([sweep.label(t), *cells, BEST_MARK if t is chosen else ""])
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     lines = [
@@ -176,11 +181,10 @@ def table(whatif: WhatIf, swept: sweep.Sweep, *, choose: bool = False) -> str:
         ).rstrip()
         for r in rows
     ]
-    check = whatif.check
-    token_error = check.errors.get("generation_tokens_per_s")
+    token_error = check.errors.get(GENERATION.name)
     head = [
         f"workload: {whatif.workload.loop} loop; {whatif.step.describe()}",
-        f"self-check: gen tok/s off by {fmt.pct(token_error)}{_family_error(whatif)}; "
+        f"self-check: {GENERATION.brief} off by {fmt.pct(token_error)}{_family_error(whatif)}; "
         f"confidence {check.confidence}",
     ]
     if check.withheld:
@@ -189,7 +193,7 @@ def table(whatif: WhatIf, swept: sweep.Sweep, *, choose: bool = False) -> str:
         for family in FAMILIES:
             verdict = check.families.get(family.name)
             if verdict is not None and verdict.withheld:
-                named = ", ".join(LABELS[n] for n, _ in COLUMNS if n in family.members)
+                named = ", ".join(f.brief for f in COLUMNS if f.name in family.members)
                 head.append(f"{family.name} withheld ({named}: –): {verdict.reason}")
         if choose and swept.trials:
             head.append(swept.line())
@@ -286,30 +290,6 @@ def _reach_given(args: argparse.Namespace) -> bool:
     )
 
 
-def live_source(
-    url: str, interval_s: float, reach: argparse.Namespace | None = None
-) -> FrameSource:
-    """The monitor's live source for `url`, as `vtop --url URL` makes it (knobs from the local
-    process or the page, this host's GPUs), with `reach`'s `connection_args` flags (none:
-    their defaults); the URL and the flags are checked there, a bad one raises `UsageError`."""
-    given = vars(reach) if reach is not None else {}
-    flags = argparse.Namespace(
-        url=[url],
-        interval=interval_s,
-        prometheus=None,
-        demo=None,
-        targets=[],
-        discover=False,
-        header=given.get("header") or [],
-        insecure=given.get("insecure", False),
-        trust_redirect=given.get("trust_redirect") or [],
-        ca_cert=given.get("ca_cert"),
-        max_num_seqs=given.get("max_num_seqs"),
-        max_num_batched_tokens=given.get("max_num_batched_tokens"),
-    )
-    return make_source(flags)
-
-
 def _capacity(duration_s: float, interval_s: float) -> int:
     """Polls a watch makes: one an interval, four a second while warming up, and a few over.
     The store keeps all of them, so the window can be the whole watch."""
@@ -347,14 +327,14 @@ async def _feed(
     return refused[0] if refused else None
 
 
-def watch_live(
-    url: str, duration_s: float, interval_s: float, reach: argparse.Namespace | None = None
-) -> Watched:
-    """Watch `url` for `duration_s` (less on Ctrl-C) as the monitor does. Raises `WatchError`
-    when it did not answer the first poll or answered fewer than two, `UsageError` for a URL
-    that cannot be polled at all (`reach`: the connection flags, `live_source`)."""
-    source = live_source(url, interval_s, reach)
-    name = (watching(source) or [url])[0]
+def watch_live(spec: SourceSpec, duration_s: float) -> Watched:
+    """Watch the server of `spec` (its URL, interval and connection flags) for `duration_s`
+    (less on Ctrl-C) with the monitor's live source (knobs from the local process or the page,
+    this host's GPUs). Raises `WatchError` when it did not answer the first poll or answered
+    fewer than two, `UsageError` for a URL or flag that cannot be polled with at all."""
+    source = make_source(spec)
+    interval_s = spec.interval
+    name = (watching(source) or list(spec.urls))[0]
     monitor = Monitor(capacity=_capacity(duration_s, interval_s))
     refused = asyncio.run(_feed(source, monitor, name, duration_s, interval_s))
     if refused is not None:
@@ -439,7 +419,8 @@ def main(argv: Sequence[str]) -> int:
         return fail(str(exc), EXIT_USAGE)
     try:
         if args.url is not None:
-            watched = watch_live(args.url, duration_s, interval_s, args)
+            spec = SourceSpec.from_args(args, urls=[args.url], interval=interval_s)
+            watched = watch_live(spec, duration_s)
             source = source_doc("live", watched.store.endpoint)
         else:
             path = shipped_traces.resolve(args.replay)

@@ -15,6 +15,7 @@ from datetime import UTC, datetime
 from typing import overload
 
 from vtop import figures, summary
+from vtop.figures import FIGURE
 from vtop.model import EndpointInfo, Event, Finding
 from vtop.monitor import EndpointView
 from vtop.report.document import (
@@ -46,16 +47,6 @@ from vtop.whatif.advice import Advice, chosen_recommendations
 from vtop.whatif.check import SelfCheck
 from vtop.whatif.predict import Band, WhatIf
 from vtop.whatif.search import Choice, Trial
-
-UNITS = {
-    "running": "requests",
-    "waiting": "requests",
-    "kv_usage": "ratio",
-    "preemptions_per_s": "1/s",
-    "generation_tokens_per_s": "tokens/s",
-    "prompt_tokens_per_s": "tokens/s",
-    "requests_per_s": "requests/s",
-}
 
 knobs_json = summary.knobs
 
@@ -104,10 +95,10 @@ def endpoint_doc(e: EndpointStats, view: EndpointView | None) -> EndpointDoc:
     server = view.server if view is not None else EndpointInfo()
 
     def gauge(name: str) -> SignalDoc:
-        return _signal(e.gauges[name].summary(), UNITS[name])
+        return _signal(e.gauges[name].summary(), FIGURE[name].unit)
 
     def rate(name: str) -> SignalDoc:
-        return _signal(e.counters[name].summary(), UNITS[name])
+        return _signal(e.counters[name].summary(), FIGURE[name].unit)
 
     signals: SignalsDoc = {  # the gauges (`GAUGES`), then the rates (`RATES`), in order
         "running": gauge("running"),

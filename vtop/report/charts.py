@@ -21,9 +21,10 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from html import escape
-from typing import Any
+from typing import Any, get_args
 
 from vtop import durations, fmt
+from vtop.figures import FIGURE
 from vtop.report.document import Document, FindingDoc, TimelineName, signals_of
 
 HEIGHT = 150
@@ -47,14 +48,11 @@ KV_LEVELS = (
     (0.98, "CRITICAL", "98 % full: the dashboard's red"),
 )
 """The dashed lines on the KV chart, as the memory-ceiling rule's sources name them."""
-CHARTS: tuple[tuple[TimelineName, str, str], ...] = (
-    ("running", "running requests", "requests"),
-    ("waiting", "waiting requests", "requests"),
-    ("kv_usage", "KV cache usage", "ratio"),
-    ("preemptions_per_s", "preemptions/s", "1/s"),
-    ("generation_tokens_per_s", "generation tokens/s", "tokens/s"),
-    ("ttft_p90", "TTFT p90", "seconds"),
+CHARTS: tuple[tuple[TimelineName, str, str], ...] = tuple(
+    (name, FIGURE[name].label, FIGURE[name].unit) for name in get_args(TimelineName)
 )
+"""Each series of the timeline as a chart: its figure, named and in its unit as the numbers'
+table below the charts names it (`vtop.figures`)."""
 
 
 def esc(v: Any) -> str:

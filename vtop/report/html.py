@@ -12,6 +12,7 @@ markup.
 from __future__ import annotations
 
 from vtop import fmt
+from vtop.figures import FIGURE
 from vtop.report.charts import (
     CHARTS,
     COLOURS,
@@ -179,20 +180,21 @@ def render_html(doc: Document) -> str:
             s = ep["signals"].get(sig)
             if s is None:
                 continue
-            u = s["unit"]
+            fig = FIGURE[sig]
             out.append(
-                f"<tr><td>{_e(fmt.LABELS[sig])}</td><td class=n>{_e(fmt.report_num(s['avg'], u))}"
-                f"</td><td class=n>{_e(fmt.report_num(s['max'], u))}</td><td class=n>"
-                f"{_e(fmt.report_num(s['last'], u))}</td></tr>"
+                f"<tr><td>{_e(fig.label)}</td><td class=n>{_e(fig.report(s['avg']))}"
+                f"</td><td class=n>{_e(fig.report(s['max']))}</td><td class=n>"
+                f"{_e(fig.report(s['last']))}</td></tr>"
             )
         for name, v in ep["latency"].items():
             if not v["observations"]:
                 continue
+            fig = FIGURE[name]
             out.append(
-                f"<tr><td>{_e(fmt.LABELS[name])} p50 / p90 / p99</td><td class=n>"
-                f"{_e(fmt.report_num(v['p50'], 'seconds'))}</td><td class=n>"
-                f"{_e(fmt.report_num(v['p90'], 'seconds'))}</td><td class=n>"
-                f"{_e(fmt.report_num(v['p99'], 'seconds'))}</td></tr>"
+                f"<tr><td>{_e(fig.label)} p50 / p90 / p99</td><td class=n>"
+                f"{_e(fig.report(v['p50']))}</td><td class=n>"
+                f"{_e(fig.report(v['p90']))}</td><td class=n>"
+                f"{_e(fig.report(v['p99']))}</td></tr>"
             )
         out.append("</table>")
         if ep["knobs"]:

@@ -20,6 +20,7 @@ from collections.abc import Callable
 from typing import get_args
 
 from vtop import durations, fmt
+from vtop.figures import FIGURE
 from vtop.report.document import (
     Document,
     EndpointDoc,
@@ -30,7 +31,6 @@ from vtop.report.document import (
     TimelineName,
 )
 from vtop.triage.explain import shown_formula
-from vtop.whatif.check import LABELS
 
 SIGNAL_ORDER: tuple[SignalName, ...] = get_args(SignalName)
 CHARTED: tuple[TimelineName, ...] = (
@@ -107,11 +107,8 @@ def _trend(doc: Document, name: SignalName, width: int = SPARK_WIDTH) -> str:
     values = series(doc, name)
     if not values:
         return ""
-    return (
-        fmt.spark(values, width, lo=0.0, hi=1.0)
-        if name == "kv_usage"
-        else (fmt.spark(values, width))
-    )
+    share = FIGURE[name].unit == "ratio"  # a share's trend spans 0 to 100 %, not its range
+    return fmt.spark(values, width, lo=0.0, hi=1.0) if share else fmt.spark(values, width)
 
 
 def why(r: RecommendationDoc) -> str:
@@ -147,6 +144,13 @@ def search_lines(f: FindingDoc) -> list[tuple[str, str]]:
     return out + [("instead", a["line"]) for a in seen.values()]
 
 
+def _brief(name: str) -> str:
+    """A figure as a prediction's reason names it (`vtop.figures`); a name this vtop does not
+    know (a newer one's document) as written."""
+    fig = FIGURE.get(name)
+    return fig.brief if fig is not None else name
+
+
 def check_line(doc: Document) -> str | None:
     """What the predictions stand on, in a line: the twin at today's knobs against the
     server (`prediction_check`); None when nothing was predicted."""
@@ -156,14 +160,15 @@ def check_line(doc: Document) -> str | None:
     where = f"fitted to {c['endpoint']} over {durations.span(c['window_s'])}"
     if c["confidence"] == "withheld":
         return f"the twin {where}; predictions withheld: {c['reason']}"
-    parts = [f"gen tok/s off by {fmt.pct(c['errors'].get('generation_tokens_per_s'))}"]
+    tokens = c["errors"].get("generation_tokens_per_s")
+    parts = [f"{FIGURE['generation_tokens_per_s'].brief} off by {fmt.pct(tokens)}"]
     for name, family in c["families"].items():
         if name == "throughput" or family["worst"] is None or family["error"] is None:
             continue
         error = family["error"]
         by = f"{error:.3g}x" if family["measure"] == "factor" else fmt.pct(error)
         withheld = ", withheld" if family["withheld"] else ""
-        worst = LABELS.get(family["worst"], family["worst"])
+        worst = _brief(family["worst"])
         parts.append(f"{name} off by {by} ({worst}{withheld})")
     return f"the twin {where}: {'; '.join(parts)}; confidence {c['confidence']}"
 
@@ -212,12 +217,11 @@ def render_text(doc: Document) -> str:
             s = ep["signals"].get(signal)
             if s is None:
                 continue
-            unit = s["unit"]
+            fig = FIGURE[signal]
             trend = _trend(doc, signal) if i == 0 else ""
             out.append(
-                f"  {fmt.LABELS[signal]:<28}{fmt.report_num(s['avg'], unit):>10}"
-                f"{fmt.report_num(s['max'], unit):>11}"
-                f"{fmt.report_num(s['last'], unit):>11}  {trend}".rstrip()
+                f"  {fig.label:<28}{fig.report(s['avg']):>10}{fig.report(s['max']):>11}"
+                f"{fig.report(s['last']):>11}  {trend}".rstrip()
             )
         lat = {k: v for k, v in ep["latency"].items() if v["observations"]}
         if lat:
@@ -227,11 +231,10 @@ def render_text(doc: Document) -> str:
                 f"{'mean':>11}{'count':>11}"
             )
             for name, v in lat.items():
+                fig = FIGURE[name]
                 out.append(
-                    f"  {fmt.LABELS[name]:<28}{fmt.report_num(v['p50'], 'seconds'):>10}"
-                    f"{fmt.report_num(v['p90'], 'seconds'):>11}"
-                    f"{fmt.report_num(v['p99'], 'seconds'):>11}"
-                    f"{fmt.report_num(v['mean'], 'seconds'):>11}"
+                    f"  {fig.label:<28}{fig.report(v['p50']):>10}{fig.report(v['p90']):>11}"
+                    f"{fig.report(v['p99']):>11}{fig.report(v['mean']):>11}"
                     f"{fmt.report_num(v['observations']):>11}"
                 )
     out.append("")
@@ -366,11 +369,10 @@ def render_markdown(doc: Document) -> str:
             s = ep["signals"].get(signal)
             if s is None:
                 continue
-            u = s["unit"]
+            fig = FIGURE[signal]
             row = (
-                f"| {fmt.LABELS[signal]} | {fmt.report_num(s['avg'], u)} | "
-                f"{fmt.report_num(s['max'], u)} | "
-                f"{fmt.report_num(s['last'], u)} |"
+                f"| {fig.label} | {fig.report(s['avg'])} | {fig.report(s['max'])} | "
+                f"{fig.report(s['last'])} |"
             )
             if i == 0:
                 trend = _trend(doc, signal)
@@ -382,11 +384,10 @@ def render_markdown(doc: Document) -> str:
             out.append("| latency over the window | p50 | p90 | p99 | mean | count |")
             out.append("|---|---:|---:|---:|---:|---:|")
             for name, v in lat.items():
+                fig = FIGURE[name]
                 out.append(
-                    f"| {fmt.LABELS[name]} | {fmt.report_num(v['p50'], 'seconds')} | "
-                    f"{fmt.report_num(v['p90'], 'seconds')} | "
-                    f"{fmt.report_num(v['p99'], 'seconds')} | "
-                    f"{fmt.report_num(v['mean'], 'seconds')} | "
+                    f"| {fig.label} | {fig.report(v['p50'])} | {fig.report(v['p90'])} | "
+                    f"{fig.report(v['p99'])} | {fig.report(v['mean'])} | "
                     f"{fmt.report_num(v['observations'])} |"
                 )
     out.append("")

@@ -11,9 +11,10 @@ evaluated at a coarser cadence. So the report keeps its own running figures, per
   duration; `max` and `last` are over consecutive `RATE_BUCKET_S` buckets (the last one
   taking in the window's tail), so a one-poll blip is not a peak, the figures do not depend
   on the window's length, and `avg` never exceeds `max`;
-- latency histograms: the reset-adjusted cumulative buckets at the window's start and end, whose
-  difference gives the window's percentiles exactly as `histogram_quantile` would (read as
-  `vtop.figures.Latency`, as the panels and `--once` read theirs);
+- latency histograms (`vtop.figures.LATENCIES`): the reset-adjusted cumulative buckets at
+  the window's start and end, whose difference gives the window's percentiles exactly as
+  `histogram_quantile` would (read as `vtop.figures.Latency`, as the panels and `--once` read
+  theirs);
 - a `Timeline` of the primary signals in at most 2 × `BINS` time bins, merged pairwise as the
   window grows, for sparklines and charts.
 
@@ -26,30 +27,25 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from typing import get_args
 
 from vtop import figures
-from vtop.figures import GAUGES, RATES
+from vtop.figures import GAUGES, LATENCIES, RATES
 from vtop.model import Frame, GpuStatus, Histogram, Scrape, SeriesKey
+from vtop.report.document import TimelineName
 from vtop.signals import gpus, resets
 from vtop.signals import histogram as hist
 from vtop.signals.catalog import BY_NAME
 from vtop.sources.live import is_local
 
-LATENCIES = ("ttft", "itl", "e2e", "queue_time")
 LIGHT = frozenset((*GAUGES, *RATES.values()))
 """What a light frame must keep for the per-poll figures. Latency comes from the cumulative
 histograms of the complete frames, which are enough: its window figures need only the first
 and the last, and the timeline one per bin."""
 RATE_BUCKET_S = 10.0
 BINS = 60
-CHART = (
-    "running",
-    "waiting",
-    "kv_usage",
-    "preemptions_per_s",
-    "generation_tokens_per_s",
-    "ttft_p90",
-)
+CHART: tuple[str, ...] = get_args(TimelineName)
+"""The figures the timeline has a series of (the document's `TimelineName`), in order."""
 
 
 @dataclass(slots=True)

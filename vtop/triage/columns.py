@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from vtop import figures
 from vtop.model import ALL, Knob
 from vtop.signals.catalog import BY_NAME
 from vtop.signals.store import Store, key
@@ -89,9 +90,10 @@ class Columns:
                     out.append(float(r0 == q0 == r1 == q1 == 0 and g1 > g0))
             return out
         if name in ("kv_tokens_per_seq", "kv_used_tokens"):
-            cap = self.knob("kv_capacity_tokens")
-            if not isinstance(cap, int | float) or isinstance(cap, bool):
+            pool = figures.cap(self.knobs, "kv_capacity_tokens")
+            if pool is None:
                 return [None] * n
+            cap = pool.value
             kv = self._signal("kv_usage", "", w)
             if name == "kv_used_tokens":
                 return [None if u is None else u * cap for u in kv]
@@ -101,10 +103,10 @@ class Columns:
                 for u, r in zip(kv, run, strict=True)
             ]
         if name == "batch_fill":
-            cap = self.knob("max_num_seqs")
-            if not isinstance(cap, int | float) or isinstance(cap, bool) or cap <= 0:
+            seats = figures.cap(self.knobs)  # the batch cap, read as every view reads it
+            if seats is None:
                 return [None] * n
-            return [None if r is None else r / cap for r in self._signal("running", "", w)]
+            return [None if r is None else r / seats.value for r in self._signal("running", "", w)]
         if name in ("kv_spread", "running_imbalance"):
             sig = "kv_usage" if name == "kv_spread" else "running"
             cols = [c for k in self.store.series(sig) if len(c := self.store.values(k, w)) == n]

@@ -26,9 +26,9 @@ from pathlib import Path
 from typing import Protocol
 
 from vtop import durations
-from vtop.figures import load_change
 from vtop.knobs import KnobValue
 from vtop.model import ALL, EvidencePath, Finding, FindingState, Knob, Recommendation, Severity
+from vtop.signals.load import load_change
 from vtop.signals.store import Store, key
 from vtop.triage import cost, guards
 from vtop.triage.expr import Value

@@ -106,12 +106,12 @@ def cells(
         latency_span_s=figs.LATENCY_SPAN_S,
     )
     return {
-        "run": fmt.num(now.running) + cap_text(cap),
-        "wait": fmt.num(now.waiting),
-        "kv": fmt.pct(now.kv_usage),
-        "pre": fmt.num(now.preemptions_per_s),
-        "gen": fmt.num(now.generation_tokens_per_s),
-        "ttft": fmt.seconds(now.ttft_p99),
+        "run": figs.RUNNING.screen(now.running) + cap_text(cap),
+        "wait": figs.WAITING.screen(now.waiting),
+        "kv": figs.KV_USAGE.screen(now.kv_usage),
+        "pre": figs.PREEMPTIONS.screen(now.preemptions_per_s),
+        "gen": figs.GENERATION.screen(now.generation_tokens_per_s),
+        "ttft": figs.TTFT_P99.screen(now.ttft_p99),
     }
 
 

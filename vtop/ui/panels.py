@@ -33,7 +33,8 @@ PanelKind = Literal["gauge", "rate", "latency"]
 
 @dataclass(frozen=True, slots=True)
 class PanelSpec:
-    """One panel: `signal` is the catalog name; `label` the series label (ALL: every value)."""
+    """One panel: `signal` is the catalog name; `label` the series label (ALL: every value);
+    its title, short name and unit are its figure's (`vtop.figures`)."""
 
     id: str
     title: str
@@ -48,36 +49,34 @@ class PanelSpec:
     """Other catalog signals the explain screen describes with this one."""
 
 
+_KINDS: dict[str, PanelKind] = {"gauge": "gauge", "rate": "rate", "latency": "latency"}
+
+
+def _panel(id: str, figure: figures.Figure, related: tuple[str, ...] = ()) -> PanelSpec:
+    """The panel of a figure, titled, labelled and in the unit the catalog gives it."""
+    return PanelSpec(
+        id,
+        figure.title,
+        figure.short,
+        figure.signal,
+        _KINDS[figure.read],
+        figure.screen_unit,
+        label=figure.key(figures.ENDPOINT).label,
+        ratio=figure.unit == "ratio",
+        related=related,
+    )
+
+
 PANELS: tuple[PanelSpec, ...] = (
-    PanelSpec("running", "Running", "running", "running", "gauge", "req"),
-    PanelSpec(
-        "waiting", "Waiting", "waiting", "waiting", "gauge", "req", related=("waiting_by_reason",)
-    ),
-    PanelSpec("kv", "KV cache", "KV cache", "kv_usage", "gauge", "", ratio=True),
-    PanelSpec("preemptions", "Preemptions", "preempt", "preemptions", "rate", "/s"),
-    PanelSpec(
-        "prompt",
-        "Prompt tokens",
-        "prompt",
-        "prompt_tokens",
-        "rate",
-        "tok/s",
-        related=("prefix_cache_hits", "prefix_cache_queries"),
-    ),
-    PanelSpec("generation", "Generation tokens", "gen", "generation_tokens", "rate", "tok/s"),
-    PanelSpec(
-        "ttft",
-        "Time to first token",
-        "TTFT",
-        "ttft",
-        "latency",
-        "",
-        related=("queue_time", "prefill_time"),
-    ),
-    PanelSpec("itl", "Inter-token latency", "ITL", "itl", "latency", ""),
-    PanelSpec(
-        "finished", "Finished requests", "done", "requests_finished", "rate", "req/s", label=ALL
-    ),
+    _panel("running", figures.RUNNING),
+    _panel("waiting", figures.WAITING, ("waiting_by_reason",)),
+    _panel("kv", figures.KV_USAGE),
+    _panel("preemptions", figures.PREEMPTIONS),
+    _panel("prompt", figures.PROMPT, ("prefix_cache_hits", "prefix_cache_queries")),
+    _panel("generation", figures.GENERATION),
+    _panel("ttft", figures.TTFT, ("queue_time", "prefill_time")),
+    _panel("itl", figures.ITL),
+    _panel("finished", figures.FINISHED),
 )
 
 BY_ID = {p.id: p for p in PANELS}

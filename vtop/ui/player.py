@@ -35,9 +35,9 @@ from vtop import durations
 from vtop.model import Finding, Frame
 from vtop.monitor import Monitor
 from vtop.report.collect import monitor_findings
-from vtop.report.train import Choice, Question, questions_of
 from vtop.sources.replay import ReplaySource
 from vtop.trace.reader import TraceReader, Warn
+from vtop.training.questions import Choice, Question, questions_of
 from vtop.triage.engine import Engine
 
 FAST_LOOKBACK_S = 360.0

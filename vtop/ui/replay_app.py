@@ -13,7 +13,7 @@ the same way, so a replay reads exactly like the incident did live. What is adde
   says at T, and the pass also yields the timeline's marks and training's questions;
 - the timeline (position, duration, marks, speed, play state) and the player's keys;
 - with `train`, the findings stay hidden; the replay stops where each rule starts firing and
-  asks (`QuestionScreen`); answers are graded by `vtop.report.train`, as the text quiz grades
+  asks (`QuestionScreen`); answers are graded by `vtop.training`, as the text quiz grades
   them, and the score comes at the end (`ScoreScreen`). The replay plays while the pass is
   still finding the incidents (the triage line says how far it is), held at the first moment
   a finding fires, before which no question can be: the pass runs far faster than the replay,
@@ -39,8 +39,8 @@ from textual.containers import Vertical
 from textual.screen import Screen
 from textual.widgets import Footer
 
-from vtop.report.train import Choice
 from vtop.sources.replay import ReplaySource
+from vtop.training.questions import Choice
 from vtop.triage.engine import Engine
 from vtop.ui.app import SelfCpu, VtopApp
 from vtop.ui.player import Analysis, Chunk, FindingsTimeline, Player

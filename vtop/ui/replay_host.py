@@ -19,8 +19,8 @@ if TYPE_CHECKING:
     import asyncio
     from collections.abc import Sequence
 
-    from vtop.report.train import Choice
     from vtop.sources.replay import ReplaySource
+    from vtop.training.questions import Choice
     from vtop.triage.engine import Engine
     from vtop.ui import verdict
     from vtop.ui.app import VtopApp

@@ -1,7 +1,7 @@
 """The replay's quiz (`--train`): the question where a rule starts firing, and what comes after.
 
 The findings stay hidden; the replay stops at each incident and asks (`QuestionScreen`);
-answers are graded by `vtop.report.train`, as the text quiz grades them, the reveal says what
+answers are graded by `vtop.training`, as the text quiz grades them, the reveal says what
 the advice would buy (the twin, on a worker), and the score comes at the end (`ScoreScreen`).
 Escape hides a question to study the screen; `a` brings it back. A mixin of `ReplayApp`
 (`vtop.ui.replay_host` says how the parts fit).
@@ -9,7 +9,7 @@ Escape hides a question to study the screen; `a` brings it back. A mixin of `Rep
 
 from __future__ import annotations
 
-from vtop.report.train import Verdict
+from vtop.training.grading import Verdict
 from vtop.ui.detail import Row
 from vtop.ui.prediction import Job
 from vtop.ui.replay_host import ReplayHost

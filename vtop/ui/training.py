@@ -1,7 +1,7 @@
 """A training session on the replay screen, without the screen: which question is open, the
 answers given, the score (no Textual here).
 
-The questions, the grading and the score are `vtop.report.train`'s, the same the text quiz
+The questions, the grading and the score are `vtop.training`'s, the same the text quiz
 uses, so the screen and `--train` on a pipe agree on every point. What this adds is what a
 player needs: questions are asked in time order, one at a time; the replay may not run past
 an unanswered one (`stop_at`), and going back to look again does not ask twice.
@@ -13,7 +13,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from vtop import knobs
-from vtop.report.train import Answer, Direction, Question, Score, Verdict, grade
+from vtop.training.grading import Answer, Score, Verdict, grade
+from vtop.training.questions import Direction, Question
 
 NO_KNOB = "no server knob: the fix is elsewhere (the client, the load)"
 VERBS = {"enable": "turn on", "disable": "turn off"}

@@ -25,12 +25,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Literal
 
-from vtop import fmt
-from vtop.figures import ENDPOINT, Scope
+from vtop.figures import ENDPOINT, FIGURE, ITL_P50, KV_USAGE, RUNNING, Scope
 from vtop.knobs import KnobValue, format_value
 from vtop.model import Finding, Knob, Recommendation
 from vtop.sim.calibration import StepPoint
-from vtop.whatif.check import LABELS, shown
 from vtop.whatif.predict import KNOB_FIELDS, Observation, Prediction, WhatIf, observe, prepare_from
 from vtop.whatif.search import Choice, Goals, kv_is_wall, search
 from vtop.whatif.watched import Watched
@@ -126,7 +124,8 @@ class Advice:
             band = p.figures.get(name)
             if band is None or (name != self.promised and band.now == band.after == 0):
                 continue
-            text = f"{LABELS[name]} {shown(name, band.now)} → {shown(name, band.after)}"
+            fig = FIGURE[name]
+            text = f"{fig.brief} {fig.screen(band.now)} → {fig.screen(band.after)}"
             if band.now > 0 and name != "kv_usage":
                 moved = f"{(band.after - band.now) / band.now:+.0%}"
                 if band.after > 0:
@@ -134,7 +133,8 @@ class Advice:
                 text += f" ({moved})"
             parts.append(text)
         if self.promised is not None and self.promised in p.withheld:
-            parts.insert(0, f"{LABELS[self.promised]} not predicted (the self-check found it off)")
+            said = FIGURE[self.promised].brief
+            parts.insert(0, f"{said} not predicted (the self-check found it off)")
         return "; ".join(parts) + f" (confidence {p.confidence})"
 
     def choice_lines(self) -> list[tuple[str, str]]:
@@ -159,10 +159,10 @@ class Advice:
         if self.choice is not None and self.choice.keeps_today:
             return ""  # the choice's own lines say why nothing changes
         band = self.prediction.figures[self.promised]
-        label = LABELS[self.promised]
+        fig = FIGURE[self.promised]
         return (
-            f"the twin predicts {label} {shown(self.promised, band.now)} → "
-            f"{shown(self.promised, band.after)} ({abs(self.gain):.0%} "
+            f"the twin predicts {fig.brief} {fig.screen(band.now)} → "
+            f"{fig.screen(band.after)} ({abs(self.gain):.0%} "
             f"{'better' if self.gain >= 0 else 'worse'}): under "
             f"{MIN_GAIN:.0%}, this change alone will not fix it; {self.limit}"
         )
@@ -174,21 +174,22 @@ def _limit(p: Prediction, promised: str) -> str:
     kv = p.figures.get("kv_usage")
     if promised == "preemptions_per_s" and kv is not None:
         return (
-            f"the KV pool still fills (KV usage {fmt.pct(kv.after)} after): this load needs "
-            "more room than the change makes"
+            f"the KV pool still fills ({KV_USAGE.brief} {KV_USAGE.screen(kv.after)} after): "
+            "this load needs more room than the change makes"
         )
     run = p.figures.get("running")
     itl = p.figures.get("itl_p50")
     if run is not None and run.now > 0 and run.after < run.now * (1 + MIN_GAIN):
         return (
-            f"the load limits it: the batch stays at {fmt.num(run.after)} running, "
+            f"the load limits it: the batch stays at {RUNNING.screen(run.after)} running, "
             "so the clients send no more than the server already serves"
         )
     if itl is not None and run is not None and itl.now > 0 and itl.after > itl.now:
         return (
-            f"compute limits it: the batch grows {fmt.num(run.now)} → {fmt.num(run.after)} "
-            f"but every step slows as much (ITL p50 {fmt.seconds(itl.now)} → "
-            f"{fmt.seconds(itl.after)}), so the same work is only reshuffled"
+            f"compute limits it: the batch grows {RUNNING.screen(run.now)} → "
+            f"{RUNNING.screen(run.after)} but every step slows as much ({ITL_P50.brief} "
+            f"{ITL_P50.screen(itl.now)} → {ITL_P50.screen(itl.after)}), so the same work is "
+            "only reshuffled"
         )
     return "what limits this server is not this knob"
 

@@ -4,8 +4,9 @@ A prediction is only worth showing if the twin reproduces today, so `vtop.whatif
 runs it at today's knobs and asks `check` whether it does:
 
 - Both sides are read the same way: the twin's /metrics pages go through vtop's own parser
-  into a `Store`, and `figures` computes every figure of both stores with the functions every
-  view uses (`vtop.figures`), so what is compared is like with like.
+  into a `Store`, and `figures` computes every figure of both stores with the catalog's
+  `vtop.figures.window_figures`, which every view's figures come from, so what is compared is
+  like with like.
 - The error of a figure is |twin - observed| / max(|observed|, its floor) (the floors keep
   "0.1 vs 0.3 requests waiting" from reading as a 200 % miss). Above `MAX_TOKENS_ERROR` on
   generated tokens/s the twin does not describe this server and every prediction is withheld
@@ -31,9 +32,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Literal
 
-from vtop import figures as vf
-from vtop import fmt
-from vtop.figures import ENDPOINT, RATES, Scope, within_wholes
+from vtop.figures import ENDPOINT, FIGURE, Scope, window_figures
 from vtop.signals.store import Store
 
 MAX_TOKENS_ERROR = 0.30
@@ -58,7 +57,8 @@ FIGURES = (
     "itl_p50",
     "itl_mean",
 )
-"""What the self-check compares and a prediction states, by the name the report will use."""
+"""What the self-check compares and a prediction states, by their names in `vtop.figures`
+(which also says what each is called and how it is printed)."""
 
 FLOORS: dict[str, float] = {
     "generation_tokens_per_s": 1.0,
@@ -100,60 +100,15 @@ FAMILIES = (
 )
 """Every figure of `FIGURES` in exactly one family."""
 
-LABELS = {
-    "generation_tokens_per_s": "gen tok/s",
-    "running": "running",
-    "waiting": "waiting",
-    "kv_usage": "KV usage",
-    "preemptions_per_s": "preemptions/s",
-    "queue_p50": "queue p50",
-    "queue_p90": "queue p90",
-    "ttft_p50": "TTFT p50",
-    "ttft_p90": "TTFT p90",
-    "itl_p50": "ITL p50",
-    "itl_mean": "ITL mean",
-}
-"""How a reason names a figure."""
-
 
 def figures(
     store: Store, window_s: float | None, scope: Scope = ENDPOINT
 ) -> dict[str, float | None]:
-    """Every figure of `FIGURES` over the window, as every view computes it (`vtop.figures`:
-    a gauge's mean over the window's polls, a counter's increase per second, a latency's
-    percentile from its histogram's increase, a part never above its whole); None where the
-    server shows nothing. The twin's pages are read by the same function."""
-    gauge = {n: vf.gauge_window(store, scope.key(n), window_s).avg for n in vf.GAUGES}
-    rate = {
-        n: vf.counter_window(store, scope.key(RATES[n]), window_s).per_s
-        for n in ("generation_tokens_per_s", "preemptions_per_s")
-    }
-    latency = {n: vf.latency(store, scope.key(n), window_s) for n in ("queue_time", "ttft", "itl")}
-    ttft = latency["ttft"]
-    queue_p50 = within_wholes({"queue_time": latency["queue_time"].p50, "ttft": ttft.p50})
-    queue_p90 = within_wholes({"queue_time": latency["queue_time"].p90, "ttft": ttft.p90})
-    return {
-        "generation_tokens_per_s": rate["generation_tokens_per_s"],
-        "running": gauge["running"],
-        "waiting": gauge["waiting"],
-        "kv_usage": gauge["kv_usage"],
-        "preemptions_per_s": rate["preemptions_per_s"],
-        "queue_p50": queue_p50["queue_time"],
-        "queue_p90": queue_p90["queue_time"],
-        "ttft_p50": ttft.p50,
-        "ttft_p90": ttft.p90,
-        "itl_p50": latency["itl"].p50,
-        "itl_mean": latency["itl"].mean,
-    }
-
-
-def shown(name: str, value: float) -> str:
-    """A figure's value as a prediction prints it: a share, a duration or a number."""
-    if name == "kv_usage":
-        return fmt.pct(value)
-    if name in ("queue_p50", "queue_p90", "ttft_p50", "ttft_p90", "itl_p50", "itl_mean"):
-        return fmt.seconds(value)
-    return fmt.num(value)
+    """Every figure of `FIGURES` over the window, as every view computes it (the catalog's
+    `window_figures`); None where the server shows nothing. The twin's pages are read by the
+    same function."""
+    every = window_figures(store, window_s, scope)
+    return {name: every[name] for name in FIGURES}
 
 
 def relative_error(name: str, twin: float | None, observed: float | None) -> float | None:
@@ -232,18 +187,19 @@ def judge(
         return FamilyCheck(family.name, None, None)
     error, worst = max(scored)
     seen, got = observed.get(worst), twin.get(worst)
-    label = LABELS[worst]
+    fig = FIGURE[worst]
+    label = fig.brief
     reason = ""
     if family.ratio and error > MAX_LATENCY_FACTOR:
         reason = (
-            f"the twin's {label} is {error:.3g}x off today's ({fmt.seconds(got)} against "
-            f"{fmt.seconds(seen)} observed; more than {MAX_LATENCY_FACTOR:g}x): "
+            f"the twin's {label} is {error:.3g}x off today's ({fig.screen(got)} against "
+            f"{fig.screen(seen)} observed; more than {MAX_LATENCY_FACTOR:g}x): "
             f"its {family.name} does not describe this server"
         )
     elif not family.ratio and family.name != "throughput" and error > MAX_OCCUPANCY_ERROR:
         reason = (
-            f"the twin's {label} misses today's by {error:.0%} ({fmt.num(got)} against "
-            f"{fmt.num(seen)} observed; more than {MAX_OCCUPANCY_ERROR:.0%}): "
+            f"the twin's {label} misses today's by {error:.0%} ({fig.screen(got)} against "
+            f"{fig.screen(seen)} observed; more than {MAX_OCCUPANCY_ERROR:.0%}): "
             f"its {family.name} does not describe this server"
         )
     return FamilyCheck(family.name, worst, error, reason)

@@ -23,7 +23,8 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
 
-from vtop import fmt, knobs
+from vtop import knobs
+from vtop.figures import GENERATION, ITL_MEAN, PREEMPTIONS, TTFT_P90
 from vtop.knobs import KV_WALL, KnobValue
 from vtop.whatif.check import SelfCheck
 from vtop.whatif.predict import BAND_FLOOR, Prediction, WhatIf
@@ -76,7 +77,7 @@ class Goals:
         return replace(
             self,
             max_itl_s=self.itl_growth * itl_start_s,
-            itl_anchor=f"{self.itl_growth:g}x the start's {fmt.seconds(itl_start_s)}",
+            itl_anchor=f"{self.itl_growth:g}x the start's {ITL_MEAN.screen(itl_start_s)}",
         )
 
     def describe(self) -> str:
@@ -84,12 +85,12 @@ class Goals:
         parts = [] if self.allow_preemption else ["no sustained preemption"]
         if self.max_itl_s is not None:
             anchor = f" ({self.itl_anchor})" if self.itl_anchor else ""
-            parts.append(f"ITL mean <= {fmt.seconds(self.max_itl_s)}{anchor}")
+            parts.append(f"{ITL_MEAN.brief} <= {ITL_MEAN.screen(self.max_itl_s)}{anchor}")
         else:
-            parts.append(f"ITL mean <= {self.itl_growth:g}x today's")
+            parts.append(f"{ITL_MEAN.brief} <= {self.itl_growth:g}x today's")
         if self.max_ttft_s is not None:
-            parts.append(f"TTFT p90 <= {fmt.seconds(self.max_ttft_s)}")
-        return "most gen tok/s with " + ", ".join(parts)
+            parts.append(f"{TTFT_P90.brief} <= {TTFT_P90.screen(self.max_ttft_s)}")
+        return f"most {GENERATION.brief} with " + ", ".join(parts)
 
     def misses(self, p: Prediction) -> tuple[str, ...]:
         """Each goal `p` misses, or cannot show it meets, in words; () when it meets them all.
@@ -125,25 +126,29 @@ class Goals:
         """The goals these figures miss (predicted, or measured by `vtop tune`), in words; a
         figure that is None cannot show a bound the user gave is met (`unknown` says why)."""
         if tokens is None:
-            return (f"gen tok/s {unknown}",)
+            return (f"{GENERATION.brief} {unknown}",)
         out: list[str] = []
         if not self.allow_preemption:
             if preemptions is None:
                 out.append(f"preemptions {unknown}")
             elif preemptions > SUSTAINED_PREEMPTION_PER_S:
-                out.append(f"{fmt.num(preemptions)} preemptions/s")
+                out.append(f"{PREEMPTIONS.screen(preemptions)} {PREEMPTIONS.brief}")
         if self.max_itl_s is not None:
             if itl is None:
-                out.append(f"ITL mean {unknown}")
+                out.append(f"{ITL_MEAN.brief} {unknown}")
             elif itl > self.max_itl_s:
-                out.append(f"ITL mean {fmt.seconds(itl)} > {fmt.seconds(self.max_itl_s)}")
+                out.append(
+                    f"{ITL_MEAN.brief} {ITL_MEAN.screen(itl)} > {ITL_MEAN.screen(self.max_itl_s)}"
+                )
         elif itl is not None and itl_today and itl_today > 0 and itl > self.itl_growth * itl_today:
-            out.append(f"ITL mean {itl / itl_today:.2g}x today's")
+            out.append(f"{ITL_MEAN.brief} {itl / itl_today:.2g}x today's")
         if self.max_ttft_s is not None:
             if ttft is None:
-                out.append(f"TTFT p90 {unknown}")
+                out.append(f"{TTFT_P90.brief} {unknown}")
             elif ttft > self.max_ttft_s:
-                out.append(f"TTFT p90 {fmt.seconds(ttft)} > {fmt.seconds(self.max_ttft_s)}")
+                out.append(
+                    f"{TTFT_P90.brief} {TTFT_P90.screen(ttft)} > {TTFT_P90.screen(self.max_ttft_s)}"
+                )
         return tuple(out)
 
 
@@ -175,17 +180,18 @@ class Trial:
         tokens = figures.get("generation_tokens_per_s")
         if tokens is None:
             return f"{self.label()}: {self.prediction.reason or 'not predicted'}"
-        text = f"{self.label()}: gen tok/s {fmt.num(tokens.after)}"
+        text = f"{self.label()}: {GENERATION.brief} {GENERATION.screen(tokens.after)}"
         if tokens.now > 0:
             text += f" ({(tokens.after - tokens.now) / tokens.now:+.0%})"
         preempt = figures.get("preemptions_per_s")
         if preempt is not None:
             stops = preempt.after <= SUSTAINED_PREEMPTION_PER_S
-            text += ", no preemption" if stops else f", {fmt.num(preempt.after)} preemptions/s"
+            said = f", {PREEMPTIONS.screen(preempt.after)} {PREEMPTIONS.brief}"
+            text += ", no preemption" if stops else said
         itl = figures.get("itl_mean")
         if itl is not None and itl.now > 0 and abs(itl.after / itl.now - 1) >= 0.1:
-            text += f", ITL mean {fmt.seconds(itl.after)}"
-        other = [m for m in self.misses if "preemptions/s" not in m]
+            text += f", {ITL_MEAN.brief} {ITL_MEAN.screen(itl.after)}"
+        other = [m for m in self.misses if PREEMPTIONS.brief not in m]
         return text + (f" (misses {', '.join(other)})" if other else "")
 
 
@@ -285,7 +291,7 @@ def search(
             best = first
             note = (
                 f"the formula's value: no other of {len(tried)} configurations gains more than "
-                f"the twin's own error ({resolution:.0%} on gen tok/s)"
+                f"the twin's own error ({resolution:.0%} on {GENERATION.brief})"
             )
     trials = tuple(tried.values())
     keeps = best.meets and _is_today(whatif, best.changes)

@@ -22,7 +22,7 @@ arrivals at a rate) and how long requests are. A server shows neither directly, 
   request_params_max_tokens histogram's mean is the clients' max_tokens where exposed.
 - **Prefix cache.** The hit ratio becomes each prompt's shared share.
 - **One load at a time.** A window in which the load changed (40 clients, then 4) describes
-  neither: past a load change (`figures.load_change`) the estimate (and the fit and the
+  neither: past a load change (`vtop.signals.load`) the estimate (and the fit and the
   self-check, `vtop.whatif.predict.observe`) start there.
 
 Every figure names where it came from: `read` (from the metrics) or `assumed`.
@@ -33,8 +33,9 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from vtop.figures import ENDPOINT, Scope, by_label, load_change, prefix_hit_ratio
+from vtop.figures import ENDPOINT, Scope, by_label, prefix_hit_ratio
 from vtop.model import ALL, Histogram
+from vtop.signals.load import load_change
 from vtop.signals.store import Store
 from vtop.sim.scheduler import FINISH_LENGTH
 from vtop.sim.workload import ClosedLoop, Lengths, Poisson, Shape, Workload
@@ -135,9 +136,9 @@ def _queue_grows(waiting: list[float]) -> bool:
 def steady_window(
     store: Store, window_s: float, scope: Scope = ENDPOINT
 ) -> tuple[float, str | None]:
-    """The window's part after its largest load change (`figures.load_change`), and a line
+    """The window's part after its largest load change (`vtop.signals.load`), and a line
     saying so; the whole window and None when the load held or the parts would be short."""
-    change = load_change(store, window_s, scope)
+    change = load_change(store, window_s, scope.key("running"), scope.key("waiting"))
     if change is None:
         return window_s, None
     span = change.span_s

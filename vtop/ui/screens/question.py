@@ -28,7 +28,8 @@ from textual.widgets import OptionList, Static
 from textual.widgets.option_list import Option
 from textual.worker import Worker
 
-from vtop.report.train import Question, Verdict
+from vtop.training.grading import Verdict
+from vtop.training.questions import Question
 from vtop.ui.detail import Row, predicting_rows
 from vtop.ui.prediction import Job
 from vtop.ui.screens import predicting

@@ -11,7 +11,7 @@ from textual.content import Content
 from textual.screen import ModalScreen
 from textual.widgets import Static
 
-from vtop.report.train import Score
+from vtop.training.grading import Score
 from vtop.ui.training import answered
 
 

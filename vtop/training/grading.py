@@ -1,94 +1,31 @@
-"""Training on recorded incidents: where to pause, what to ask, how to grade, the score.
-
-`vtop --replay FILE --train` replays a trace with the findings hidden. Wherever a rule starts
-firing, the replay pauses and the learner names the diagnosis (from the whole rule catalog,
-not just the rules that fire in this trace, so the answer is not given away) and the knob to
-change, with its new value; then the finding is revealed with its evidence, as the rule saw it
-at that moment, and graded. The score comes at the end.
-
-This module is the headless core, shared by the replay screen and the line-by-line runner in
-`vtop.cli.train`: it finds the questions with the report's own pass over the trace
-(`replay_collector`), so training asks exactly about what a report would flag, and it grades
-answers without any notion of how they were typed.
+"""How a training answer is graded, what the reveal says, and the score.
 
 Grading: the diagnosis is worth 2 points and the change 2 more, on every question, so that
 whether a change is asked for gives nothing away. When the finding recommends a change, naming
 one of its knobs is worth 1, and the right direction (raise, lower, set, enable, disable) or a
-value within 25% of the recommendation (the same setting, for non-numeric knobs) 1 more. When
-it recommends none (the client, not the server, has to change), answering "no server knob" is
-worth both. The knobs offered are the same on every question, in the same order.
+value within `VALUE_TOLERANCE` of the recommendation (the same setting, for non-numeric knobs)
+1 more; a knob the rule's own advice lists, that its conditions did not pick this time, counts
+as right in kind. When it recommends none (the client, not the server, has to change),
+answering "no server knob" is worth both. Answers are graded without any notion of how they
+were typed: the replay screen and the text quiz (`vtop.cli.train`) hand in the same `Answer`.
 
-The reveal says what the finding's advice would buy (`vtop.whatif.advice`), where the twin
-can set its knobs. The store is read where the rule first fires, during the pass (`questions`
-keeps that `Reading` on the question, milliseconds); the twin runs when the answer is
-revealed (`grade`, about a second), so a learner who stops early pays for no twin. The replay
-screen builds its questions without readings and runs the twin on a worker instead.
+The reveal says what the finding's advice would buy (`vtop.whatif.advice`), where the twin can
+set its knobs: it runs when the answer is revealed (`grade`, about a second), so a learner who
+stops early pays for no twin.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
-from typing import Literal
+from dataclasses import dataclass
 
 from vtop.knobs import KnobValue
-from vtop.model import Finding
-from vtop.monitor import Monitor
-from vtop.report.collect import Collector, FindingsFn, monitor_findings
-from vtop.trace.reader import Warn
+from vtop.training.questions import Direction, Question
 from vtop.triage.explain import shown_formula
-from vtop.whatif.advice import Advice, Advisor, Reading, prediction_reading, twin_failed
+from vtop.whatif.advice import Advice, Advisor, twin_failed
 
 VALUE_TOLERANCE = 0.25
-
-Direction = Literal["raise", "lower", "set", "enable", "disable"]
-DIRECTIONS: tuple[Direction, ...] = ("raise", "lower", "set", "enable", "disable")
-SETTINGS = {"kv_cache_dtype", "long_prefill_token_threshold"}
-"""Knobs set to a value they did not have (fp8; a threshold where there was none)."""
-
-
-def moves(knob: str) -> tuple[Direction, ...]:
-    """The directions a knob can change in: switches turn on or off, settings are set."""
-    if knob.startswith("enable_"):
-        return ("enable", "disable")
-    if knob in SETTINGS:
-        return ("set",)
-    return ("raise", "lower")
-
-
-@dataclass(frozen=True, slots=True)
-class Choice:
-    """A diagnosis the learner can pick: a rule of the catalog."""
-
-    rule: str
-    title: str
-
-
-@dataclass(frozen=True, slots=True)
-class Question:
-    """A pause in the replay: at `t`, `finding` (hidden until revealed) began firing."""
-
-    number: int
-    t: float
-    endpoint: str
-    finding: Finding
-    choices: tuple[Choice, ...]
-    knobs: tuple[str, ...]
-    """Knobs offered for the change: every knob a rule may recommend, in a fixed order."""
-    reading: Reading | None = field(default=None, compare=False, repr=False)
-    """The store as the rule saw it when it fired, for the twin (None: no prediction here)."""
-    fixes: tuple[tuple[str, str], ...] = ()
-    """Every (knob, direction) the rule's own advice lists, whether or not this firing
-    recommended it (`if:` conditions aside): each is a right answer."""
-
-    @property
-    def points(self) -> int:
-        return 4
-
-    def changes(self) -> list[tuple[str, Direction]]:
-        """Every (knob, direction) a learner may pick, in a fixed order (`moves`)."""
-        return [(k, d) for k in self.knobs for d in moves(k)]
+"""An answer's value within this share of the recommended one is right."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -135,76 +72,6 @@ class Verdict:
             out.append("  change: no server knob; the fix is outside vLLM's flags")
         out.extend(self.predicted)
         return out
-
-
-CONFIG_KNOBS = (
-    "max_num_seqs",
-    "max_num_batched_tokens",
-    "gpu_memory_utilization",
-    "max_model_len",
-    "kv_cache_dtype",
-    "enable_prefix_caching",
-)
-"""The configuration a question shows of the server, whatever the incident."""
-
-COMMON_KNOBS = (
-    *CONFIG_KNOBS,
-    "enable_chunked_prefill",
-    "long_prefill_token_threshold",
-    "tensor_parallel_size",
-    "api_server_count",
-)
-"""Every knob a shipped rule may recommend (a test holds them to it), and the usual suspects:
-the same list on every question, so the list itself never hints at the answer."""
-
-
-def questions(
-    path: str,
-    catalog: Sequence[Choice],
-    *,
-    findings: FindingsFn = monitor_findings,
-    warn: Warn | None = None,
-) -> list[Question]:
-    """One question per rule (and endpoint) that begins firing in the trace, in time order."""
-    from vtop.report.run import replay_collector
-
-    readings: dict[tuple[str, str], Reading | str] = {}
-
-    def watched(monitor: Monitor) -> Iterable[Finding]:
-        # Where a rule first fires is where its question pauses: read the store there.
-        found = list(findings(monitor))
-        for f in found:
-            if f.state == "firing" and (f.endpoint, f.rule) not in readings:
-                reading = prediction_reading(monitor.watched(f.endpoint), f)
-                readings[(f.endpoint, f.rule)] = reading
-        return found
-
-    collector = replay_collector(path, findings=watched, warn=warn)
-    return questions_of(
-        collector, catalog, {k: r for k, r in readings.items() if isinstance(r, Reading)}
-    )
-
-
-def questions_of(
-    collector: Collector,
-    catalog: Sequence[Choice],
-    readings: Mapping[tuple[str, str], Reading] | None = None,
-) -> list[Question]:
-    """The questions of a finished pass over a trace (the replay screen makes its own pass);
-    `readings`: the store where each (endpoint, rule) first fired, for its prediction."""
-    out: list[Question] = []
-    rules = collector.monitor.engine.by_id
-    for t, f in collector.onsets():
-        recommended = tuple(r.knob for r in f.recommendations)
-        knobs = tuple(dict.fromkeys((*COMMON_KNOBS, *recommended)))
-        known = {c.rule for c in catalog}
-        choices = tuple(catalog) if f.rule in known else (*catalog, Choice(f.rule, f.title))
-        reading = (readings or {}).get((f.endpoint, f.rule))
-        rule = rules.get(f.rule)
-        listed = tuple((spec.knob, spec.direction) for spec in rule.recommend) if rule else ()
-        fixes = tuple(dict.fromkeys((*((r.knob, r.direction) for r in f.recommendations), *listed)))
-        out.append(Question(len(out) + 1, t, f.endpoint, f, choices, knobs, reading, fixes))
-    return out
 
 
 def predicted_lines(advice: Advice | None) -> tuple[str, ...]:
