@@ -25,7 +25,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Literal
 
-from vtop.figures import ENDPOINT, FIGURE, ITL_P50, KV_USAGE, RUNNING, Scope
+from vtop.figures import ENDPOINT, FIGURE, ITL_MEAN, KV_USAGE, RUNNING, Scope
 from vtop.knobs import KnobValue, format_value
 from vtop.model import Finding, Knob, Recommendation
 from vtop.sim.calibration import StepPoint
@@ -54,17 +54,17 @@ PROMISES: dict[tuple[str, str], str] = {
     ("max_model_len", "lower"): "preemptions_per_s",
     ("block_size", "set"): "preemptions_per_s",
     ("max_num_batched_tokens", "raise"): "ttft_p50",
-    ("max_num_batched_tokens", "lower"): "itl_p50",
+    ("max_num_batched_tokens", "lower"): "itl_mean",
     # From 0 (no cap) to a cap: "up" in number, a tighter cap in effect; short prompts'
     # first tokens stop waiting behind long prefills.
     ("long_prefill_token_threshold", "raise"): "ttft_p50",
-    ("long_prefill_token_threshold", "set"): "itl_p50",
-    ("long_prefill_token_threshold", "lower"): "itl_p50",
+    ("long_prefill_token_threshold", "set"): "itl_mean",
+    ("long_prefill_token_threshold", "lower"): "itl_mean",
     ("enable_prefix_caching", "enable"): "ttft_p50",
 }
 """(knob, direction) -> the figure the recommendation promises to move."""
 HIGHER_IS_BETTER = frozenset({"generation_tokens_per_s"})
-SHOWN = ("generation_tokens_per_s", "queue_p50", "ttft_p90", "itl_p50", "preemptions_per_s")
+SHOWN = ("generation_tokens_per_s", "queue_p50", "ttft_p90", "itl_mean", "preemptions_per_s")
 """The figures a prediction's line states (the promised one first), when predicted."""
 
 
@@ -178,7 +178,7 @@ def _limit(p: Prediction, promised: str) -> str:
             "this load needs more room than the change makes"
         )
     run = p.figures.get("running")
-    itl = p.figures.get("itl_p50")
+    itl = p.figures.get("itl_mean")
     if run is not None and run.now > 0 and run.after < run.now * (1 + MIN_GAIN):
         return (
             f"the load limits it: the batch stays at {RUNNING.screen(run.after)} running, "
@@ -187,8 +187,8 @@ def _limit(p: Prediction, promised: str) -> str:
     if itl is not None and run is not None and itl.now > 0 and itl.after > itl.now:
         return (
             f"compute limits it: the batch grows {RUNNING.screen(run.now)} → "
-            f"{RUNNING.screen(run.after)} but every step slows as much ({ITL_P50.brief} "
-            f"{ITL_P50.screen(itl.now)} → {ITL_P50.screen(itl.after)}), so the same work is "
+            f"{RUNNING.screen(run.after)} but every step slows as much ({ITL_MEAN.brief} "
+            f"{ITL_MEAN.screen(itl.now)} → {ITL_MEAN.screen(itl.after)}), so the same work is "
             "only reshuffled"
         )
     return "what limits this server is not this knob"
