@@ -82,8 +82,9 @@ def measured_alone(server: VllmServer, fn: Callable[[], T], tries: int = 4) -> T
             if watch.seen:
                 print(f"    (kept although another server ran: {watch.seen[0]})", flush=True)
             return result
-        print(f"    (another vLLM server ran meanwhile, measuring again: {watch.seen[0]})",
-              flush=True)  # fmt: skip
+        print(
+            f"    (another vLLM server ran meanwhile, measuring again: {watch.seen[0]})", flush=True
+        )
     raise AssertionError("unreachable")
 
 

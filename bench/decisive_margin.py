@@ -89,8 +89,9 @@ def runs(frames: list[Frame], rule: Rule) -> tuple[int, int, float]:
 
 
 def simulated(name: str, interval_s: float, minutes: float) -> list[Frame]:
-    source = SimSource.scenario(name, seed=0, epoch=EPOCH, warm_up=False, interval_s=interval_s,
-                                in_thread=False)  # fmt: skip
+    source = SimSource.scenario(
+        name, seed=0, epoch=EPOCH, warm_up=False, interval_s=interval_s, in_thread=False
+    )
     return [source.poll_now() for _ in range(int(minutes * 60 / interval_s))]
 
 
@@ -122,13 +123,15 @@ def main(argv: list[str] | None = None) -> int:
     for name, sc in SCENARIOS.items():
         for interval in (1.0, 0.25):
             minutes = args.minutes if interval >= 1 else args.minutes / 3
-            sources.append((f"sim {name} @{interval:g}s", sc.rule, simulated(name, interval,
-                                                                            minutes)))  # fmt: skip
+            sources.append(
+                (f"sim {name} @{interval:g}s", sc.rule, simulated(name, interval, minutes))
+            )
     for trace, cause in real_regimes().items():
         sources.append((f"real {trace}", cause, recorded(REAL / trace)))
     ok = True
-    print(f"{'rule':24s} {'evidence':>8s} {'held (other problems)':>22s} {'longest run':>12s}  "
-          "where")  # fmt: skip
+    print(
+        f"{'rule':24s} {'evidence':>8s} {'held (other problems)':>22s} {'longest run':>12s}  where"
+    )
     for rule in RULES:
         assert rule.decisive is not None
         ex = Exposure()

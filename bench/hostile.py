@@ -62,8 +62,13 @@ def run(checkout: Path, *args: str) -> tuple[float, float, int]:
     env = {**os.environ, "PYTHONPATH": str(checkout)}
     env.pop("VTOP_API_KEY", None)
     started = time.monotonic()
-    proc = subprocess.Popen([sys.executable, "-m", "vtop", *args], cwd=checkout, env=env,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "vtop", *args],
+        cwd=checkout,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     _, status, usage = os.wait4(proc.pid, 0)
     proc.returncode = os.waitstatus_to_exitcode(status)
     return time.monotonic() - started, usage.ru_maxrss / 1024, proc.returncode
@@ -85,12 +90,15 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         fleet = Path(tmp) / "fleet.txt"
         fleet.write_text("".join(f"http://127.0.0.1:{p}\n" for p in closed_ports(args.targets)))
-        show(f"targets: {args.targets} refused", run(args.checkout, "--targets", str(fleet),
-                                                      *report))  # fmt: skip
+        show(
+            f"targets: {args.targets} refused", run(args.checkout, "--targets", str(fleet), *report)
+        )
 
     with HostilePrometheus(backfill=lambda form: endless_matrix(args.backfill_mb)) as prom:
-        show(f"backfill: {args.backfill_mb:g} MB answer",
-             run(args.checkout, "--prometheus", prom.url, "--backfill", "1h", *report))  # fmt: skip
+        show(
+            f"backfill: {args.backfill_mb:g} MB answer",
+            run(args.checkout, "--prometheus", prom.url, "--backfill", "1h", *report),
+        )
 
     page = healthy_answers().targets[("vllm", "127.0.0.1:8000")]
     down = Fleet({("vllm", f"10.0.{i // 250}.{i % 250}:8000"): page for i in range(args.targets)})
@@ -107,8 +115,10 @@ def main() -> None:
         return success("vector", result)
 
     with HostilePrometheus(down, latest=latest) as prom:
-        show(f"prometheus-down: {args.targets} targets",
-             run(args.checkout, "--prometheus", prom.url, "--backfill", "5m", *report))  # fmt: skip
+        show(
+            f"prometheus-down: {args.targets} targets",
+            run(args.checkout, "--prometheus", prom.url, "--backfill", "5m", *report),
+        )
 
 
 if __name__ == "__main__":

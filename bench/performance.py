@@ -62,13 +62,20 @@ def tui_rows(where: str, figures: list[Figures]) -> list[Row]:
     ours = figures[0]
     theirs = figures[1] if len(figures) > 1 else Figures("peer")
     return [
-        Row(f"TUI CPU, % of one core ({where})", fmt(ours.cpu_pct, ".2f"),
-            fmt(theirs.cpu_pct, ".2f"), "≤ 1"),
-        Row(f"TUI RSS, MB ({where})", fmt(ours.rss_mb, ".0f"), fmt(theirs.rss_mb, ".0f"),
-            "≤ 120"),
-        Row(f"bytes to the terminal, KB/s ({where})", fmt(ours.kbps, ".2f"),
-            fmt(theirs.kbps, ".2f"), "≤ 5"),
-    ]  # fmt: skip
+        Row(
+            f"TUI CPU, % of one core ({where})",
+            fmt(ours.cpu_pct, ".2f"),
+            fmt(theirs.cpu_pct, ".2f"),
+            "≤ 1",
+        ),
+        Row(f"TUI RSS, MB ({where})", fmt(ours.rss_mb, ".0f"), fmt(theirs.rss_mb, ".0f"), "≤ 120"),
+        Row(
+            f"bytes to the terminal, KB/s ({where})",
+            fmt(ours.kbps, ".2f"),
+            fmt(theirs.kbps, ".2f"),
+            "≤ 5",
+        ),
+    ]
 
 
 @contextlib.contextmanager
@@ -90,11 +97,25 @@ def busy_real_server(seconds: float) -> Iterator[str]:
     load = None
     try:
         load = subprocess.Popen(
-            [sys.executable, "-m", "tools.vllm_cpu.load", server.url, "--mode", "closed",
-             "--concurrency", "8", "--duration", str(seconds), "--no-drain",
-             "--max-tokens", "32:128"],
-            cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-        )  # fmt: skip
+            [
+                sys.executable,
+                "-m",
+                "tools.vllm_cpu.load",
+                server.url,
+                "--mode",
+                "closed",
+                "--concurrency",
+                "8",
+                "--duration",
+                str(seconds),
+                "--no-drain",
+                "--max-tokens",
+                "32:128",
+            ],
+            cwd=ROOT,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
         time.sleep(5)  # the first requests are in: the page has histograms with counts
         yield server.url
     finally:
@@ -122,8 +143,12 @@ def main() -> int:
     ap.add_argument("--hours", type=float, default=24.0, help="length of the recorded trace")
     ap.add_argument("--no-real", action="store_true", help="skip the real vLLM server")
     ap.add_argument("--no-peer", action="store_true", help="do not run vllmstat")
-    ap.add_argument("--cache", type=Path, default=Path(tempfile.gettempdir()) / "vtop-bench",
-                    help="where the peer's venv is kept between runs")  # fmt: skip
+    ap.add_argument(
+        "--cache",
+        type=Path,
+        default=Path(tempfile.gettempdir()) / "vtop-bench",
+        help="where the peer's venv is kept between runs",
+    )
     args = ap.parse_args()
     rows: list[Row] = []
     peer = "–"
@@ -154,30 +179,49 @@ def main() -> int:
 
     print("== 3. one poll, against prometheus-client's parser", flush=True)
     ours, theirs = scrape.measure("vLLM 0.32 page", scrape.FIXTURE.read_text())
-    rows.append(Row("one poll's CPU, ms (parse + store; prometheus-client: parse only)",
-                    f"{ours * 1e3:.3f}", f"{theirs * 1e3:.3f} (prometheus-client)",
-                    "≥ 10× cheaper"))  # fmt: skip
+    rows.append(
+        Row(
+            "one poll's CPU, ms (parse + store; prometheus-client: parse only)",
+            f"{ours * 1e3:.3f}",
+            f"{theirs * 1e3:.3f} (prometheus-client)",
+            "≥ 10× cheaper",
+        )
+    )
 
     print("== 4. the rule catalog over an hour of history", flush=True)
     samples = triage.evaluation_ms(3600, 300)
-    rows.append(Row("rule evaluation, whole catalog, 1 h of history, ms (median)",
-                    f"{samples[len(samples) // 2]:.2f}", "", "< 2"))  # fmt: skip
+    rows.append(
+        Row(
+            "rule evaluation, whole catalog, 1 h of history, ms (median)",
+            f"{samples[len(samples) // 2]:.2f}",
+            "",
+            "< 2",
+        )
+    )
 
     print(f"== 5. {args.hours:g} h of 1 Hz recording", flush=True)
     with tempfile.TemporaryDirectory(prefix="vtop-bench-") as tmp:
         path = Path(tmp) / "day.vtrace"
         write_s = trace.build(path, args.hours)
         day = trace.report(path, Path(tmp), write_s)
-    rows.append(Row("trace size, MB per day at 1 Hz", f"{day['mb_per_day']:.1f}", "",
-                    "< 20"))  # fmt: skip
-    rows.append(Row(f"report over a {day['hours']:.0f} h trace, s", f"{day['report_s']:.1f}",
-                    "", "< 10"))  # fmt: skip
-    rows.append(Row(f"seek in a {day['hours']:.0f} h trace, ms (worst of 30)",
-                    f"{day['seek_max_ms']:.0f}", "", "< 200"))  # fmt: skip
+    rows.append(Row("trace size, MB per day at 1 Hz", f"{day['mb_per_day']:.1f}", "", "< 20"))
+    rows.append(
+        Row(f"report over a {day['hours']:.0f} h trace, s", f"{day['report_s']:.1f}", "", "< 10")
+    )
+    rows.append(
+        Row(
+            f"seek in a {day['hours']:.0f} h trace, ms (worst of 30)",
+            f"{day['seek_max_ms']:.0f}",
+            "",
+            "< 200",
+        )
+    )
 
     print()
-    print(f"vtop {__version__} on {machine()}; peer: {peer}; TUI {SIZE[0]}×{SIZE[1]} in tmux, "
-          f"1 s polls, {args.seconds:.0f} s measured after {args.warmup:.0f} s")  # fmt: skip
+    print(
+        f"vtop {__version__} on {machine()}; peer: {peer}; TUI {SIZE[0]}×{SIZE[1]} in tmux, "
+        f"1 s polls, {args.seconds:.0f} s measured after {args.warmup:.0f} s"
+    )
     print()
     print("| measured | vtop | vllmstat | target (vtop) |")
     print("|---|---:|---:|---:|")

@@ -51,10 +51,12 @@ def sick(scenario: str) -> str | None:
 
 
 def cell(scenario: str, duration: float, interval: float) -> tuple[str, str]:
-    source = SimSource.scenario(scenario, seed=0, interval_s=interval, speed=1.0,
-                                running_s=DEMO_RUNNING_S)  # fmt: skip
-    doc = simulated_document(source, name=scenario, duration_s=duration,
-                             engine=Engine(ENGINE.rules))  # fmt: skip
+    source = SimSource.scenario(
+        scenario, seed=0, interval_s=interval, speed=1.0, running_s=DEMO_RUNNING_S
+    )
+    doc = simulated_document(
+        source, name=scenario, duration_s=duration, engine=Engine(ENGINE.rules)
+    )
     want = sick(scenario)
     counted = [f for f in doc["findings"] if f["counts"] and f["severity"] != "INFO"]
     if doc["status"] in ("WARNING", "CRITICAL"):

@@ -63,9 +63,11 @@ def measure(name: str, text: str) -> tuple[float, float]:
     ours = best_of(vtop_poll, repeat=7, number=100)
     theirs = best_of(prom_parse, repeat=5, number=10)
     lines = sum(1 for line in text.splitlines() if line and not line.startswith("#"))
-    print(f"{name:<28} {len(text) / 1024:6.1f} KB {lines:5d} samples | "
-          f"vtop {ours * 1e3:6.3f} ms | prometheus-client {theirs * 1e3:6.3f} ms | "
-          f"{theirs / ours:5.1f}x cheaper | {ours * 100:.3f}% of a core at 1 Hz")  # fmt: skip
+    print(
+        f"{name:<28} {len(text) / 1024:6.1f} KB {lines:5d} samples | "
+        f"vtop {ours * 1e3:6.3f} ms | prometheus-client {theirs * 1e3:6.3f} ms | "
+        f"{theirs / ours:5.1f}x cheaper | {ours * 100:.3f}% of a core at 1 Hz"
+    )
     return ours, theirs
 
 

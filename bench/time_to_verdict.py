@@ -67,8 +67,9 @@ class Run:
 
 
 def attach(scenario: Scenario, warm_s: float, interval_s: float, seed: int = 0) -> SimSource:
-    source = SimSource.scenario(scenario.name, seed=seed, epoch=EPOCH, warm_up=False,
-                                interval_s=interval_s, in_thread=False)  # fmt: skip
+    source = SimSource.scenario(
+        scenario.name, seed=seed, epoch=EPOCH, warm_up=False, interval_s=interval_s, in_thread=False
+    )
     source.twins[0].advance(warm_s)
     return source
 
@@ -101,8 +102,10 @@ def watch(source: SimSource, rule: str | None, limit_s: float, interval_s: float
 
 def verdicts(names: list[str]) -> bool:
     ok = True
-    print(f"{'scenario':26s} {'warmed 5 min':>14s} {'target':>8s} {'just started':>14s}  "
-          "advice (warmed); other warnings")  # fmt: skip
+    print(
+        f"{'scenario':26s} {'warmed 5 min':>14s} {'target':>8s} {'just started':>14s}  "
+        "advice (warmed); other warnings"
+    )
     for name in names:
         sc = SCENARIOS[name]
         if sc.rule is None or name not in TARGETS:
@@ -113,12 +116,16 @@ def verdicts(names: list[str]) -> bool:
         hit = warm.verdict_s is not None and warm.verdict_s <= target
         clean = not warm.others and not cold.others
         ok = ok and hit and clean
-        others = {**{f"{k} (warmed)": v for k, v in warm.others.items()},
-                  **{f"{k} (started)": v for k, v in cold.others.items()}}  # fmt: skip
+        others = {
+            **{f"{k} (warmed)": v for k, v in warm.others.items()},
+            **{f"{k} (started)": v for k, v in cold.others.items()},
+        }
         also = ", ".join(f"{k} at {v:.0f} s" for k, v in others.items())
-        print(f"{name:26s} {_s(warm.verdict_s):>14s} {target:>7.0f}s {_s(cold.verdict_s):>14s}  "
-              f"{' '.join(warm.flags) or '(no flag change)'}{'; ' + also if also else ''}"
-              f"{'' if hit else '  MISSED'}{'' if clean else '  OTHER WARNINGS'}")  # fmt: skip
+        print(
+            f"{name:26s} {_s(warm.verdict_s):>14s} {target:>7.0f}s {_s(cold.verdict_s):>14s}  "
+            f"{' '.join(warm.flags) or '(no flag change)'}{'; ' + also if also else ''}"
+            f"{'' if hit else '  MISSED'}{'' if clean else '  OTHER WARNINGS'}"
+        )
     return ok
 
 

@@ -158,8 +158,13 @@ def report(path: Path, tmp: Path, write_s: float | None) -> dict[str, float]:
     )
     rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     print(f"memory       {rss:.0f} MiB peak resident (the whole bench)")
-    return {"hours": span / 3600, "mb_per_day": per_day / 1e6, "bytes_per_sample":
-            size / stats.samples, "report_s": took, "seek_max_ms": seek_max_ms}  # fmt: skip
+    return {
+        "hours": span / 3600,
+        "mb_per_day": per_day / 1e6,
+        "bytes_per_sample": size / stats.samples,
+        "report_s": took,
+        "seek_max_ms": seek_max_ms,
+    }
 
 
 if __name__ == "__main__":

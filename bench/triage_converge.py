@@ -57,13 +57,15 @@ def run(scenario: Scenario, args: ServeArgs, rules: Engine) -> Result:
     while twin.now < RUN_S:
         twin.advance(1.0)
         delay, page = twin.scrape()
-        scrape = reader.read(page.decode(), endpoint=EP, t=twin.now, latency_s=delay,
-                             size_bytes=len(page))  # fmt: skip
+        scrape = reader.read(
+            page.decode(), endpoint=EP, t=twin.now, latency_s=delay, size_bytes=len(page)
+        )
         if scrape.info and scrape.info != cache:
             cache = dict(scrape.info)
             process = {k: Knob(k, v, "process", "sim command line") for k, v in twin.knobs.items()}
-            knobs = discovery.merge(cache_info=cache, endpoint=twin.endpoint_info(),
-                                    process=process)  # fmt: skip
+            knobs = discovery.merge(
+                cache_info=cache, endpoint=twin.endpoint_info(), process=process
+            )
             scrape = dataclasses.replace(scrape, knobs=knobs, server=twin.endpoint_info())
         monitor.feed(Frame(twin.now, (scrape,), gpu=twin.gpu_status()))
     view = monitor.endpoints[EP]
@@ -106,16 +108,20 @@ def main(names: list[str]) -> None:
             print(f"    apply {' '.join(flags)}")
             final = run(scenario, args, Engine(engine_rules))
             show(f"restart {restarts}: {knob}={getattr(args, knob)}", final)
-        sweep = [(v, run(scenario, with_knobs(scenario.args, {knob: v}),
-                         Engine(engine_rules))) for v in values]  # fmt: skip
+        sweep = [
+            (v, run(scenario, with_knobs(scenario.args, {knob: v}), Engine(engine_rules)))
+            for v in values
+        ]
         for v, r in sweep:
             show(f"sweep {knob}={v}", r)
         best = max(r.tokens_per_s for _, r in sweep)
         calm = max((r.tokens_per_s for _, r in sweep if r.preempt_per_s < 0.01), default=0.0)
-        print(f"  => {restarts} restart(s): {final.tokens_per_s:.0f} tok/s at "
-              f"{final.preempt_per_s:.2f} preempt/s = {final.tokens_per_s / best:.0%} of the "
-              f"sweep's best ({best:.0f}), {final.tokens_per_s / calm:.0%} of its best without "
-              f"preemption ({calm:.0f})\n")  # fmt: skip
+        print(
+            f"  => {restarts} restart(s): {final.tokens_per_s:.0f} tok/s at "
+            f"{final.preempt_per_s:.2f} preempt/s = {final.tokens_per_s / best:.0%} of the "
+            f"sweep's best ({best:.0f}), {final.tokens_per_s / calm:.0%} of its best without "
+            f"preemption ({calm:.0f})\n"
+        )
 
 
 if __name__ == "__main__":

@@ -39,8 +39,9 @@ def run_vtop(*args: str, timeout_s: float = 60.0, cwd: Path | None = None) -> Ra
     env.pop("VTOP_API_KEY", None)
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
         started = time.monotonic()
-        proc = subprocess.Popen([sys.executable, "-m", "vtop", *args], stdout=out, stderr=err,
-                                cwd=cwd or ROOT, env=env)  # fmt: skip
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "vtop", *args], stdout=out, stderr=err, cwd=cwd or ROOT, env=env
+        )
         killed = threading.Event()
 
         def kill() -> None:
@@ -57,6 +58,11 @@ def run_vtop(*args: str, timeout_s: float = 60.0, cwd: Path | None = None) -> Ra
         wall = time.monotonic() - started
         out.seek(0)
         err.seek(0)
-        return Ran(proc.returncode, out.read().decode("utf-8", "replace"),
-                   err.read().decode("utf-8", "replace"), wall, usage.ru_maxrss / 1024,
-                   killed.is_set())  # fmt: skip
+        return Ran(
+            proc.returncode,
+            out.read().decode("utf-8", "replace"),
+            err.read().decode("utf-8", "replace"),
+            wall,
+            usage.ru_maxrss / 1024,
+            killed.is_set(),
+        )

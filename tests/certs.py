@@ -23,26 +23,69 @@ class Certs:
     key: Path
 
 
-def make_private_ca(where: Path, *, names: tuple[str, ...] = ("localhost",),
-                    ips: tuple[str, ...] = ("127.0.0.1",)) -> Certs:  # fmt: skip
+def make_private_ca(
+    where: Path, *, names: tuple[str, ...] = ("localhost",), ips: tuple[str, ...] = ("127.0.0.1",)
+) -> Certs:
     """A CA and a server certificate it signed for `names` and `ips`, valid for a day."""
     openssl = require("openssl", why="makes the test CA and certificates")
 
     def run(*args: str) -> None:
         subprocess.run([openssl, *args], check=True, capture_output=True, timeout=60)
 
-    ca_key, ca, key, csr, cert = (where / n for n in
-                                  ("ca.key", "ca.pem", "server.key", "server.csr", "server.pem"))  # fmt: skip
-    run("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", str(ca_key), "-out", str(ca),
-        "-days", "1", "-subj", "/CN=vtop test CA", "-addext", "basicConstraints=critical,CA:TRUE",
-        "-addext", "keyUsage=critical,keyCertSign,cRLSign")  # fmt: skip
-    run("req", "-newkey", "rsa:2048", "-nodes", "-keyout", str(key), "-out", str(csr),
-        "-subj", f"/CN={names[0]}")  # fmt: skip
+    ca_key, ca, key, csr, cert = (
+        where / n for n in ("ca.key", "ca.pem", "server.key", "server.csr", "server.pem")
+    )
+    run(
+        "req",
+        "-x509",
+        "-newkey",
+        "rsa:2048",
+        "-nodes",
+        "-keyout",
+        str(ca_key),
+        "-out",
+        str(ca),
+        "-days",
+        "1",
+        "-subj",
+        "/CN=vtop test CA",
+        "-addext",
+        "basicConstraints=critical,CA:TRUE",
+        "-addext",
+        "keyUsage=critical,keyCertSign,cRLSign",
+    )
+    run(
+        "req",
+        "-newkey",
+        "rsa:2048",
+        "-nodes",
+        "-keyout",
+        str(key),
+        "-out",
+        str(csr),
+        "-subj",
+        f"/CN={names[0]}",
+    )
     san = ",".join([f"DNS:{n}" for n in names] + [f"IP:{ip}" for ip in ips])
     ext = where / "server.ext"
     ext.write_text(f"subjectAltName={san}\nextendedKeyUsage=serverAuth\n")
-    run("x509", "-req", "-in", str(csr), "-CA", str(ca), "-CAkey", str(ca_key),
-        "-CAcreateserial", "-out", str(cert), "-days", "1", "-extfile", str(ext))  # fmt: skip
+    run(
+        "x509",
+        "-req",
+        "-in",
+        str(csr),
+        "-CA",
+        str(ca),
+        "-CAkey",
+        str(ca_key),
+        "-CAcreateserial",
+        "-out",
+        str(cert),
+        "-days",
+        "1",
+        "-extfile",
+        str(ext),
+    )
     return Certs(ca, cert, key)
 
 
@@ -50,8 +93,13 @@ def hashed_dir(certs: Certs, where: Path) -> Path:
     """A directory holding the CA as OpenSSL's hashed lookup wants it (`<hash>.0`), what
     `openssl rehash` makes and SSL_CERT_DIR names."""
     openssl = require("openssl", why="hashes the test CA")
-    digest = subprocess.run([openssl, "x509", "-hash", "-noout", "-in", str(certs.ca)],
-                            check=True, capture_output=True, text=True, timeout=60).stdout.strip()  # fmt: skip
+    digest = subprocess.run(
+        [openssl, "x509", "-hash", "-noout", "-in", str(certs.ca)],
+        check=True,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    ).stdout.strip()
     where.mkdir(parents=True, exist_ok=True)
     (where / f"{digest}.0").write_bytes(certs.ca.read_bytes())
     return where

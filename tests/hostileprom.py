@@ -80,8 +80,13 @@ class Fleet:
         return self._series[key]
 
     def instances(self, form: Mapping[str, str]) -> Reply:
-        return success("vector", [{"metric": {"job": j, "instance": i}, "value": [self.t, "1"]}
-                                  for j, i in self.targets])  # fmt: skip
+        return success(
+            "vector",
+            [
+                {"metric": {"job": j, "instance": i}, "value": [self.t, "1"]}
+                for j, i in self.targets
+            ],
+        )
 
     def latest(self, form: Mapping[str, str]) -> Reply:
         t = time.time()
@@ -91,8 +96,16 @@ class Fleet:
                 out.append({"metric": metric, "value": [t, value]})
             target = {"job": job, "instance": instance}
             out.append({"metric": {"__name__": "up", **target}, "value": [t, "1"]})
-            out.append({"metric": {"__name__": "vtop_scrape_timestamp", "vtop": "scrape_time",
-                                   **target}, "value": [t, f"{t:.3f}"]})  # fmt: skip
+            out.append(
+                {
+                    "metric": {
+                        "__name__": "vtop_scrape_timestamp",
+                        "vtop": "scrape_time",
+                        **target,
+                    },
+                    "value": [t, f"{t:.3f}"],
+                }
+            )
         return success("vector", out)
 
     def backfill(self, form: Mapping[str, str]) -> Reply:
@@ -106,11 +119,19 @@ class Fleet:
             for metric, value in self.series(job, instance):
                 out.append({"metric": metric, "values": [[at, value] for at in steps]})
             target = {"job": job, "instance": instance}
-            out.append({"metric": {"__name__": "up", **target},
-                        "values": [[at, "1"] for at in steps]})  # fmt: skip
-            out.append({"metric": {"__name__": "vtop_scrape_timestamp", "vtop": "scrape_time",
-                                   **target},
-                        "values": [[at, f"{at:.3f}"] for at in steps]})  # fmt: skip
+            out.append(
+                {"metric": {"__name__": "up", **target}, "values": [[at, "1"] for at in steps]}
+            )
+            out.append(
+                {
+                    "metric": {
+                        "__name__": "vtop_scrape_timestamp",
+                        "vtop": "scrape_time",
+                        **target,
+                    },
+                    "values": [[at, f"{at:.3f}"] for at in steps],
+                }
+            )
         return success("matrix", out)
 
 
@@ -158,8 +179,11 @@ class HostilePrometheus:
                 if path.endswith("/api/v1/query_range"):
                     kind = "backfill"
                 elif path.endswith("/api/v1/query"):
-                    kind = "instances" if "group by (job, instance)" in form.get(
-                        "query", "") else "latest"  # fmt: skip
+                    kind = (
+                        "instances"
+                        if "group by (job, instance)" in form.get("query", "")
+                        else "latest"
+                    )
                 else:
                     self.send_response(404)
                     self.send_header("Content-Length", "0")
@@ -211,8 +235,15 @@ class HostilePrometheus:
 def endless_matrix(megabytes: float, *, instance: str = "127.0.0.1:8000") -> Iterable[bytes]:
     """A well-formed matrix answer of about `megabytes` MB, made as it is sent (never held):
     one vLLM series with far more points than any step asked for."""
-    head = json.dumps({"__name__": "vllm:num_requests_running", "job": "vllm",
-                       "instance": instance, "model_name": "m", "engine": "0"})  # fmt: skip
+    head = json.dumps(
+        {
+            "__name__": "vllm:num_requests_running",
+            "job": "vllm",
+            "instance": instance,
+            "model_name": "m",
+            "engine": "0",
+        }
+    )
     yield b'{"status":"success","data":{"resultType":"matrix","result":[{"metric":'
     yield head.encode() + b',"values":['
     point = b'[1700000000.000,"1"],' * 4096

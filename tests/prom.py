@@ -258,8 +258,12 @@ def twin_scrapes(
     """
     from vtop.sim.twin import Twin
 
-    yield from (s for s, _ in twin_history(Twin(scenario, seed=seed, epoch=0.0), start=start,
-                                           end=end, step_s=step_s))  # fmt: skip
+    yield from (
+        s
+        for s, _ in twin_history(
+            Twin(scenario, seed=seed, epoch=0.0), start=start, end=end, step_s=step_s
+        )
+    )
 
 
 def twin_history(

@@ -57,8 +57,10 @@ class ProxyServer:
                     headers[name.strip().lower()] = value.strip()
                 proxy.requests.append(Seen(method, target, headers))
                 if expected and headers.get("proxy-authorization") != expected:
-                    self._answer(b"407 Proxy Authentication Required",
-                                 b'Proxy-Authenticate: Basic realm="test"\r\n')  # fmt: skip
+                    self._answer(
+                        b"407 Proxy Authentication Required",
+                        b'Proxy-Authenticate: Basic realm="test"\r\n',
+                    )
                     return
                 if method == "CONNECT":
                     host, _, port = target.rpartition(":")
@@ -89,8 +91,13 @@ class ProxyServer:
                 return socket.create_connection(("127.0.0.1", local), timeout=10)
 
             def _answer(self, status: bytes, extra: bytes = b"") -> None:
-                self.wfile.write(b"HTTP/1.1 " + status + b"\r\n" + extra +
-                                 b"Content-Length: 0\r\nConnection: close\r\n\r\n")  # fmt: skip
+                self.wfile.write(
+                    b"HTTP/1.1 "
+                    + status
+                    + b"\r\n"
+                    + extra
+                    + b"Content-Length: 0\r\nConnection: close\r\n\r\n"
+                )
 
             def _relay(self, upstream: socket.socket, one_way: bool = False) -> None:
                 """Bytes both ways until one side closes (`one_way`: the client's request was
@@ -109,8 +116,9 @@ class ProxyServer:
                             (upstream if end is client else client).sendall(data)
 
         self._server = _Server(("127.0.0.1", 0), Handler)
-        self._thread = threading.Thread(target=self._server.serve_forever,
-                                        kwargs={"poll_interval": 0.05}, daemon=True)  # fmt: skip
+        self._thread = threading.Thread(
+            target=self._server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
+        )
 
     @property
     def url(self) -> str:

@@ -84,9 +84,21 @@ HOSTILE_LINES = [
     b"# EOF",
 ]
 STATUSES = [200] * 6 + [204, 301, 302, 307, 308, 400, 401, 403, 404, 429, 500, 502, 503]
-LOCATIONS = ["/metrics", "/other", "", "//", "file:///etc/passwd", "javascript:alert(1)",
-             "http://a..b/metrics", "http://[::1/", "http://127.0.0.1:1/", "ftp://x/",
-             "http:///metrics", "\x1b[2J", "http://%zz/"]  # fmt: skip
+LOCATIONS = [
+    "/metrics",
+    "/other",
+    "",
+    "//",
+    "file:///etc/passwd",
+    "javascript:alert(1)",
+    "http://a..b/metrics",
+    "http://[::1/",
+    "http://127.0.0.1:1/",
+    "ftp://x/",
+    "http:///metrics",
+    "\x1b[2J",
+    "http://%zz/",
+]
 
 
 @st.composite
@@ -118,8 +130,11 @@ def pages(draw: st.DrawFn) -> bytes:
 def answers(draw: st.DrawFn) -> Answer:
     """A page inside an HTTP answer that may itself be broken."""
     body = draw(pages())
-    kind = draw(st.sampled_from(["plain"] * 6 + ["gzip", "lying-gzip", "chunked", "status",
-                                                 "redirect", "raw", "hangup"]))  # fmt: skip
+    kind = draw(
+        st.sampled_from(
+            ["plain"] * 6 + ["gzip", "lying-gzip", "chunked", "status", "redirect", "raw", "hangup"]
+        )
+    )
     if kind == "gzip":
         return Answer(body, gzip=True)
     if kind == "lying-gzip":
@@ -132,8 +147,16 @@ def answers(draw: st.DrawFn) -> Answer:
         status = draw(st.sampled_from([301, 302, 303, 307, 308]))
         return Answer(body, status=status, location=draw(st.sampled_from(LOCATIONS)))
     if kind == "raw":
-        head = draw(st.sampled_from([b"HTTP/1.1 200 OK\r\n", b"HTTP/1.1 999 \r\n", b"",
-                                     b"HTTP/1.0 200\r\nContent-Length: -1\r\n\r\n"]))  # fmt: skip
+        head = draw(
+            st.sampled_from(
+                [
+                    b"HTTP/1.1 200 OK\r\n",
+                    b"HTTP/1.1 999 \r\n",
+                    b"",
+                    b"HTTP/1.0 200\r\nContent-Length: -1\r\n\r\n",
+                ]
+            )
+        )
         return Answer(raw=head + draw(st.binary(max_size=300)))
     if kind == "hangup":
         return Answer(hangup=True)
@@ -155,8 +178,13 @@ def scrape_and_judge(url: str, monitor: Monitor) -> None:
     asyncio.run(go())
 
 
-@settings(max_examples=EXAMPLES, deadline=None, database=None, phases=PHASES,
-          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])  # fmt: skip
+@settings(
+    max_examples=EXAMPLES,
+    deadline=None,
+    database=None,
+    phases=PHASES,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
 @given(answers=st.lists(answers(), min_size=1, max_size=3))
 def test_a_broken_page_or_answer_is_one_line_or_read(answers: list[Answer]) -> None:
     srv, monitor = _shared()
@@ -174,8 +202,7 @@ def _shared() -> tuple[PageServer, Monitor]:
     """One server and one monitor for every example (a monitor loads the rules: 0.2 s), as a
     real monitor sees one server's answers change poll after poll."""
     if not _SHARED:
-        script = Script({"/version": Answer(b'{"version": "0.32.0"}'),
-                         "/v1/models": Answer(b"{}")})  # fmt: skip
+        script = Script({"/version": Answer(b'{"version": "0.32.0"}'), "/v1/models": Answer(b"{}")})
         srv = PageServer(script).__enter__()
         _SHARED.append((srv, Monitor()))
     return _SHARED[0]
@@ -193,8 +220,13 @@ def vtop(*args: str) -> Ran:
     return ran
 
 
-@settings(max_examples=PROGRAM_RUNS, deadline=None, database=None, phases=PHASES,
-          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])  # fmt: skip
+@settings(
+    max_examples=PROGRAM_RUNS,
+    deadline=None,
+    database=None,
+    phases=PHASES,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
 @given(answer=answers(), report=st.booleans())
 def test_the_program_ends_with_a_verdict_code_and_no_traceback(
     answer: Answer, report: bool

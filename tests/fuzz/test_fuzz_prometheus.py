@@ -50,10 +50,31 @@ def within_memory() -> None:
     assert peak < PROCESS_MEMORY_MIB, f"the test process peaked at {peak:.0f} MiB"
 
 
-SCALARS = (st.none() | st.booleans() | st.integers() | st.floats()
-           | st.sampled_from(["NaN", "+Inf", "1e999", "", "up", "vllm:x", "job", "instance",
-                              "[::1", "\n", "\x1b[2J", "success", "matrix", "vector"])
-           | st.text(max_size=12))  # fmt: skip
+SCALARS = (
+    st.none()
+    | st.booleans()
+    | st.integers()
+    | st.floats()
+    | st.sampled_from(
+        [
+            "NaN",
+            "+Inf",
+            "1e999",
+            "",
+            "up",
+            "vllm:x",
+            "job",
+            "instance",
+            "[::1",
+            "\n",
+            "\x1b[2J",
+            "success",
+            "matrix",
+            "vector",
+        ]
+    )
+    | st.text(max_size=12)
+)
 JSON = st.recursive(
     SCALARS,
     lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner),
@@ -149,8 +170,13 @@ def teardown_module() -> None:
         prom.__exit__()
 
 
-@settings(max_examples=EXAMPLES, deadline=None, database=None, phases=PHASES,
-          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])  # fmt: skip
+@settings(
+    max_examples=EXAMPLES,
+    deadline=None,
+    database=None,
+    phases=PHASES,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
 @given(routes=prometheus())
 def test_a_broken_answer_is_one_line_or_read(routes: dict[str, Route]) -> None:
     prom, monitor = _shared()
@@ -183,15 +209,29 @@ def vtop(*args: str) -> Ran:
     return ran
 
 
-@settings(max_examples=PROGRAM_RUNS, deadline=None, database=None, phases=PHASES,
-          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])  # fmt: skip
+@settings(
+    max_examples=PROGRAM_RUNS,
+    deadline=None,
+    database=None,
+    phases=PHASES,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
 @given(routes=prometheus(), form=st.sampled_from(["text", "json", "markdown", "html"]))
 def test_the_program_ends_with_a_verdict_code_and_no_traceback(
     routes: dict[str, Route], form: str
 ) -> None:
     with HostilePrometheus(**routes) as prom:
-        result = vtop("--prometheus", prom.url, "--report", "--duration", "1",
-                      "--backfill", "2m", "--format", form)  # fmt: skip
+        result = vtop(
+            "--prometheus",
+            prom.url,
+            "--report",
+            "--duration",
+            "1",
+            "--backfill",
+            "2m",
+            "--format",
+            form,
+        )
     assert result.returncode in (0, 1, 2, 3), result.stderr[-2000:]
     assert "Traceback" not in result.stderr, result.stderr[-2000:]
     if form == "json" and result.stdout:

@@ -106,8 +106,22 @@ HOSTILE: list[object] = [
     ["a"] * 50,
 ]
 """Anywhere at all."""
-EXPRESSION_KEYS = frozenset({"expr", "value", "min", "max", "if", "above", "at_least", "below",
-                             "at_most", "equals", "clear_below", "clear_above"})  # fmt: skip
+EXPRESSION_KEYS = frozenset(
+    {
+        "expr",
+        "value",
+        "min",
+        "max",
+        "if",
+        "above",
+        "at_least",
+        "below",
+        "at_most",
+        "equals",
+        "clear_below",
+        "clear_above",
+    }
+)
 TEMPLATE_KEYS = frozenset({"summary", "tradeoff", "withheld"})
 
 
@@ -144,8 +158,16 @@ def mutate_tree(rng: random.Random, doc: Any) -> Any:
         paths = leaves(doc)
         path = rng.choice(paths)
         kind = rng.random()
-        aimed = [p for p in paths if p and (p[-1] in EXPRESSION_KEYS or p[-1] in TEMPLATE_KEYS
-                                            or (len(p) > 1 and p[-2] == "evidence"))]  # fmt: skip
+        aimed = [
+            p
+            for p in paths
+            if p
+            and (
+                p[-1] in EXPRESSION_KEYS
+                or p[-1] in TEMPLATE_KEYS
+                or (len(p) > 1 and p[-2] == "evidence")
+            )
+        ]
         if kind < 0.3 and aimed:  # a hostile expression or template where one belongs
             path = rng.choice(aimed)
             pool = EXPRESSIONS if path[-1] in EXPRESSION_KEYS else TEMPLATES
@@ -282,10 +304,29 @@ def test_a_fuzzed_rule_loads_or_says_why_in_one_line_and_runs_without_harm(
 
 
 HOSTILE_TEST: list[object] = [
-    "1x99999999999", "_x99999999", "0+1e308x10", "1e999", "x", 0, "1ns", "2m..1m", "7d",
-    "99999999d..1s", float("nan"), [float("nan")], ["/dev/zero"], ["../../../../etc/passwd"],
-    {"value": [1, 2]}, [[[1]]], "rule-test", None, True, -1, 10**400, {"a": {"b": {"c": 1}}},
-]  # fmt: skip
+    "1x99999999999",
+    "_x99999999",
+    "0+1e308x10",
+    "1e999",
+    "x",
+    0,
+    "1ns",
+    "2m..1m",
+    "7d",
+    "99999999d..1s",
+    float("nan"),
+    [float("nan")],
+    ["/dev/zero"],
+    ["../../../../etc/passwd"],
+    {"value": [1, 2]},
+    [[[1]]],
+    "rule-test",
+    None,
+    True,
+    -1,
+    10**400,
+    {"a": {"b": {"c": 1}}},
+]
 """Values a rule test file may hold where a number, a duration, samples or paths belong."""
 
 
@@ -330,8 +371,13 @@ def test_a_fuzzed_rule_test_file_runs_or_says_why_in_one_line(tmp_path: Path) ->
 def run_capped(*args: str) -> subprocess.CompletedProcess[str]:
     """vtop in a child whose address space is capped at `CHILD_MEMORY` and whose run is
     bounded by `CHILD_BOUND_S`."""
-    proc = subprocess.Popen([sys.executable, "-m", "vtop", *args], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, cwd=ROOT)  # fmt: skip
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "vtop", *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=ROOT,
+    )
     with contextlib.suppress(psutil.NoSuchProcess):  # gone already: it used no memory
         psutil.Process(proc.pid).rlimit(psutil.RLIMIT_AS, (CHILD_MEMORY, CHILD_MEMORY))
     try:
@@ -354,8 +400,9 @@ def test_rules_check_and_a_demo_report_over_fuzzed_rules_exit_cleanly(
     assert "Traceback" not in checked.stderr
     lines = checked.stderr.splitlines()
     assert all(len(line) <= cost.MAX_ERROR_CHARS for line in lines), max(lines, key=len)[:300]
-    report = run_capped("--demo", scenario, "--report", "--duration", "30s", "--rules",
-                        str(tmp_path))  # fmt: skip
+    report = run_capped(
+        "--demo", scenario, "--report", "--duration", "30s", "--rules", str(tmp_path)
+    )
     assert report.returncode in (0, 1, 2, 3), report.stderr[-2000:]
     assert "Traceback" not in report.stderr, report.stderr[-2000:]
     assert report.stdout.startswith("vtop report: "), report.stdout[:300]

@@ -80,10 +80,26 @@ def replace(data: bytes, rec: Rec, kind: int, new: bytes) -> bytes:
 # -- mutators -----------------------------------------------------------------------------------
 
 HOSTILE_JSON = [
-    "NaN", "Infinity", "-Infinity", "1e308", "-1e308", "1e20", "-1", "0", "true", "null",
-    '"x"', "[]", "{}", "[[[[[[[[[[[[[[[[]]]]]]]]]]]]]]]]", "9" * 400, '"\\u001b[2J"',
-    "[" * 5000 + "]" * 5000, "4294967296", "1.5",
-]  # fmt: skip
+    "NaN",
+    "Infinity",
+    "-Infinity",
+    "1e308",
+    "-1e308",
+    "1e20",
+    "-1",
+    "0",
+    "true",
+    "null",
+    '"x"',
+    "[]",
+    "{}",
+    "[[[[[[[[[[[[[[[[]]]]]]]]]]]]]]]]",
+    "9" * 400,
+    '"\\u001b[2J"',
+    "[" * 5000 + "]" * 5000,
+    "4294967296",
+    "1.5",
+]
 HEADER_KEYS = ["format", "vtop", "created", "start_t", "sources", "interval_s", "endpoints", "gpus"]
 INDEX_KEYS = ["polls", "samples", "t_first", "t_last"]
 
@@ -211,9 +227,10 @@ def body_ops(rng: random.Random, data: bytes) -> bytes:
     rest = data[seg[-1].end :]
     if rng.random() < 0.5:  # the footer's offsets are stale now: keep it, or drop it
         rest = b"".join(
-            data[r.start : r.end] for r in records(data) if r.start >= seg[-1].end
-            and r.kind in (wire.KEYFRAME, wire.DELTA)
-        )  # fmt: skip
+            data[r.start : r.end]
+            for r in records(data)
+            if r.start >= seg[-1].end and r.kind in (wire.KEYFRAME, wire.DELTA)
+        )
     return bytes(out) + rest
 
 

@@ -80,8 +80,14 @@ def vtop_process() -> Iterator[Callable[..., subprocess.Popen[str]]]:
     procs: list[subprocess.Popen[str]] = []
 
     def start(*args: str, env: dict[str, str] | None = None) -> subprocess.Popen[str]:
-        proc = subprocess.Popen(vtop_argv(args), cwd=ROOT, env=vtop_env(env), text=True,
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE)  # fmt: skip
+        proc = subprocess.Popen(
+            vtop_argv(args),
+            cwd=ROOT,
+            env=vtop_env(env),
+            text=True,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+        )
         procs.append(proc)
         return proc
 
@@ -101,8 +107,13 @@ class Pane:
     rc: Path
 
     def tmux(self, *args: str, check: bool = True) -> str:
-        out = subprocess.run(["tmux", "-L", self.socket, "-f", os.devnull, *args],
-                             capture_output=True, text=True, check=check, env=vtop_env())  # fmt: skip
+        out = subprocess.run(
+            ["tmux", "-L", self.socket, "-f", os.devnull, *args],
+            capture_output=True,
+            text=True,
+            check=check,
+            env=vtop_env(),
+        )
         return out.stdout
 
     def screen(self) -> str:
@@ -141,17 +152,36 @@ def tmux_vtop(tmp_path: Path) -> Iterator[Callable[..., Pane]]:
     require("tmux", why="runs vtop in a real terminal")
     panes: list[Pane] = []
 
-    def start(*args: str, env: dict[str, str] | None = None, size: tuple[int, int] = (80, 24),
-              cwd: Path = ROOT) -> Pane:  # fmt: skip
+    def start(
+        *args: str,
+        env: dict[str, str] | None = None,
+        size: tuple[int, int] = (80, 24),
+        cwd: Path = ROOT,
+    ) -> Pane:
         base = tmp_path / f"pane{len(panes)}"
-        pane = Pane(f"vtop-hardening-{uuid.uuid4().hex[:8]}", base.with_suffix(".out"),
-                    base.with_suffix(".rc"))  # fmt: skip
+        pane = Pane(
+            f"vtop-hardening-{uuid.uuid4().hex[:8]}",
+            base.with_suffix(".out"),
+            base.with_suffix(".rc"),
+        )
         panes.append(pane)
         extra = [arg for k, v in (env or {}).items() for arg in ("-e", f"{k}={v}")]
-        command = (f"read go; cd {shlex.quote(str(cwd))} && {shlex.join(vtop_argv(args))}; "
-                   f"echo $? > {shlex.quote(str(pane.rc))}")  # fmt: skip
-        pane.tmux("new-session", "-d", "-s", "vtop", "-x", str(size[0]), "-y", str(size[1]),
-                  *extra, command)  # fmt: skip
+        command = (
+            f"read go; cd {shlex.quote(str(cwd))} && {shlex.join(vtop_argv(args))}; "
+            f"echo $? > {shlex.quote(str(pane.rc))}"
+        )
+        pane.tmux(
+            "new-session",
+            "-d",
+            "-s",
+            "vtop",
+            "-x",
+            str(size[0]),
+            "-y",
+            str(size[1]),
+            *extra,
+            command,
+        )
         pane.tmux("set-option", "-g", "set-clipboard", "on")
         pane.tmux("set-option", "-g", "remain-on-exit", "on")  # the pane (and tmux) stay
         pane.tmux("pipe-pane", "-t", "vtop", "-o", f"cat > {shlex.quote(str(pane.log))}")

@@ -128,8 +128,9 @@ def run_cli_tui(
     return code, (seen[0] if seen else None)
 
 
-async def until(pilot: Any, condition: Callable[[], bool], timeout: float = 15.0,
-                what: str = "the condition") -> None:  # fmt: skip
+async def until(
+    pilot: Any, condition: Callable[[], bool], timeout: float = 15.0, what: str = "the condition"
+) -> None:
     """Let the app run until `condition()` holds (polls arrive on their own timer)."""
     deadline = time.monotonic() + timeout
     while not condition():
@@ -182,9 +183,14 @@ class Tmux:
         self.kill()
 
     def tmux(self, *args: str, check: bool = True) -> str:
-        result = subprocess.run(["tmux", "-L", self.socket, "-f", "/dev/null", *args],
-                                capture_output=True, text=True, timeout=10, check=False,
-                                env=env(TERM="xterm-256color"))  # fmt: skip
+        result = subprocess.run(
+            ["tmux", "-L", self.socket, "-f", "/dev/null", *args],
+            capture_output=True,
+            text=True,
+            timeout=10,
+            check=False,
+            env=env(TERM="xterm-256color"),
+        )
         if check and result.returncode != 0:
             raise AssertionError(f"tmux {' '.join(args)}: {result.stderr.strip()}")
         return result.stdout
@@ -192,13 +198,33 @@ class Tmux:
     def start(self, *vtop_args: str, sighup: bool = True) -> int:
         """Run `vtop ARGS` in a fresh pane; returns vtop's pid once it runs. With
         `sighup=False`, vtop runs with SIGHUP ignored and none is passed on to it."""
-        argv = [sys.executable, "-c", WRAPPER, str(self.base), sys.executable, "-m", "vtop",
-                *vtop_args]  # fmt: skip
+        argv = [
+            sys.executable,
+            "-c",
+            WRAPPER,
+            str(self.base),
+            sys.executable,
+            "-m",
+            "vtop",
+            *vtop_args,
+        ]
         command = "exec " + shlex.join(argv)
         w, h = self.size
         extra = [] if sighup else ["-e", "VTOP_TEST_NO_SIGHUP=1"]
-        self.tmux("new-session", "-d", "-x", str(w), "-y", str(h), "-s", "main",
-                  "-c", str(self.workdir), *extra, command)  # fmt: skip
+        self.tmux(
+            "new-session",
+            "-d",
+            "-x",
+            str(w),
+            "-y",
+            str(h),
+            "-s",
+            "main",
+            "-c",
+            str(self.workdir),
+            *extra,
+            command,
+        )
         self.tmux("set-option", "-t", "main", "remain-on-exit", "on")
         self.socket_path = Path(self.value("#{socket_path}"))
         pid_file = self.base.with_suffix(".pid")
@@ -210,12 +236,14 @@ class Tmux:
 
     def capture(self) -> list[str]:
         """The pane's screen, one string per row (trailing spaces kept off)."""
-        return [row.rstrip() for row in self.tmux("capture-pane", "-p", "-t", "main").split("\n")
-                ][: self.pane_size()[1]]  # fmt: skip
+        return [row.rstrip() for row in self.tmux("capture-pane", "-p", "-t", "main").split("\n")][
+            : self.pane_size()[1]
+        ]
 
     def pane_size(self) -> tuple[int, int]:
-        w, h = self.tmux("display-message", "-p", "-t", "main",
-                         "#{pane_width} #{pane_height}").split()  # fmt: skip
+        w, h = self.tmux(
+            "display-message", "-p", "-t", "main", "#{pane_width} #{pane_height}"
+        ).split()
         return int(w), int(h)
 
     def value(self, fmt: str) -> str:
@@ -237,8 +265,12 @@ class Tmux:
         """What closing the terminal window does: the pty hangs up (SIGHUP to the pane)."""
         self.tmux("kill-pane", "-t", "main")
 
-    def wait_screen(self, condition: Callable[[list[str]], bool], timeout: float = 20.0,
-                    what: str = "the screen") -> list[str]:  # fmt: skip
+    def wait_screen(
+        self,
+        condition: Callable[[list[str]], bool],
+        timeout: float = 20.0,
+        what: str = "the screen",
+    ) -> list[str]:
         deadline = time.monotonic() + timeout
         while True:
             screen = self.capture()
@@ -308,9 +340,13 @@ def full_disk(base: Path, free: int) -> Iterator[FullDisk]:
     mnt.mkdir()
     mounted = (
         shutil.which("mount") is not None
-        and subprocess.run(["mount", "-t", "tmpfs", "-o", "size=128k,mode=0700", "tmpfs",
-                            str(mnt)], capture_output=True, check=False).returncode == 0
-    )  # fmt: skip
+        and subprocess.run(
+            ["mount", "-t", "tmpfs", "-o", "size=128k,mode=0700", "tmpfs", str(mnt)],
+            capture_output=True,
+            check=False,
+        ).returncode
+        == 0
+    )
     try:
         if mounted:
             _fill(mnt / FILLER, free)

@@ -149,16 +149,28 @@ def test_broken_rules_are_named_once_and_the_others_run_headless(
     assert mine["state"] == "firing"
     assert mine["summary"].endswith("running: the user's own rule runs")
 
-    result = vtop("--url", sim.url, "--report", "--duration", "1s", "--interval", "0.2",
-                  "--format", "json", "--rules", str(rules))  # fmt: skip
+    result = vtop(
+        "--url",
+        sim.url,
+        "--report",
+        "--duration",
+        "1s",
+        "--interval",
+        "0.2",
+        "--format",
+        "json",
+        "--rules",
+        str(rules),
+    )
     assert stderr_lines(result.stderr) == skipped
     doc = json.loads(result.stdout)
     assert result.returncode == doc["exit_code"] == 1  # the user's rule is a warning
     assert "always-watching" in fired(doc["findings"])
 
     # A replayed report runs today's rules, the user's included, over the recorded polls.
-    code = cli.main(["--replay", str(SHIPPED_TRACE), "--report", "--format", "json",
-                     "--rules", str(rules)])  # fmt: skip
+    code = cli.main(
+        ["--replay", str(SHIPPED_TRACE), "--report", "--format", "json", "--rules", str(rules)]
+    )
     out, err = capsys.readouterr()
     assert stderr_lines(err) == skipped
     doc = json.loads(out)
@@ -175,8 +187,11 @@ def test_broken_rules_are_shown_on_the_dashboard_which_keeps_going(
     async def drive(app: Any, pilot: Any) -> None:
         await until(pilot, lambda: app.monitor.frames >= 3, what="three polls")
         seen["toasts"] = [(n.title, str(n.message)) for n in app._notifications]
-        seen["firing"] = [line.finding.rule for line in app.triage.lines
-                          if line.kind == "firing" and line.finding is not None]  # fmt: skip
+        seen["firing"] = [
+            line.finding.rule
+            for line in app.triage.lines
+            if line.kind == "firing" and line.finding is not None
+        ]
         frames = app.monitor.frames
         await until(pilot, lambda: app.monitor.frames >= frames + 2, what="more polls")
         seen["rules"] = {r.id for r in app.monitor.engine.rules}
@@ -206,8 +221,9 @@ def shipped() -> tuple[bytes, list[Any]]:
 
 
 @pytest.fixture(scope="module")
-def damaged(tmp_path_factory: pytest.TempPathFactory, shipped: tuple[bytes, list[Any]]
-            ) -> dict[str, tuple[Path, int, str]]:  # fmt: skip
+def damaged(
+    tmp_path_factory: pytest.TempPathFactory, shipped: tuple[bytes, list[Any]]
+) -> dict[str, tuple[Path, int, str]]:
     """name -> (file, the polls that must still replay, the one warning it must give)."""
     data, recs = shipped
     out = tmp_path_factory.mktemp("damaged")
@@ -230,12 +246,19 @@ def damaged(tmp_path_factory: pytest.TempPathFactory, shipped: tuple[bytes, list
     garbled.write_bytes(bytes(garbled_data))
     skipped = poll_recs[keys[1]].offset - bad.offset
     return {
-        "truncated": (truncated, 350, f"truncated.vtrace: 10 damaged or truncated bytes at the "
-                      f"end (first at byte {poll_recs[350].offset}); replaying what precedes and "
-                      "follows them"),
-        "garbled": (garbled, 100 + TRACE_POLLS - 300, f"garbled.vtrace: damaged record at byte {bad.offset}; "
-                    f"skipped {skipped} bytes"),
-    }  # fmt: skip
+        "truncated": (
+            truncated,
+            350,
+            f"truncated.vtrace: 10 damaged or truncated bytes at the "
+            f"end (first at byte {poll_recs[350].offset}); replaying what precedes and "
+            "follows them",
+        ),
+        "garbled": (
+            garbled,
+            100 + TRACE_POLLS - 300,
+            f"garbled.vtrace: damaged record at byte {bad.offset}; skipped {skipped} bytes",
+        ),
+    }
 
 
 @pytest.mark.parametrize("kind", ["truncated", "garbled"])
@@ -257,8 +280,9 @@ def test_a_damaged_trace_reports_what_it_holds_with_one_warning(
     assert "budget-too-small" in fired(doc["findings"]), "the incident is still found"
 
 
-def test_trace_info_says_where_a_trace_is_damaged(damaged: dict[str, tuple[Path, int, str]],
-                                                  capsys: pytest.CaptureFixture[str]) -> None:  # fmt: skip
+def test_trace_info_says_where_a_trace_is_damaged(
+    damaged: dict[str, tuple[Path, int, str]], capsys: pytest.CaptureFixture[str]
+) -> None:
     path, survivors, warning = damaged["truncated"]
     assert cli.main(["trace", "info", str(path)]) == 0
     out, err = capsys.readouterr()
@@ -288,8 +312,12 @@ def test_the_replay_screen_plays_a_damaged_trace_and_says_where_once(
     seen: dict[str, Any] = {}
 
     async def drive(app: Any, pilot: Any) -> None:
-        await until(pilot, lambda: app.replay.at_end and app.findings_timeline.complete,
-                    timeout=60, what="the end of the trace and of the pass over it")  # fmt: skip
+        await until(
+            pilot,
+            lambda: app.replay.at_end and app.findings_timeline.complete,
+            timeout=60,
+            what="the end of the trace and of the pass over it",
+        )
         await pilot.pause()
         seen["warnings"] = [m for m in notifications(app) if "byte" in m]
         seen["frames"] = app.monitor.frames
@@ -316,16 +344,20 @@ def _no_header(data: bytes) -> bytes:
 
 
 UNUSABLE = {
-    "newer": (_newer, "{p} uses trace format 9, newer than this vtop reads (1); upgrade vtop to "
-              "replay it"),
+    "newer": (
+        _newer,
+        "{p} uses trace format 9, newer than this vtop reads (1); upgrade vtop to replay it",
+    ),
     "empty": (lambda d: b"", "{p} is not a vtop trace (too short)"),
     "notes": (lambda d: b"# what I saw at 3 am\n" * 20, "{p} is not a vtop trace"),
     "gzipped": (gzip.compress, "{p} is not a vtop trace"),
     "no-header": (_no_header, "{p} has no readable header; it is not a usable trace"),
     "missing": (None, "cannot open {p}: No such file or directory"),
-    "directory": (None, "{p} is a directory, not a regular file; a trace is a file written by "
-                  "vtop --record"),
-}  # fmt: skip
+    "directory": (
+        None,
+        "{p} is a directory, not a regular file; a trace is a file written by vtop --record",
+    ),
+}
 
 
 @pytest.mark.parametrize("kind", list(UNUSABLE))
@@ -370,12 +402,23 @@ def disk(tmp_path: Path) -> Iterator[FullDisk]:
 
 def test_a_full_disk_stops_a_headless_recording_not_the_report(disk: FullDisk) -> None:
     path = disk.dir / "incident.vtrace"
-    result = vtop("--demo", "--report", "--record", str(path), "--duration", "10m",
-                  "--format", "json", quota=disk)  # fmt: skip
+    result = vtop(
+        "--demo",
+        "--report",
+        "--record",
+        str(path),
+        "--duration",
+        "10m",
+        "--format",
+        "json",
+        quota=disk,
+    )
     line = one_line(result.stderr)
     assert line.startswith("vtop: recording stopped after ")
-    assert line.endswith(f" polls: cannot write {path}: No space left on device (the trace "
-                         "holds every poll before); monitoring continues")  # fmt: skip
+    assert line.endswith(
+        f" polls: cannot write {path}: No space left on device (the trace "
+        "holds every poll before); monitoring continues"
+    )
     recorded = int(line.split("recording stopped after ")[1].split()[0])
     doc = json.loads(result.stdout)
     assert result.returncode == doc["exit_code"]
@@ -406,8 +449,11 @@ def test_a_full_disk_stops_the_dashboards_recording_and_monitoring_goes_on(
         seen["error"] = app.recorder.error
         seen["path"] = app.recorder.path
         seen["polls"] = app.recorder.polls
-        await until(pilot, lambda: app.monitor.frames >= seen["stopped_at"] + 3,
-                    what="polls after the disk filled")  # fmt: skip
+        await until(
+            pilot,
+            lambda: app.monitor.frames >= seen["stopped_at"] + 3,
+            what="polls after the disk filled",
+        )
         seen["errors"] = [n for n in app._notifications if n.severity == "error"]
         seen["cadence"] = app.header.text("cadence")
         await pilot.press("q")
@@ -415,8 +461,10 @@ def test_a_full_disk_stops_the_dashboards_recording_and_monitoring_goes_on(
     code, _ = run_cli_tui(["--demo", "--interval", "0.05"], drive)
     assert code == 0
     path = seen["path"]
-    expected = (f"recording stopped after {seen['polls']} polls: cannot write {path}: No space "
-                "left on device (the trace holds every poll before)")  # fmt: skip
+    expected = (
+        f"recording stopped after {seen['polls']} polls: cannot write {path}: No space "
+        "left on device (the trace holds every poll before)"
+    )
     assert seen["error"] == expected
     assert [str(n.message) for n in seen["errors"]] == [expected]
     assert not seen["cadence"].startswith("⏺"), "the header no longer says it records"
@@ -439,8 +487,9 @@ def test_a_full_disk_while_writing_a_report_leaves_the_old_one_whole(
     with full_disk(tmp_path, 2 * 4096) as disk:
         out = disk.dir / f"report.{fmt}"
         out.write_text(OLD_REPORT)
-        result = vtop("--replay", str(SHIPPED_TRACE), "--report", "--format", fmt,
-                      "-o", str(out), quota=disk)  # fmt: skip
+        result = vtop(
+            "--replay", str(SHIPPED_TRACE), "--report", "--format", fmt, "-o", str(out), quota=disk
+        )
         assert one_line(result.stderr) == f"vtop: cannot write {out}: No space left on device"
         assert result.returncode == 3 and result.stdout == ""
         assert out.read_text() == OLD_REPORT

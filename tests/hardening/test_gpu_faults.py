@@ -57,11 +57,16 @@ sys.exit(code)
 """`vtop ARGS` in its own process over the fake driver: what reaches the user's stderr."""
 
 
-def vtop_over_fake_gpus(gpus: list[dict[str, Any]], *args: str
-                        ) -> subprocess.CompletedProcess[str]:  # fmt: skip
-    return subprocess.run([sys.executable, "-c", FAKE_DRIVER, json.dumps(gpus), *args],
-                          capture_output=True, text=True, cwd=ROOT, env=env(), timeout=60,
-                          check=False)  # fmt: skip
+def vtop_over_fake_gpus(gpus: list[dict[str, Any]], *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-c", FAKE_DRIVER, json.dumps(gpus), *args],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env=env(),
+        timeout=60,
+        check=False,
+    )
 
 
 def vllm_polls(app: Any) -> int:
@@ -94,8 +99,9 @@ def report(sim: SimServer, capsys: pytest.CaptureFixture[str]) -> tuple[Document
     A second is too brief for a verdict, and whether the report says so on stderr too depends
     on whether a warning was still being judged when it ended: that line, the report's own
     reason repeated, is taken out; what is left is what the GPUs made it say."""
-    code = cli.main(["--url", sim.url, "--report", "--duration", "1s", "--interval", "0.1",
-                     "--format", "json"])  # fmt: skip
+    code = cli.main(
+        ["--url", sim.url, "--report", "--duration", "1s", "--interval", "0.1", "--format", "json"]
+    )
     out, err = capsys.readouterr()
     doc: Document = json.loads(out)  # the JSON format is the document (docs/report-schema.json)
     assert code == doc["exit_code"]
@@ -113,11 +119,10 @@ def gpu_rows(doc: Document) -> list[str]:
     ("driver", "reason"),
     [
         (FakeNvml.missing, NO_LIBRARY),
-        (lambda: FakeNvml(two_gpus(), init_error=pynvml.NVML_ERROR_DRIVER_NOT_LOADED),
-         NOT_LOADED),
+        (lambda: FakeNvml(two_gpus(), init_error=pynvml.NVML_ERROR_DRIVER_NOT_LOADED), NOT_LOADED),
     ],
     ids=["no-libnvidia-ml", "driver-not-loaded"],
-)  # fmt: skip
+)
 def test_no_nvml_is_one_line_and_the_pages_gpus_still_show_everywhere(
     sim: SimServer, capsys: pytest.CaptureFixture[str], driver: Any, reason: str
 ) -> None:
@@ -229,18 +234,35 @@ def test_a_gpu_lost_mid_run_in_once_and_the_report(
     lost_at_second_poll = CALLS_TO_OPEN + CALLS_FIRST_POLL
     result = vtop_over_fake_gpus(
         [{"name": H100}, {"name": H200, "lost_after_calls": lost_at_second_poll}],
-        "--url", sim.url, "--once", "--interval", INTERVAL,
-    )  # fmt: skip
+        "--url",
+        sim.url,
+        "--once",
+        "--interval",
+        INTERVAL,
+    )
     assert result.returncode == 0, result.stderr
     assert one_line(result.stderr) == f"vtop: GPU 1 ({H200}): GPU lost"
     doc = json.loads(result.stdout)
     good, lost = doc["gpu"]["gpus"]
     assert (good["name"], good["util_pct"], good["power_w"], good["error"]) == (
-        H100, 87.0, 312.456, None)  # fmt: skip
-    assert lost == {"index": 1, "name": H200, "util_pct": None, "mem_used_bytes": None,
-                    "mem_total_bytes": None, "power_w": None, "power_limit_w": None,
-                    "temp_c": None, "sm_clock_mhz": None, "process_mem_bytes": None,
-                    "error": "GPU lost"}  # fmt: skip
+        H100,
+        87.0,
+        312.456,
+        None,
+    )
+    assert lost == {
+        "index": 1,
+        "name": H200,
+        "util_pct": None,
+        "mem_used_bytes": None,
+        "mem_total_bytes": None,
+        "power_w": None,
+        "power_limit_w": None,
+        "temp_c": None,
+        "sm_clock_mhz": None,
+        "process_mem_bytes": None,
+        "error": "GPU lost",
+    }
     assert doc["endpoints"][0]["polls"] == 2
 
     # Lost at the fourth poll of a report: what was read before stays, and the loss is said.
@@ -266,15 +288,18 @@ def test_a_gpu_lost_mid_run_in_once_and_the_report(
     assert rows[1].startswith(f"GPU 1     {H200}  GPU lost since ")
     since = rows[1].split("GPU lost since ")[1].split()[0]
     assert len(since) == len("20:19:25Z") and since.endswith("Z")
-    assert rows[1].endswith("util avg 87% max 87%  memory max 21.0 GiB of 24.0 GiB  "
-                            "power avg 312 W  temp max 64 °C")  # fmt: skip
+    assert rows[1].endswith(
+        "util avg 87% max 87%  memory max 21.0 GiB of 24.0 GiB  power avg 312 W  temp max 64 °C"
+    )
 
 
 def test_unsupported_power_and_clock_show_as_unknown_and_the_rest_is_kept(
     sim: SimServer, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    not_supported = {"nvmlDeviceGetPowerUsage": pynvml.NVML_ERROR_NOT_SUPPORTED,
-                     "nvmlDeviceGetClockInfo": pynvml.NVML_ERROR_NOT_SUPPORTED}  # fmt: skip
+    not_supported = {
+        "nvmlDeviceGetPowerUsage": pynvml.NVML_ERROR_NOT_SUPPORTED,
+        "nvmlDeviceGetClockInfo": pynvml.NVML_ERROR_NOT_SUPPORTED,
+    }
     seen: dict[str, Any] = {}
 
     async def drive(app: Any, pilot: Any) -> None:

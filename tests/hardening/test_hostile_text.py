@@ -163,16 +163,20 @@ def vllm_script() -> Script:
     pages = [hostile_page(p.read_text()).encode() for p in SERIES]
     polls = iter(range(10**9))
     models = {"object": "list", "data": [{"id": HOSTILE, "max_model_len": 2048}]}
-    return Script({
-        "/metrics": lambda: Answer(pages[min(next(polls), len(pages) - 1)]),
-        "/version": Answer(json.dumps({"version": HOSTILE}).encode()),
-        "/v1/models": Answer(json.dumps(models).encode()),
-    })  # fmt: skip
+    return Script(
+        {
+            "/metrics": lambda: Answer(pages[min(next(polls), len(pages) - 1)]),
+            "/version": Answer(json.dumps({"version": HOSTILE}).encode()),
+            "/v1/models": Answer(json.dumps(models).encode()),
+        }
+    )
 
 
 def raw_answer(status_line: bytes, headers: bytes = b"", body: bytes = b"") -> Answer:
-    return Answer(raw=b"%s\r\n%sContent-Length: %d\r\nConnection: close\r\n\r\n%s"
-                  % (status_line, headers, len(body), body))  # fmt: skip
+    return Answer(
+        raw=b"%s\r\n%sContent-Length: %d\r\nConnection: close\r\n\r\n%s"
+        % (status_line, headers, len(body), body)
+    )
 
 
 def failing_script() -> Script:
@@ -184,15 +188,17 @@ def json_answer(doc: dict[str, Any], status: int = 200) -> Answer:
     return Answer(json.dumps(doc).encode(), status=status, content_type="application/json")
 
 
-PROMETHEUS_ERROR = json.dumps({"status": "error", "errorType": HOSTILE,
-                               "error": HOSTILE + "\ud800"})  # fmt: skip
+PROMETHEUS_ERROR = json.dumps(
+    {"status": "error", "errorType": HOSTILE, "error": HOSTILE + "\ud800"}
+)
 """A refusal; `\\ud800`, a lone surrogate, is valid JSON that no UTF-8 stream can print."""
 
 
 def prometheus_scripts() -> dict[str, Script]:
     query = "/api/v1/query"
-    not_json = raw_answer(b"HTTP/1.1 200 OK",
-                          b"Content-Type: " + HOSTILE.encode() + b"\r\n", b"<html>")  # fmt: skip
+    not_json = raw_answer(
+        b"HTTP/1.1 200 OK", b"Content-Type: " + HOSTILE.encode() + b"\r\n", b"<html>"
+    )
     refused = Answer(PROMETHEUS_ERROR.encode(), status=422, content_type="application/json")
     odd_type = json_answer({"status": "success", "data": {"resultType": HOSTILE, "result": []}})
     return {
@@ -233,19 +239,27 @@ def hostile_frames(n: int = 60) -> list[Frame]:
     out = []
     for i, frame in enumerate(busy_frames(n, seed=5)):
         (scrape,) = frame.scrapes
-        scalars = {k._replace(model=HOSTILE) if k.model else k: v
-                   for k, v in scrape.scalars.items()}  # fmt: skip
-        histograms = {k._replace(model=HOSTILE) if k.model else k: v
-                      for k, v in scrape.histograms.items()}  # fmt: skip
-        scrape = replace(scrape, scalars=scalars, histograms=histograms,
-                         info={**scrape.info, "cache_dtype": HOSTILE})  # fmt: skip
+        scalars = {
+            k._replace(model=HOSTILE) if k.model else k: v for k, v in scrape.scalars.items()
+        }
+        histograms = {
+            k._replace(model=HOSTILE) if k.model else k: v for k, v in scrape.histograms.items()
+        }
+        scrape = replace(
+            scrape,
+            scalars=scalars,
+            histograms=histograms,
+            info={**scrape.info, "cache_dtype": HOSTILE},
+        )
         if i == 0:
             scrape = replace(
                 scrape,
                 server=EndpointInfo(version=HOSTILE, models=(HOSTILE,), max_model_len=4096),
-                knobs={**(scrape.knobs or {}),
-                       "kv_cache_dtype": Knob("kv_cache_dtype", HOSTILE, "process", HOSTILE)},
-            )  # fmt: skip
+                knobs={
+                    **(scrape.knobs or {}),
+                    "kv_cache_dtype": Knob("kv_cache_dtype", HOSTILE, "process", HOSTILE),
+                },
+            )
         events: tuple[Event, ...] = ()
         if i in (20, 21):
             scrape = replace(scrape, error=f"HTTP 503 {HOSTILE}", scalars={}, histograms={})
@@ -284,8 +298,9 @@ def judge_report(fmt: str, out: str, what: str) -> None:
         assert "[bold red]x[/]" in out  # markup is text
 
 
-def run_all(vtop_process: Callable[..., subprocess.Popen[str]],
-            runs: dict[str, tuple[str, ...]]) -> dict[str, tuple[int, str, str]]:  # fmt: skip
+def run_all(
+    vtop_process: Callable[..., subprocess.Popen[str]], runs: dict[str, tuple[str, ...]]
+) -> dict[str, tuple[int, str, str]]:
     procs = {name: vtop_process(*args) for name, args in runs.items()}  # in parallel
     return {name: (p.wait(timeout=90), *p.communicate(timeout=30)) for name, p in procs.items()}
 
@@ -294,8 +309,19 @@ def test_live_servers_and_rules_are_inert_in_every_report_format_and_on_stderr(
     vtop_process: Callable[..., subprocess.Popen[str]], rules_dir: Path
 ) -> None:
     with PageServer(vllm_script()) as hostile, PageServer(failing_script()) as failing:
-        live = ("--url", hostile.url, "--url", failing.url, "--rules", str(rules_dir),
-                "--duration", "1.5", "--interval", "0.25", "--report")  # fmt: skip
+        live = (
+            "--url",
+            hostile.url,
+            "--url",
+            failing.url,
+            "--rules",
+            str(rules_dir),
+            "--duration",
+            "1.5",
+            "--interval",
+            "0.25",
+            "--report",
+        )
         runs: dict[str, tuple[str, ...]] = {fmt: (*live, "--format", fmt) for fmt in FORMATS}
         runs["once"] = ("--url", hostile.url, "--url", failing.url, "--once")
         results = run_all(vtop_process, runs)
@@ -323,11 +349,15 @@ def test_prometheus_answers_are_inert_in_every_report_format_and_on_stderr(
         server.__enter__()
     try:
         report = ("--duration", "0.5", "--report", "--format")
-        runs = {(name, fmt): ("--prometheus", srv.url, *report, fmt)
-                for name, srv in servers.items() for fmt in FORMATS}  # fmt: skip
+        runs = {
+            (name, fmt): ("--prometheus", srv.url, *report, fmt)
+            for name, srv in servers.items()
+            for fmt in FORMATS
+        }
         procs = {key: vtop_process(*args) for key, args in runs.items()}
-        results = {key: (p.wait(timeout=90), *p.communicate(timeout=30))
-                   for key, p in procs.items()}  # fmt: skip
+        results = {
+            key: (p.wait(timeout=90), *p.communicate(timeout=30)) for key, p in procs.items()
+        }
     finally:
         for server in servers.values():
             server.stop()
@@ -402,8 +432,11 @@ async def test_live_servers_and_rules_are_inert_on_the_dashboard(
             assert "]52;c;SGVsbG8=[2J [bold red]x[/] **loud**" in "\n".join(lines)
             await pilot.press("1")
 
-            findings = [f for f in monitor.engine.evaluate(monitor.endpoints[hostile.url])
-                        if f.rule == "hostile-words"]  # fmt: skip
+            findings = [
+                f
+                for f in monitor.engine.evaluate(monitor.endpoints[hostile.url])
+                if f.rule == "hostile-words"
+            ]
             assert findings, "the hostile rule did not fire"
             (finding,) = findings
             assert_inert(finding.title + finding.summary, "the finding", allowed="")
@@ -457,8 +490,17 @@ def test_a_hostile_reason_phrase_and_rule_leave_a_real_terminal_alone(
     from tests.hardening.test_page_faults import TEXTUAL_TERMINAL
 
     with PageServer(vllm_script()) as hostile, PageServer(failing_script()) as failing:
-        pane = tmux_vtop("--url", hostile.url, "--url", failing.url, "--rules", str(rules_dir),
-                         "--interval", "0.3", size=(120, 40))  # fmt: skip
+        pane = tmux_vtop(
+            "--url",
+            hostile.url,
+            "--url",
+            failing.url,
+            "--rules",
+            str(rules_dir),
+            "--interval",
+            "0.3",
+            size=(120, 40),
+        )
         title = pane.show("#{pane_title}")
         deadline = time.monotonic() + 20
         while "hostile-words" not in pane.screen():

@@ -39,8 +39,18 @@ PAGES = [p.read_text() for p in sorted((REAL / "kv-exhausted-series").glob("[0-9
 """Ten consecutive pages of a real server under KV pressure, every counter rising."""
 MODEL = "vtop/engine"
 RUNNING = [8.0, 9.0, 8.0, 13.0, 14.0, 11.0, 10.0, 10.0, 14.0, 10.0]
-GEN_TOKENS = [9716.0, 9921.0, 10135.0, 10353.0, 10639.0, 10969.0, 11232.0, 11393.0, 11686.0,
-              11948.0]  # fmt: skip
+GEN_TOKENS = [
+    9716.0,
+    9921.0,
+    10135.0,
+    10353.0,
+    10639.0,
+    10969.0,
+    11232.0,
+    11393.0,
+    11686.0,
+    11948.0,
+]
 
 
 def key(signal: str, model: str = MODEL, label: str = "") -> SeriesKey:
@@ -73,8 +83,9 @@ def scramble_buckets(page: str, histogram: str) -> str:
     return "\n".join(lines)
 
 
-def serve(pages: Iterable[str], models: bytes | None = None, version: bytes | None = None
-          ) -> Script:  # fmt: skip
+def serve(
+    pages: Iterable[str], models: bytes | None = None, version: bytes | None = None
+) -> Script:
     """/metrics steps through `pages` (the last repeats); /version and /v1/models as given, else
     as the real server gave them."""
     bodies = [p.encode() for p in pages]
@@ -112,12 +123,17 @@ def strict_json(text: str) -> Any:
 async def test_nan_inf_are_unknown_and_negative_gauges_are_kept_never_a_crash() -> None:
     from vtop.ui.app import VtopApp
 
-    negative = set_value(set_value(PAGES[2], "vllm:kv_cache_usage_perc", "-0.021"),
-                         "vllm:num_requests_running", "-1.0")  # fmt: skip
+    negative = set_value(
+        set_value(PAGES[2], "vllm:kv_cache_usage_perc", "-0.021"),
+        "vllm:num_requests_running",
+        "-1.0",
+    )
     broken = PAGES[3]
-    for metric, value in (("vllm:num_requests_running", "NaN"),
-                          ("vllm:num_requests_waiting", "+Inf"),
-                          ("vllm:kv_cache_usage_perc", "-Inf")):  # fmt: skip
+    for metric, value in (
+        ("vllm:num_requests_running", "NaN"),
+        ("vllm:num_requests_waiting", "+Inf"),
+        ("vllm:kv_cache_usage_perc", "-Inf"),
+    ):
         broken = set_value(broken, metric, value)
     with PageServer(serve([PAGES[0], PAGES[1], negative, broken])) as srv:
         monitor = await watch(srv.url, 4)
@@ -236,8 +252,17 @@ def test_report_and_once_over_every_number_fault_are_strict_json(
             page = set_value(page, "vllm:generation_tokens_total", "5000.0")
         pages.append(page)
     with PageServer(serve(pages)) as srv, PageServer(serve([pages[2]])) as nan:
-        report = vtop_process("--url", srv.url, "--report", "--format", "json",
-                              "--interval", "0.4", "--duration", "3.2")  # fmt: skip
+        report = vtop_process(
+            "--url",
+            srv.url,
+            "--report",
+            "--format",
+            "json",
+            "--interval",
+            "0.4",
+            "--duration",
+            "3.2",
+        )
         once = vtop_process("--url", nan.url, "--once", "--interval", "0.4")
         (out, err), (once_out, once_err) = (
             report.communicate(timeout=60),
@@ -276,8 +301,16 @@ HOSTILE = (
 )
 INERT = tuple("".join(c for c in m if c.isprintable()) for m in HOSTILE)
 """What may reach the screen of each: the text, with every control character gone."""
-ESCAPES = (b"\x1b[31mRED", b"RED\x1b[0m\x1b[2J", b"\x1b[5;5Hmoved", b"\x1b]52;", b"\x1b]2;pwn",
-           "\x9b".encode(), "\x9d".encode(), b"\x07osc52")  # fmt: skip
+ESCAPES = (
+    b"\x1b[31mRED",
+    b"RED\x1b[0m\x1b[2J",
+    b"\x1b[5;5Hmoved",
+    b"\x1b]52;",
+    b"\x1b]2;pwn",
+    "\x9b".encode(),
+    "\x9d".encode(),
+    b"\x07osc52",
+)
 """The hostile labels' own sequences, as they would appear in what vtop writes."""
 HOSTILE_VERSION = "\x1b]2;pwned-version\x07 0.32.0"
 TEXTUAL_SEQUENCE = re.compile(r"\x1b\[[0-9;]*[mH]")
@@ -289,9 +322,13 @@ protocol) and their queries, and the pointer shape (OSC 22)."""
 
 def hostile_page(page: str) -> str:
     """The page with the key series once per hostile model name (and not for the real one)."""
-    keep = ("vllm:num_requests_running", "vllm:num_requests_waiting",
-            "vllm:kv_cache_usage_perc", "vllm:generation_tokens_total",
-            "vllm:time_to_first_token_seconds")  # fmt: skip
+    keep = (
+        "vllm:num_requests_running",
+        "vllm:num_requests_waiting",
+        "vllm:kv_cache_usage_perc",
+        "vllm:generation_tokens_total",
+        "vllm:time_to_first_token_seconds",
+    )
     out = []
     for line in page.split("\n"):
         if f'model_name="{MODEL}"' not in line:
@@ -303,8 +340,11 @@ def hostile_page(page: str) -> str:
 
 def hostile_server() -> Script:
     models = {"object": "list", "data": [{"id": m, "max_model_len": 2048} for m in HOSTILE]}
-    return serve([hostile_page(p) for p in PAGES], json.dumps(models).encode(),
-                 json.dumps({"version": HOSTILE_VERSION}).encode())  # fmt: skip
+    return serve(
+        [hostile_page(p) for p in PAGES],
+        json.dumps(models).encode(),
+        json.dumps({"version": HOSTILE_VERSION}).encode(),
+    )
 
 
 def assert_inert(written: str, what: str, own: re.Pattern[str] | None = None) -> None:

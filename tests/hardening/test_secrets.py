@@ -103,9 +103,22 @@ def test_reports_traces_and_stderr_carry_no_secret(
     with PageServer(secured) as srv:
         for fmt in ("text", "markdown", "html", "json"):
             trace = tmp_path / f"{fmt}.vtrace"
-            proc = vtop_process("--url", with_credentials(srv.url), "--header", HEADER_ARG,
-                                "--report", "--format", fmt, "--record", str(trace),
-                                "--duration", "0.6", "--interval", "0.3", env=ENV)  # fmt: skip
+            proc = vtop_process(
+                "--url",
+                with_credentials(srv.url),
+                "--header",
+                HEADER_ARG,
+                "--report",
+                "--format",
+                fmt,
+                "--record",
+                str(trace),
+                "--duration",
+                "0.6",
+                "--interval",
+                "0.3",
+                env=ENV,
+            )
             runs.append((fmt, trace, proc))
         outputs = [(fmt, trace, proc, *proc.communicate(timeout=60)) for fmt, trace, proc in runs]
         assert_sent(srv.script)
@@ -139,8 +152,18 @@ def test_errors_name_the_url_without_its_credentials(
         for i, url in enumerate((srv.url, refused)):
             record = ["--record", str(tmp_path / f"{i}.vtrace"), "--duration", "0.7"]
             for mode in (["--report", "--duration", "0.1"], ["--once"], record):
-                runs.append(vtop_process("--url", with_credentials(url), "--header", HEADER_ARG,
-                                         *mode, "--interval", "0.3", env=ENV))  # fmt: skip
+                runs.append(
+                    vtop_process(
+                        "--url",
+                        with_credentials(url),
+                        "--header",
+                        HEADER_ARG,
+                        *mode,
+                        "--interval",
+                        "0.3",
+                        env=ENV,
+                    )
+                )
         results = [(proc, *proc.communicate(timeout=60)) for proc in runs]
     hint_401 = (
         f"HTTP 401 Unauthorized from {srv.url}/metrics: needs credentials: set VTOP_API_KEY "
@@ -195,8 +218,17 @@ def test_the_dashboard_and_its_recording_show_no_secret(
     the terminal, and the trace inflated, carry no secret."""
     good = secured.routes["/metrics"]
     with PageServer(secured) as srv:
-        pane = tmux_vtop("--url", with_credentials(srv.url), "--header", HEADER_ARG,
-                         "--interval", "0.3", env=ENV, size=(120, 40), cwd=tmp_path)  # fmt: skip
+        pane = tmux_vtop(
+            "--url",
+            with_credentials(srv.url),
+            "--header",
+            HEADER_ARG,
+            "--interval",
+            "0.3",
+            env=ENV,
+            size=(120, 40),
+            cwd=tmp_path,
+        )
 
         def until(condition: Callable[[], bool], what: str) -> None:
             deadline = time.monotonic() + 20

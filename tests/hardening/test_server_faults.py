@@ -44,8 +44,18 @@ REAL = Path(__file__).resolve().parents[1] / "fixtures" / "metrics" / "vllm-0.32
 SERIES_PAGES = len(list((REAL / "kv-exhausted-series").glob("[0-9][0-9].txt")))
 GEN = SeriesKey("generation_tokens", "vtop/engine", "0", "")
 RUNNING = SeriesKey("running", "vtop/engine", "0", "")
-SERIES_TOKENS = [9716.0, 9921.0, 10135.0, 10353.0, 10639.0, 10969.0, 11232.0, 11393.0,
-                 11686.0, 11948.0]  # fmt: skip
+SERIES_TOKENS = [
+    9716.0,
+    9921.0,
+    10135.0,
+    10353.0,
+    10639.0,
+    10969.0,
+    11232.0,
+    11393.0,
+    11686.0,
+    11948.0,
+]
 """generation_tokens_total on the ten real pages, in order (the fixture's own numbers)."""
 AFTER_RESTART_TOKENS = 523.0
 Start = Callable[..., subprocess.Popen[str]]
@@ -92,34 +102,72 @@ CLI_TIMEOUT = MIN_TIMEOUT_S
 """`--interval 1`: the command line's timeout, the floor (a short interval does not shorten it)."""
 
 FAULTS = [
-    Fault("http-401", Answer(b"Unauthorized", status=401),
-          "HTTP 401 Unauthorized from {where}: needs credentials: set VTOP_API_KEY or "
-          "--header 'Authorization: …'"),
-    Fault("slower-than-timeout", Answer(BUSY, delay_s=CLI_TIMEOUT + 1.0),
-          "no answer from {where} within {timeout:g} s", timeout_s=0.3),
-    Fault("body-never-ends", Answer(endless=True), "no answer from {where} within {timeout:g} s",
-          timeout_s=0.3),
-    Fault("http-403", Answer(b"Forbidden", status=403),
-          "HTTP 403 Forbidden from {where}: credentials refused: check VTOP_API_KEY or the "
-          "--header values"),
-    Fault("http-404", Answer(b"Not Found", status=404),
-          "HTTP 404 Not Found from {where}: no /metrics here: is the URL a vLLM server's "
-          "base (http://host:8000)?"),
-    Fault("http-500", Answer(b"Internal Server Error", status=500),
-          "HTTP 500 Internal Server Error from {where}"),
-    Fault("html-page", Answer(b"<!DOCTYPE html>\n<html><body><form>Sign in</form></body></html>",
-                              content_type="text/html; charset=utf-8"),
-          "{where} is not a metrics page: line 1: not the Prometheus text format (the page "
-          "looks like HTML)"),
-    Fault("gzip-that-is-not-gzip", Answer(BUSY, raw_encoding="gzip"),
-          "{where} sent a body that does not decode (bad gzip?)"),
-    Fault("100-mb-body", Answer(BUSY, stream_bytes=100_000_000),
-          "response from {where} is larger than 16 MiB", timeout_s=5.0),
-    Fault("random-bytes-body", Answer(NOISE, content_type="application/octet-stream"),
-          "{where} is not a metrics page: line 1: invalid metric name "),
-    Fault("random-bytes-not-http", Answer(raw=NOISE),
-          "request to {where} failed: Server disconnected without sending a response."),
-]  # fmt: skip
+    Fault(
+        "http-401",
+        Answer(b"Unauthorized", status=401),
+        "HTTP 401 Unauthorized from {where}: needs credentials: set VTOP_API_KEY or "
+        "--header 'Authorization: …'",
+    ),
+    Fault(
+        "slower-than-timeout",
+        Answer(BUSY, delay_s=CLI_TIMEOUT + 1.0),
+        "no answer from {where} within {timeout:g} s",
+        timeout_s=0.3,
+    ),
+    Fault(
+        "body-never-ends",
+        Answer(endless=True),
+        "no answer from {where} within {timeout:g} s",
+        timeout_s=0.3,
+    ),
+    Fault(
+        "http-403",
+        Answer(b"Forbidden", status=403),
+        "HTTP 403 Forbidden from {where}: credentials refused: check VTOP_API_KEY or the "
+        "--header values",
+    ),
+    Fault(
+        "http-404",
+        Answer(b"Not Found", status=404),
+        "HTTP 404 Not Found from {where}: no /metrics here: is the URL a vLLM server's "
+        "base (http://host:8000)?",
+    ),
+    Fault(
+        "http-500",
+        Answer(b"Internal Server Error", status=500),
+        "HTTP 500 Internal Server Error from {where}",
+    ),
+    Fault(
+        "html-page",
+        Answer(
+            b"<!DOCTYPE html>\n<html><body><form>Sign in</form></body></html>",
+            content_type="text/html; charset=utf-8",
+        ),
+        "{where} is not a metrics page: line 1: not the Prometheus text format (the page "
+        "looks like HTML)",
+    ),
+    Fault(
+        "gzip-that-is-not-gzip",
+        Answer(BUSY, raw_encoding="gzip"),
+        "{where} sent a body that does not decode (bad gzip?)",
+    ),
+    Fault(
+        "100-mb-body",
+        Answer(BUSY, stream_bytes=100_000_000),
+        "response from {where} is larger than 16 MiB",
+        timeout_s=5.0,
+    ),
+    Fault(
+        "random-bytes-body",
+        Answer(NOISE, content_type="application/octet-stream"),
+        "{where} is not a metrics page: line 1: invalid metric name ",
+    ),
+    Fault(
+        "random-bytes-not-http",
+        Answer(raw=NOISE),
+        "request to {where} failed: Server disconnected without sending a response.",
+    ),
+]
 
 
 def expected(fault: Fault, url: str, timeout_s: float | None = None) -> str:
@@ -308,8 +356,9 @@ def test_report_across_a_kill_and_restart(
     port, url = first.port, first.url
     second: PageServer | None = None
     try:
-        proc = vtop_process("--url", url, "--report", "--format", "json", "--duration", "4.5",
-                            "--interval", "0.5")  # fmt: skip
+        proc = vtop_process(
+            "--url", url, "--report", "--format", "json", "--duration", "4.5", "--interval", "0.5"
+        )
 
         def metrics() -> int:
             return sum(p == "/metrics" for p, _ in first.script.requests)
@@ -351,8 +400,9 @@ def test_report_across_a_server_that_comes_up_late(
 ) -> None:
     port = _free_port()
     url = f"http://127.0.0.1:{port}"
-    proc = vtop_process("--url", url, "--report", "--format", "json", "--duration", "3.2",
-                        "--interval", "0.2")  # fmt: skip
+    proc = vtop_process(
+        "--url", url, "--report", "--format", "json", "--duration", "3.2", "--interval", "0.2"
+    )
     # vtop's first poll finds no server: it is cut off at once (vtop may take seconds to start
     # on a busy machine, so its attempt is awaited, not guessed); the next comes 1 s later.
     with socket.create_server(("127.0.0.1", port)) as early:

@@ -85,8 +85,10 @@ def test_a_headless_recording_is_closed_when_the_terminal_goes(
     path = tmp_path / "t.vtrace"
     with Tmux(tmp_path) as tmux:
         pid = tmux.start(*source, "--record", path.name, "--interval", "0.1", "--headless")
-        tmux.wait_screen(lambda s: "vtop: recording to t.vtrace every 0.1 s until Ctrl-C" in s,
-                         what="the recording's first line")  # fmt: skip
+        tmux.wait_screen(
+            lambda s: "vtop: recording to t.vtrace every 0.1 s until Ctrl-C" in s,
+            what="the recording's first line",
+        )
         seen = wait_polls(path, 5, pid)
         before = time.time()
         stop(tmux, pid, how)
@@ -98,8 +100,11 @@ def test_a_headless_recording_is_closed_when_the_terminal_goes(
             assert last >= before - 1.0
         if how == "SIGTERM":  # the pane is still there to read
             screen = tmux.capture()
-            assert any(row.startswith(f"vtop: recorded {polls} polls (") and
-                       row.endswith(" KiB) to t.vtrace") for row in screen), screen  # fmt: skip
+            assert any(
+                row.startswith(f"vtop: recorded {polls} polls (")
+                and row.endswith(" KiB) to t.vtrace")
+                for row in screen
+            ), screen
             assert not any("Traceback" in row for row in screen)
 
 
@@ -156,8 +161,10 @@ def test_record_on_a_terminal_shows_the_dashboard_and_q_ends_both(
     path = tmp_path / "t.vtrace"
     with Tmux(tmp_path, size=(100, 30)) as tmux:
         pid = tmux.start("--url", sim.url, "--record", path.name, "--interval", "0.1")
-        tmux.wait_screen(lambda s: any("Triage" in row for row in s) and "⏺ rec" in s[0],
-                         what="the dashboard, recording")  # fmt: skip
+        tmux.wait_screen(
+            lambda s: any("Triage" in row for row in s) and "⏺ rec" in s[0],
+            what="the dashboard, recording",
+        )
         assert tmux.value("#{alternate_on}") == "1"
         seen = wait_polls(path, 5, pid)
         tmux.send("q")
@@ -167,8 +174,10 @@ def test_record_on_a_terminal_shows_the_dashboard_and_q_ends_both(
         assert tmux.value("#{alternate_on}") == "0"  # the terminal given back
         # The line comes after the dashboard; with the scrollback, wherever the pane put it.
         screen = tmux.tmux("capture-pane", "-p", "-S", "-", "-t", "main").splitlines()
-    assert any(row == f"vtop: recorded {polls} polls ({path.stat().st_size / 1024:.1f} KiB) "
-               "to t.vtrace" for row in screen), screen  # fmt: skip
+    assert any(
+        row == f"vtop: recorded {polls} polls ({path.stat().st_size / 1024:.1f} KiB) to t.vtrace"
+        for row in screen
+    ), screen
     assert not any("Traceback" in row or "recording to" in row for row in screen), screen
 
 
@@ -222,8 +231,9 @@ async def test_after_a_resize_storm_80x24_shows_the_verdict_as_a_fresh_start_doe
     the storm is the screen a fresh start at 80×24 draws, finding line and all."""
 
     def picture(app: Any) -> list[object]:
-        regions = [(type(w).__name__, w.id, w.region) for w in app.screen.walk_children()
-                   if w.display]  # fmt: skip
+        regions = [
+            (type(w).__name__, w.id, w.region) for w in app.screen.walk_children() if w.display
+        ]
         triage = [(line.kind, line.text) for line in app.triage.lines]
         grid = [app.grid.value(pid) for pid in app.grid.order]
         return [regions, triage, grid, list(app.gpus.lines), app.grid.compact]

@@ -22,8 +22,9 @@ def steal_seconds() -> list[float]:
         lines = [ln.split() for ln in Path("/proc/stat").read_text().splitlines()]
     except OSError:
         return []
-    return [int(f[8]) * TICK_S for f in lines
-            if f[0].startswith("cpu") and f[0] != "cpu" and len(f) > 8]  # fmt: skip
+    return [
+        int(f[8]) * TICK_S for f in lines if f[0].startswith("cpu") and f[0] != "cpu" and len(f) > 8
+    ]
 
 
 def steal_since(then: list[float]) -> str:
@@ -46,8 +47,11 @@ def _read(path: str) -> str:
 
 def cpu_seconds_by_process() -> dict[int, tuple[str, float]]:
     """pid -> (command name, its CPU seconds so far, all its threads), for every process."""
-    return {p.pid: (p.info["name"], sum(p.info["cpu_times"][:2]))
-            for p in psutil.process_iter(["name", "cpu_times"]) if p.info["cpu_times"]}  # fmt: skip
+    return {
+        p.pid: (p.info["name"], sum(p.info["cpu_times"][:2]))
+        for p in psutil.process_iter(["name", "cpu_times"])
+        if p.info["cpu_times"]
+    }
 
 
 def scheduling(pid: int) -> str:
@@ -80,9 +84,14 @@ def busiest_since(then: dict[int, tuple[str, float]], top: int = 5) -> str:
     """The processes that took the CPU since `then` (a `cpu_seconds_by_process()`), busiest
     first, each with how it is scheduled; and the machine's CPU pressure."""
     now = cpu_seconds_by_process()
-    used = sorted(((cpu - then.get(pid, (comm, 0.0))[1], pid, comm)
-                   for pid, (comm, cpu) in now.items()), reverse=True)[:top]  # fmt: skip
+    used = sorted(
+        ((cpu - then.get(pid, (comm, 0.0))[1], pid, comm) for pid, (comm, cpu) in now.items()),
+        reverse=True,
+    )[:top]
     lines = [f"  {cpu:.1f} s CPU: pid {pid} {comm} ({scheduling(pid)})" for cpu, pid, comm in used]
     pressure = _read("/proc/pressure/cpu").splitlines()
-    return "busiest since the report began:\n" + "\n".join(lines) + (
-        f"\n  CPU pressure: {pressure[0]}" if pressure else "")  # fmt: skip
+    return (
+        "busiest since the report began:\n"
+        + "\n".join(lines)
+        + (f"\n  CPU pressure: {pressure[0]}" if pressure else "")
+    )

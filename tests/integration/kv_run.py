@@ -68,8 +68,13 @@ async def run(url: str) -> KvRun:
             return samples(resp.text)
 
         local = LocalHost()
-        source = LiveSource([url], ScrapeOptions(timeout_s=5.0), gpu=local.gpu,
-                            host=local.host, process_probe=local.process_knobs)  # fmt: skip
+        source = LiveSource(
+            [url],
+            ScrapeOptions(timeout_s=5.0),
+            gpu=local.gpu,
+            host=local.host,
+            process_probe=local.process_knobs,
+        )
         monitor = Monitor(engine=Engine(Engine.from_catalog(user=False).rules))
         out = KvRun(LoadResult(), {}, {})
         steal = steal_seconds()
@@ -81,8 +86,9 @@ async def run(url: str) -> KvRun:
         out.raw_before = out.raw_after = await raw()
         async with source:
             watch(await source.poll())
-            load = asyncio.create_task(closed_loop(url, concurrency=40, duration=LOAD_SECONDS,
-                                                   shape=KV_HEAVY, seed=3))  # fmt: skip
+            load = asyncio.create_task(
+                closed_loop(url, concurrency=40, duration=LOAD_SECONDS, shape=KV_HEAVY, seed=3)
+            )
             loaded_at = time.monotonic()
             while not load.done():
                 began = time.monotonic()

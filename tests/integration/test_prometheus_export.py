@@ -66,13 +66,24 @@ HISTORY_S = 300.0
 STEP_S = 2.0
 """Five minutes of history (the rules' longest window) at a page every 2 s: 150 polls, more
 than any rule's `requires`, and the twins render it in seconds."""
-TARGET_KNOBS = ("max_num_seqs", "max_num_batched_tokens", "kv_capacity_tokens",
-                "tensor_parallel_size", "gpu_memory_utilization")  # fmt: skip
+TARGET_KNOBS = (
+    "max_num_seqs",
+    "max_num_batched_tokens",
+    "kv_capacity_tokens",
+    "tensor_parallel_size",
+    "gpu_memory_utilization",
+)
 
 
 def vtop(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "vtop", *args], capture_output=True, text=True,
-                          cwd=ROOT, timeout=120, check=False)  # fmt: skip
+    return subprocess.run(
+        [sys.executable, "-m", "vtop", *args],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=120,
+        check=False,
+    )
 
 
 def test_the_whole_catalog_exports_and_promtool_accepts_it(tmp_path: Path) -> None:
@@ -80,14 +91,16 @@ def test_the_whole_catalog_exports_and_promtool_accepts_it(tmp_path: Path) -> No
     result = vtop("rules", "export", "--format", "prometheus", "--no-user", "-o", str(out))
     assert result.returncode == 0, result.stderr
     assert PROMTOOL is not None
-    check = subprocess.run([PROMTOOL, "check", "rules", str(out)], capture_output=True,
-                           text=True, check=False)  # fmt: skip
+    check = subprocess.run(
+        [PROMTOOL, "check", "rules", str(out)], capture_output=True, text=True, check=False
+    )
     assert check.returncode == 0, check.stdout + check.stderr
     doc = yaml.safe_load(out.read_text())
     rules = {r["labels"]["vtop_rule"] for r in doc["groups"][0]["rules"]}
     shipped = {r.id for r in Engine.from_catalog(user=False).rules}
-    skipped = {line.split(": ")[2] for line in result.stderr.splitlines()
-               if "not exported:" in line}  # fmt: skip
+    skipped = {
+        line.split(": ")[2] for line in result.stderr.splitlines() if "not exported:" in line
+    }
     assert rules | skipped == shipped and not rules & skipped
     for alert in doc["groups"][0]["rules"]:
         ann = alert["annotations"]
@@ -97,8 +110,10 @@ def test_the_whole_catalog_exports_and_promtool_accepts_it(tmp_path: Path) -> No
 
 def test_knobs_from_targets_and_flags_and_rules_that_cannot_be_exported(tmp_path: Path) -> None:
     fleet = tmp_path / "fleet.txt"
-    fleet.write_text("http://10.0.0.5:8000 max_num_seqs=16 kv_capacity_tokens=293648\n"
-                     "10.0.0.6:8000 max_num_seqs=128\n")  # fmt: skip
+    fleet.write_text(
+        "http://10.0.0.5:8000 max_num_seqs=16 kv_capacity_tokens=293648\n"
+        "10.0.0.6:8000 max_num_seqs=128\n"
+    )
     mine = tmp_path / "rules"
     mine.mkdir()
     (mine / "gpu-memory.yaml").write_text(
@@ -107,24 +122,43 @@ def test_knobs_from_targets_and_flags_and_rules_that_cannot_be_exported(tmp_path
         "  window: 1m\n  above: 0\n"
     )
     out = tmp_path / "vtop.rules.yml"
-    result = vtop("rules", "export", "--no-user", "--targets", str(fleet), "--rules", str(mine),
-                  "--knob", "tensor_parallel_size=2", "--resolution", "15s", "-o", str(out))  # fmt: skip
+    result = vtop(
+        "rules",
+        "export",
+        "--no-user",
+        "--targets",
+        str(fleet),
+        "--rules",
+        str(mine),
+        "--knob",
+        "tensor_parallel_size=2",
+        "--resolution",
+        "15s",
+        "-o",
+        str(out),
+    )
     assert result.returncode == 0, result.stderr
     why = "uses gpu_mem_total: only vtop's NVML reader measures GPU memory in all"
     assert f"vtop rules export: not exported: gpu-memory-full: {why}" in result.stderr
     text = out.read_text()
     assert f"#   gpu-memory-full: {why}" in text  # and in the file's header
     assert PROMTOOL is not None
-    check = subprocess.run([PROMTOOL, "check", "rules", str(out)], capture_output=True,
-                           text=True, check=False)  # fmt: skip
+    check = subprocess.run(
+        [PROMTOOL, "check", "rules", str(out)], capture_output=True, text=True, check=False
+    )
     assert check.returncode == 0, check.stdout + check.stderr
     assert 'label_replace(vector(16), "instance", "10.0.0.5:8000", "", "")' in text
     assert 'label_replace(vector(128), "instance", "10.0.0.6:8000", "", "")' in text
     assert "[2m:15s]" in text
-    budget = next(r for r in yaml.safe_load(text)["groups"][0]["rules"]
-                  if r["labels"]["vtop_rule"] == "budget-too-small")  # fmt: skip
-    assert "max_num_seqs: vtop_knob_max_num_seqs{instance=…} if published, 2 instance(s) from" in (
-        budget["annotations"]["vtop_knobs"])  # fmt: skip
+    budget = next(
+        r
+        for r in yaml.safe_load(text)["groups"][0]["rules"]
+        if r["labels"]["vtop_rule"] == "budget-too-small"
+    )
+    assert (
+        "max_num_seqs: vtop_knob_max_num_seqs{instance=…} if published, 2 instance(s) from"
+        in (budget["annotations"]["vtop_knobs"])
+    )
 
 
 def _advice(alert: dict[str, Any]) -> bool:
@@ -149,7 +183,9 @@ def test_bad_export_arguments_are_one_line(tmp_path: Path) -> None:
     bad.write_text("127.0.0.1:1 max_num_seqs=x\n")
     r = vtop("rules", "export", "--targets", str(bad))
     assert (r.returncode, r.stderr) == (
-        2, f"vtop rules export: {bad}:1: max_num_seqs=x: expected a whole number from 1 to 1048576\n")  # fmt: skip
+        2,
+        f"vtop rules export: {bad}:1: max_num_seqs=x: expected a whole number from 1 to 1048576\n",
+    )
 
 
 # -- the same scenario, vtop's engine and a real Prometheus -------------------------------------
@@ -181,19 +217,22 @@ def _vtop_findings(
     monitor = Monitor(engine=Engine.from_catalog(user=False))
     readers = {s: PageReader() for s in twins}
     pages: dict[str, list[Scraped]] = {s: [] for s in twins}
-    histories = [twin_history(tw, start=end - HISTORY_S, end=end, step_s=STEP_S)
-                 for tw in twins.values()]  # fmt: skip
+    histories = [
+        twin_history(tw, start=end - HISTORY_S, end=end, step_s=STEP_S) for tw in twins.values()
+    ]
     for polls in zip(*histories, strict=True):
         scrapes = []
         for s, (scraped, tw) in zip(twins, polls, strict=True):
-            scrape = readers[s].read(scraped.page, endpoint=s, t=scraped.t,
-                                     latency_s=scraped.duration_s)  # fmt: skip
+            scrape = readers[s].read(
+                scraped.page, endpoint=s, t=scraped.t, latency_s=scraped.duration_s
+            )
             if not pages[s]:
                 process = {
                     k: Knob(k, v, "process", "sim command line") for k, v in tw.knobs.items()
                 }
-                knobs = discovery.merge(cache_info=scrape.info, endpoint=tw.endpoint_info(),
-                                        process=process)  # fmt: skip
+                knobs = discovery.merge(
+                    cache_info=scrape.info, endpoint=tw.endpoint_info(), process=process
+                )
                 scrape = dataclasses.replace(scrape, knobs=knobs, server=tw.endpoint_info())
             scrapes.append(scrape)
             pages[s].append(scraped)
@@ -208,8 +247,13 @@ def _states(monitor: Monitor, endpoint: str) -> dict[str, str]:
     would too (no hysteresis carried over)."""
     view = monitor.endpoints[endpoint]
     states = {f.rule: str(f.state) for f in view.findings}
-    states.update({f"{f.rule} critical": "firing" for f in view.findings
-                   if f.state == "firing" and f.severity.name == "CRITICAL"})  # fmt: skip
+    states.update(
+        {
+            f"{f.rule} critical": "firing"
+            for f in view.findings
+            if f.state == "firing" and f.severity.name == "CRITICAL"
+        }
+    )
     snap = Snapshot(view.store, view.knobs, None)
     for rule in monitor.engine.rules:
         if holds(rule.when, snap, active=False):
@@ -225,8 +269,11 @@ def _watch_live(instances: dict[str, Instance]) -> None:
     for inst in instances.values():
         t0 = time.time()
         page = httpx.get(f"http://{inst.name}/metrics", timeout=10).text
-        scrapes.append(inst.reader.read(page, endpoint=inst.scenario, t=time.time(),
-                                        latency_s=time.time() - t0))  # fmt: skip
+        scrapes.append(
+            inst.reader.read(
+                page, endpoint=inst.scenario, t=time.time(), latency_s=time.time() - t0
+            )
+        )
     monitor = next(iter(instances.values())).monitor
     monitor.feed(Frame(max(x.t for x in scrapes), tuple(scrapes)))
     for inst in instances.values():
@@ -245,15 +292,25 @@ def fleet(
     twins: dict[str, Any] = {}
     for i, scenario in enumerate(SCENARIOS):
         if scenario == "data-parallel":
-            twins[scenario] = DataParallel([Twin("memory-ceiling", seed=i + 1, epoch=0.0),
-                                            Twin("healthy", seed=i + 2, epoch=0.0)])  # fmt: skip
+            twins[scenario] = DataParallel(
+                [
+                    Twin("memory-ceiling", seed=i + 1, epoch=0.0),
+                    Twin("healthy", seed=i + 2, epoch=0.0),
+                ]
+            )
         else:
             twins[scenario] = Twin(scenario, seed=i + 1, epoch=0.0)
     monitor, readers, read = _vtop_findings(twins, end)
     for scenario, (pages, knobs) in read.items():
-        instances[scenario] = Instance(scenario, twins[scenario], pages,
-                                       _states(monitor, scenario), knobs, monitor,
-                                       readers[scenario])  # fmt: skip
+        instances[scenario] = Instance(
+            scenario,
+            twins[scenario],
+            pages,
+            _states(monitor, scenario),
+            knobs,
+            monitor,
+            readers[scenario],
+        )
     # the twins go on live, each on its own port; their history is Prometheus's past
     name: dict[str, str] = {}
     for scenario, inst in instances.items():
@@ -265,10 +322,14 @@ def fleet(
         create_blocks(om, tmp / "data")
         # what the user knows of each server (its command line), as a targets file
         targets = tmp / "fleet.txt"
-        targets.write_text("".join(
-            f"http://{name[s]} " + " ".join(f"{k}={inst.knobs[k].value}" for k in TARGET_KNOBS
-                                             if k in inst.knobs) + "\n"
-            for s, inst in instances.items()))  # fmt: skip
+        targets.write_text(
+            "".join(
+                f"http://{name[s]} "
+                + " ".join(f"{k}={inst.knobs[k].value}" for k in TARGET_KNOBS if k in inst.knobs)
+                + "\n"
+                for s, inst in instances.items()
+            )
+        )
         rules = tmp / "vtop.rules.yml"
         result = vtop(
             "rules",
@@ -284,8 +345,9 @@ def fleet(
         assert result.returncode == 0, result.stderr
         doc = yaml.safe_load(rules.read_text())
         exported = {r["labels"]["vtop_rule"] for g in doc["groups"] for r in g["rules"]}
-        with PrometheusServer.start(tmp / "prom", jobs={"vllm": list(name.values())},
-                                    rule_files=[rules], data=tmp / "data") as prom:  # fmt: skip
+        with PrometheusServer.start(
+            tmp / "prom", jobs={"vllm": list(name.values())}, rule_files=[rules], data=tmp / "data"
+        ) as prom:
             for inst in instances.values():
                 inst.name = name[inst.scenario]
             yield prom, instances, exported
@@ -321,14 +383,24 @@ def test_exported_rules_fire_in_prometheus_where_vtop_fires(
         # fresh rule engine judges first) are the alerts pending or firing in Prometheus; those
         # of them that fire in vtop with a `for` of 30 s fire there too, escalation included
         # (only the rules exported: those whose window signals have PromQL)
-        holds = {i.name: {r.removesuffix(" fresh") for r in i.vtop if r.endswith(" fresh")
-                          and r.split()[0] in exported}
-                 for i in instances.values()}  # fmt: skip
-        firing = {
-            i.name: {r for r, s in i.vtop.items() if s in ("firing", "suppressed")
-                     and r.split()[0] in fast and r.split()[0] in holds[i.name]}
+        holds = {
+            i.name: {
+                r.removesuffix(" fresh")
+                for r in i.vtop
+                if r.endswith(" fresh") and r.split()[0] in exported
+            }
             for i in instances.values()
-        }  # fmt: skip
+        }
+        firing = {
+            i.name: {
+                r
+                for r, s in i.vtop.items()
+                if s in ("firing", "suppressed")
+                and r.split()[0] in fast
+                and r.split()[0] in holds[i.name]
+            }
+            for i in instances.values()
+        }
         return holds, firing
 
     # every shipped rule is exported but the one whose held-back proof has no PromQL yet
@@ -352,8 +424,7 @@ def test_exported_rules_fire_in_prometheus_where_vtop_fires(
         _watch_live(instances)
         want_holds, want_firing = wanted()
         got = _alerts(prom)
-        holds = {i: {r for r in got.get(i, {}) if not r.endswith(" critical")}
-                 for i in want_holds}  # fmt: skip
+        holds = {i: {r for r in got.get(i, {}) if not r.endswith(" critical")} for i in want_holds}
         firing = {i: {r for r, s in got.get(i, {}).items() if s == "firing"} for i in want_holds}
         return holds == want_holds and all(want_firing[i] <= firing[i] for i in want_firing)
 
@@ -364,8 +435,11 @@ def test_exported_rules_fire_in_prometheus_where_vtop_fires(
     health = [h for h in prom.rule_health() if h[1] != "ok"]
     assert not health, health
     got = _alerts(prom)
-    detail = json.dumps({"vtop": {i.name: i.vtop for i in instances.values()},
-                         "prometheus": got}, indent=1, sort_keys=True)  # fmt: skip
+    detail = json.dumps(
+        {"vtop": {i.name: i.vtop for i in instances.values()}, "prometheus": got},
+        indent=1,
+        sort_keys=True,
+    )
 
     assert ok, detail
 
@@ -375,8 +449,12 @@ def test_every_recommendation_formula_is_valid_promql(
 ) -> None:
     prom, instances, _exported = fleet
     doc = yaml.safe_load((Path(str(prom.workdir)).parent / "vtop.rules.yml").read_text())
-    formulas = [v for r in doc["groups"][0]["rules"] for k, v in r["annotations"].items()
-                if k.endswith("_promql") and not v.startswith("(computed by vtop only")]  # fmt: skip
+    formulas = [
+        v
+        for r in doc["groups"][0]["rules"]
+        for k, v in r["annotations"].items()
+        if k.endswith("_promql") and not v.startswith("(computed by vtop only")
+    ]
     assert len(formulas) >= 5
     for f in formulas:
         prom.query(f)  # a parse error is an HTTP 400 and fails the query's assertion
@@ -385,6 +463,8 @@ def test_every_recommendation_formula_is_valid_promql(
         r for r in doc["groups"][0]["rules"] if r["alert"] == alert_name("budget-too-small")
     )
     inst = instances["budget-too-small"].name
-    result = prom.query(f'({rule["annotations"]["recommend_1_max_num_seqs_promql"]})'
-                        f' and on (instance) up{{instance="{inst}"}}')  # fmt: skip
+    result = prom.query(
+        f"({rule['annotations']['recommend_1_max_num_seqs_promql']})"
+        f' and on (instance) up{{instance="{inst}"}}'
+    )
     assert result and float(result[0]["value"][1]) > 16

@@ -131,8 +131,9 @@ def test_knobs_come_from_the_page_the_flags_and_the_gpu_size(static_fleet: dict[
     from vtop.sources.discovery import flag_knobs
 
     one = static_fleet["one"]
-    src = PrometheusSource(static_fleet["prom"], backfill_s=0,
-                           instance_flags={one: flag_knobs(64, None)})  # fmt: skip
+    src = PrometheusSource(
+        static_fleet["prom"], backfill_s=0, instance_flags={one: flag_knobs(64, None)}
+    )
     scrapes = poll_until(src, lambda seen: len({s.endpoint for s in seen}) == 2)
     knobs = {s.endpoint: s.knobs for s in scrapes if s.knobs}
     assert knobs[one]["max_num_seqs"].value == 64
@@ -155,8 +156,11 @@ def test_match_chooses_the_instances(static_fleet: dict[str, str]) -> None:
 
 HISTORY_S = 12 * 60.0
 SCRAPE_S = 5.0
-SCENARIOS = {"127.0.0.1:18101": "memory-ceiling", "127.0.0.1:18102": "budget-too-small",
-             "127.0.0.1:18103": "healthy"}  # fmt: skip
+SCENARIOS = {
+    "127.0.0.1:18101": "memory-ceiling",
+    "127.0.0.1:18102": "budget-too-small",
+    "127.0.0.1:18103": "healthy",
+}
 
 
 @dataclass(frozen=True)
@@ -176,10 +180,11 @@ def history(tmp_path_factory: pytest.TempPathFactory) -> Iterator[History]:
     tmp = tmp_path_factory.mktemp("history")
     end = time.time() - 2.0
     pages = {
-        ("vllm", inst): list(twin_scrapes(sc, seed=i, start=end - HISTORY_S, end=end,
-                                          step_s=SCRAPE_S))
+        ("vllm", inst): list(
+            twin_scrapes(sc, seed=i, start=end - HISTORY_S, end=end, step_s=SCRAPE_S)
+        )
         for i, (inst, sc) in enumerate(SCENARIOS.items())
-    }  # fmt: skip
+    }
     om = tmp / "history.om"
     history_openmetrics(pages, om)
     create_blocks(om, tmp / "data")
@@ -239,8 +244,9 @@ def test_history_is_a_frame_per_step_and_then_poll_goes_on(history: History) -> 
 
 def test_a_report_over_prometheus_covers_the_past(history: History) -> None:
     url = history.prom
-    result = vtop("--prometheus", url, "--report", "--duration", "2", "--format", "json",
-                  "--interval", "0.5")  # fmt: skip
+    result = vtop(
+        "--prometheus", url, "--report", "--duration", "2", "--format", "json", "--interval", "0.5"
+    )
     assert result.returncode in (0, 1, 2), result.stderr
     doc = json.loads(result.stdout)
     assert doc["source"]["name"] == f"Prometheus {url}"
@@ -266,8 +272,7 @@ async def test_the_dashboard_over_prometheus_has_the_fleet_and_the_past(
     from vtop.ui.app import VtopApp
 
     monitor = Monitor(capacity=3600)
-    app = VtopApp(PrometheusSource(history.prom, backfill_s=15 * 60), monitor,
-                  interval=1.0)  # fmt: skip
+    app = VtopApp(PrometheusSource(history.prom, backfill_s=15 * 60), monitor, interval=1.0)
     async with app.run_test(size=(120, 40)) as pilot:
         for _ in range(200):
             await pilot.pause(0.05)
@@ -303,8 +308,9 @@ def test_a_short_report_over_prometheus_judges_on_its_history(kv_full_history: s
     # The backfill comes at a 15 s step, 12 points for 3 minutes: evidence is counted in the
     # seconds it covers, not in polls, so the rules reach their verdict inside the history
     # and a 10 s report has it.
-    result = vtop("--prometheus", kv_full_history, "--report", "--duration", "10s",
-                  "--format", "json")  # fmt: skip
+    result = vtop(
+        "--prometheus", kv_full_history, "--report", "--duration", "10s", "--format", "json"
+    )
     doc = json.loads(result.stdout)
     assert doc["status"] in ("WARNING", "CRITICAL"), (doc["status"], doc["reason"])
     assert result.returncode == doc["exit_code"], result.stderr
@@ -331,8 +337,10 @@ def live(tmp_path: Path) -> Iterator[tuple[PrometheusServer, SimServer, subproce
     port = free_port()
     proc = subprocess.Popen(
         [sys.executable, "-m", "vtop", "sim", "--scenario", "healthy", "--port", str(port)],
-        cwd=ROOT, stdout=subprocess.PIPE, text=True,
-    )  # fmt: skip
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     try:
         assert proc.stdout is not None
         assert "vtop sim: serving scenario 'healthy'" in proc.stdout.readline()
@@ -481,8 +489,14 @@ def test_not_prometheus_is_said_plainly() -> None:
 
 
 def vtop(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "vtop", *args], capture_output=True, text=True,
-                          cwd=ROOT, timeout=120, check=False)  # fmt: skip
+    return subprocess.run(
+        [sys.executable, "-m", "vtop", *args],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=120,
+        check=False,
+    )
 
 
 def test_once_reads_every_instance_from_prometheus(history: History) -> None:

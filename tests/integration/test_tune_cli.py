@@ -32,8 +32,15 @@ def free_port() -> int:
 
 
 def vtop(*args: str, stdin: str = "", timeout: float = 180) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "vtop", *args], input=stdin, text=True,
-                          capture_output=True, timeout=timeout, cwd=ROOT, check=False)  # fmt: skip
+    return subprocess.run(
+        [sys.executable, "-m", "vtop", *args],
+        input=stdin,
+        text=True,
+        capture_output=True,
+        timeout=timeout,
+        cwd=ROOT,
+        check=False,
+    )
 
 
 def _kill(pid: int | None) -> None:
@@ -46,9 +53,22 @@ def _kill(pid: int | None) -> None:
 def sim() -> Iterator[int]:
     """A `vtop sim` of budget-too-small with 16 seats, on a free port."""
     port = free_port()
-    p = subprocess.Popen([sys.executable, "-m", "vtop", "sim", "--scenario", "budget-too-small",
-                          "--port", str(port), "--max-num-seqs", "16"],
-                         stdout=subprocess.DEVNULL, start_new_session=True)  # fmt: skip
+    p = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "vtop",
+            "sim",
+            "--scenario",
+            "budget-too-small",
+            "--port",
+            str(port),
+            "--max-num-seqs",
+            "16",
+        ],
+        stdout=subprocess.DEVNULL,
+        start_new_session=True,
+    )
     time.sleep(1.5)
     yield port
     _kill(p.pid)
@@ -58,10 +78,29 @@ def sim() -> Iterator[int]:
 def test_a_launched_server_is_restarted_with_the_twins_choice_and_logged(tmp_path: Path) -> None:
     port = free_port()
     log = tmp_path / "tune.json"
-    result = vtop("tune", "--yes", "--watch", "25s", "--settle", "0s", "--max-restarts", "1",
-                  "--log", str(log),
-                  "--", sys.executable, "-m", "vtop", "sim", "--scenario", "budget-too-small",
-                  "--port", str(port), "--max-num-seqs", "16")  # fmt: skip
+    result = vtop(
+        "tune",
+        "--yes",
+        "--watch",
+        "25s",
+        "--settle",
+        "0s",
+        "--max-restarts",
+        "1",
+        "--log",
+        str(log),
+        "--",
+        sys.executable,
+        "-m",
+        "vtop",
+        "sim",
+        "--scenario",
+        "budget-too-small",
+        "--port",
+        str(port),
+        "--max-num-seqs",
+        "16",
+    )
     doc = json.loads(log.read_text())
     try:
         assert result.returncode == 0, result.stdout + result.stderr
@@ -89,8 +128,21 @@ def test_a_declined_plan_restarts_nothing_and_a_yes_edits_the_flags_file(
     flags.write_text("# the unit runs: vllm serve MODEL $(cat flags)\n--max-num-seqs 16\n")
     marker = tmp_path / "restarted"
     restart = f"cat {flags} >> {marker}"
-    common = ("tune", "--url", f"http://127.0.0.1:{sim}", "--restart", restart,
-              "--flags-file", str(flags), "--watch", "25s", "--wait", "5s", "--settle", "0s")  # fmt: skip
+    common = (
+        "tune",
+        "--url",
+        f"http://127.0.0.1:{sim}",
+        "--restart",
+        restart,
+        "--flags-file",
+        str(flags),
+        "--watch",
+        "25s",
+        "--wait",
+        "5s",
+        "--settle",
+        "0s",
+    )
     no = vtop(*common, "--log", str(tmp_path / "no.json"), stdin="n\n")
     assert no.returncode == 0, no.stderr
     assert "budget-too-small: restart with --max-num-seqs " in no.stdout

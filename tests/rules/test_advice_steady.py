@@ -27,7 +27,7 @@ def capped(bounds: str) -> str:
         summary: "capped"
         recommend:
           - {{knob: max_num_seqs, direction: raise, value: "w"{bounds}}}
-        """)  # fmt: skip
+        """)
 
 
 def advised(text: str, waiting: list[float]) -> list[object]:

@@ -76,11 +76,17 @@ def test_a_30_s_report_names_the_right_cause_soon(trace: str, rule: str | None) 
     assert took <= WITHIN_S.get(rule, 15.0), (took, said)
     if rule in ("memory-ceiling", "budget-too-small", "frontend-bound"):
         assert top["recommendations"], top  # a verdict comes with its flag
-    raises = [r for f in doc["findings"] for r in f["recommendations"]
-              if r["knob"] == "max_num_seqs" and r["direction"] == "raise"]  # fmt: skip
+    raises = [
+        r
+        for f in doc["findings"]
+        for r in f["recommendations"]
+        if r["knob"] == "max_num_seqs" and r["direction"] == "raise"
+    ]
     if rule == "memory-ceiling":  # a wider batch only beside the FP8 KV cache that makes room
-        fp8 = any(r["knob"] == "kv_cache_dtype" and str(r["to"]).startswith("fp8")
-                  for r in top["recommendations"])  # fmt: skip
+        fp8 = any(
+            r["knob"] == "kv_cache_dtype" and str(r["to"]).startswith("fp8")
+            for r in top["recommendations"]
+        )
         assert not raises or fp8, raises
     if rule == "budget-too-small":
         assert raises, said

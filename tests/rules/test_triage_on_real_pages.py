@@ -42,8 +42,15 @@ def looped(series: str, seconds: float) -> Iterator[Scrape]:
     folder = PAGES / series
     rows = list(csv.DictReader((folder / "index.tsv").open(), delimiter="\t"))
     reader = PageReader()
-    pages = [reader.read((folder / r["file"]).read_text(), endpoint=EP, t=0.0,
-                         latency_s=float(r["scrape_latency_s"])) for r in rows]  # fmt: skip
+    pages = [
+        reader.read(
+            (folder / r["file"]).read_text(),
+            endpoint=EP,
+            t=0.0,
+            latency_s=float(r["scrape_latency_s"]),
+        )
+        for r in rows
+    ]
     times = [float(r["wall_time_unix"]) for r in rows]
     gap = (times[-1] - times[0]) / (len(times) - 1)
     first, second, last = pages[0], pages[1], pages[-1]
@@ -52,8 +59,10 @@ def looped(series: str, seconds: float) -> Iterator[Scrape]:
         return (last.scalars[k] - first.scalars[k]) + (second.scalars[k] - first.scalars[k])
 
     def hstep(k: SeriesKey) -> Histogram | None:
-        a, b = hist.delta(last.histograms[k], first.histograms[k]), hist.delta(
-            second.histograms[k], first.histograms[k])  # fmt: skip
+        a, b = (
+            hist.delta(last.histograms[k], first.histograms[k]),
+            hist.delta(second.histograms[k], first.histograms[k]),
+        )
         return hist.add(a, b) if a is not None and b is not None else None
 
     counters = {k: step(k) for k in first.scalars if BY_NAME[k.signal].kind is Kind.COUNTER}
@@ -81,8 +90,9 @@ def replay(series: str, seconds: float = 300.0) -> list[list[Finding]]:
     history = []
     for i, scrape in enumerate(looped(series, seconds)):
         if i == 0:
-            knobs = discovery.merge(cache_info=scrape.info, endpoint=server,
-                                    flags=discovery.flag_knobs(16, None))  # fmt: skip
+            knobs = discovery.merge(
+                cache_info=scrape.info, endpoint=server, flags=discovery.flag_knobs(16, None)
+            )
             scrape = replace(scrape, knobs=knobs, server=server)
         monitor.feed(Frame(scrape.t, (scrape,)))
         history.append(list(monitor.endpoints[EP].findings))
@@ -90,8 +100,11 @@ def replay(series: str, seconds: float = 300.0) -> list[list[Finding]]:
 
 
 def raises_max_num_seqs(findings: list[Finding]) -> bool:
-    return any(r.knob == "max_num_seqs" and r.direction == "raise"
-               for f in findings for r in f.recommendations)  # fmt: skip
+    return any(
+        r.knob == "max_num_seqs" and r.direction == "raise"
+        for f in findings
+        for r in f.recommendations
+    )
 
 
 @pytest.mark.parametrize("series", ["kv-exhausted-series", "frontend-bound-series"])

@@ -67,8 +67,13 @@ def process_knobs(twin: object) -> dict[str, Knob]:
     return {k: Knob(k, v, "process", "sim command line") for k, v in knobs.items()}
 
 
-def run(name: Scenario | str, seconds: float, seed: int = 0, monitor: Monitor | None = None,
-        start_s: float = 0.0) -> list[list[Finding]]:  # fmt: skip
+def run(
+    name: Scenario | str,
+    seconds: float,
+    seed: int = 0,
+    monitor: Monitor | None = None,
+    start_s: float = 0.0,
+) -> list[list[Finding]]:
     """Poll the twin once a virtual second (from `start_s` into its run); the findings after
     every poll."""
     twin = Twin(name, seed=seed)
@@ -80,12 +85,14 @@ def run(name: Scenario | str, seconds: float, seed: int = 0, monitor: Monitor | 
     while twin.now < seconds:
         twin.advance(1.0)
         delay, page = twin.scrape()
-        scrape = reader.read(page.decode(), endpoint=EP, t=twin.now, latency_s=delay,
-                             size_bytes=len(page))  # fmt: skip
+        scrape = reader.read(
+            page.decode(), endpoint=EP, t=twin.now, latency_s=delay, size_bytes=len(page)
+        )
         if scrape.info and scrape.info != cache_info:
             cache_info = dict(scrape.info)
-            knobs = discovery.merge(cache_info=cache_info, endpoint=twin.endpoint_info(),
-                                    process=process_knobs(twin))  # fmt: skip
+            knobs = discovery.merge(
+                cache_info=cache_info, endpoint=twin.endpoint_info(), process=process_knobs(twin)
+            )
             scrape = dataclasses.replace(scrape, knobs=knobs, server=twin.endpoint_info())
         monitor.feed(Frame(twin.now, (scrape,), gpu=twin.gpu_status()))
         history.append(list(monitor.endpoints[EP].findings))
@@ -121,8 +128,11 @@ def test_scenario(name: str, seed: int) -> None:
         got = {r.knob: r.direction for r in firing[expect.rule].recommendations}
         for knob, direction in expect.advice.items():
             assert got.get(knob) == direction, (knob, got, firing[expect.rule].evidence)
-        raises_seqs = any(r.knob == "max_num_seqs" and r.direction == "raise"
-                          for f in firing.values() for r in f.recommendations)  # fmt: skip
+        raises_seqs = any(
+            r.knob == "max_num_seqs" and r.direction == "raise"
+            for f in firing.values()
+            for r in f.recommendations
+        )
         if name in ("memory-ceiling", "past-sweet-spot"):
             assert not raises_seqs
 
@@ -144,15 +154,23 @@ def test_following_the_advice_converges(name: str) -> None:
         monitor = Monitor(engine=Engine(ENGINE_RULES))
         history = run(dataclasses.replace(scenario, args=args), 480.0, monitor=monitor)
         store = monitor.endpoints[EP].store
-        return (history[-1], store.rate("generation_tokens", 180.0) or 0.0,
-                store.rate("preemptions", 180.0) or 0.0)  # fmt: skip
+        return (
+            history[-1],
+            store.rate("generation_tokens", 180.0) or 0.0,
+            store.rate("preemptions", 180.0) or 0.0,
+        )
 
     args = scenario.args
     findings, start_tps, _ = once(args)
     tps, preempt, restarts = start_tps, 0.0, 0
     while True:
-        advice = {r.knob: r.new_value for f in findings if f.state == "firing"
-                  for r in f.recommendations if r.knob in fields}  # fmt: skip
+        advice = {
+            r.knob: r.new_value
+            for f in findings
+            if f.state == "firing"
+            for r in f.recommendations
+            if r.knob in fields
+        }
         if not advice:
             break
         restarts += 1

@@ -19,8 +19,9 @@ from vtop.sim.scenarios import SCENARIOS
 
 def test_past_sweet_spot_after_its_advice_says_why_max_num_seqs_is_not_raised() -> None:
     scenario = SCENARIOS["past-sweet-spot"]
-    applied = dataclasses.replace(scenario, args=dataclasses.replace(scenario.args,
-                                                                     max_num_seqs=112))  # fmt: skip
+    applied = dataclasses.replace(
+        scenario, args=dataclasses.replace(scenario.args, max_num_seqs=112)
+    )
     final = {f.rule: f for f in run(applied, seconds=480.0)[-1]}
     ttft = final["ttft-queueing"]
     assert ttft.state == "firing"
@@ -42,7 +43,7 @@ def test_a_direction_the_value_cannot_keep_is_withheld_with_the_numbers() -> Non
         summary: "capped"
         recommend:
           - {knob: max_num_seqs, direction: raise, value: "min(128, 48)"}
-        """)  # fmt: skip
+        """)
     (f,) = run_rules(engine_of(text), 5, running=10, kv_usage=0.1)
     assert f.state == "firing" and f.recommendations == ()
     assert ("withheld", "raising max_num_seqs is withheld: the formula gives 48, now 64") in (

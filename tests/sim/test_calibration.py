@@ -30,10 +30,17 @@ from vtop.sim.serve_args import resolve
 
 
 def test_fit_recovers_a_known_law() -> None:
-    law = FittedStepTime(base_s=0.012, per_token_s=0.0009, per_seq_s=0.0015,
-                         per_context_token_s=2e-6)  # fmt: skip
-    shapes = [(1, 1, 100), (4, 4, 400), (16, 16, 1600), (4, 4, 2400), (2048, 6, 2048),
-              (512, 2, 512)]  # fmt: skip
+    law = FittedStepTime(
+        base_s=0.012, per_token_s=0.0009, per_seq_s=0.0015, per_context_token_s=2e-6
+    )
+    shapes = [
+        (1, 1, 100),
+        (4, 4, 400),
+        (16, 16, 1600),
+        (4, 4, 2400),
+        (2048, 6, 2048),
+        (512, 2, 512),
+    ]
     points = [StepPoint(f"p{i}", t, s, c, 0.0) for i, (t, s, c) in enumerate(shapes)]
     points = [StepPoint(p.label, p.tokens, p.seqs, p.context, predict(law, p)) for p in points]
     fit = fit_step_time(points)
@@ -45,8 +52,12 @@ def test_fit_recovers_a_known_law() -> None:
 
 def test_fit_never_returns_a_negative_cost() -> None:
     # steps that get *faster* with context would need a negative context cost
-    points = [StepPoint("a", 1, 1, 100, 0.020), StepPoint("b", 4, 4, 400, 0.030),
-              StepPoint("c", 4, 4, 4000, 0.025), StepPoint("d", 16, 16, 1600, 0.060)]  # fmt: skip
+    points = [
+        StepPoint("a", 1, 1, 100, 0.020),
+        StepPoint("b", 4, 4, 400, 0.030),
+        StepPoint("c", 4, 4, 4000, 0.025),
+        StepPoint("d", 16, 16, 1600, 0.060),
+    ]
     fit = fit_step_time(points)
     assert min(fit.base_s, fit.per_token_s, fit.per_seq_s, fit.per_context_token_s) >= 0
     assert fit.per_context_token_s == 0
@@ -59,8 +70,9 @@ def test_preset_is_the_fit_of_the_measured_points() -> None:
     fit = fit_step_time(MEASURED)
     assert CPU_ENGINE.fitted is not None
     for name in ("base_s", "per_token_s", "per_seq_s", "per_context_token_s"):
-        assert getattr(CPU_ENGINE.fitted, name) == pytest.approx(getattr(fit, name), rel=0.02,
-                                                                 abs=1e-7), name  # fmt: skip
+        assert getattr(CPU_ENGINE.fitted, name) == pytest.approx(
+            getattr(fit, name), rel=0.02, abs=1e-7
+        ), name
 
 
 def test_preset_reproduces_every_measured_step() -> None:
@@ -106,8 +118,7 @@ def test_uniform_shapes_match_the_load_generator() -> None:
 
 
 def test_twin_page_matches_the_real_command_line() -> None:
-    twin = real_twin(max_num_seqs=16, num_gpu_blocks=24, clients=2, prompt=(16, 32),
-                     output=(8, 16))  # fmt: skip
+    twin = real_twin(max_num_seqs=16, num_gpu_blocks=24, clients=2, prompt=(16, 32), output=(8, 16))
     text = twin.metrics_text().decode()
     assert 'block_size="128"' in text and 'num_gpu_blocks="24"' in text
     argv = twin.command_line
@@ -116,14 +127,21 @@ def test_twin_page_matches_the_real_command_line() -> None:
 
 
 def test_binding_wall() -> None:
-    assert binding_wall(running=10, waiting=30, kv=0.97, preemptions_per_s=1.3,
-                        max_num_seqs=16) == "KV"  # fmt: skip
-    assert binding_wall(running=4, waiting=12, kv=0.03, preemptions_per_s=0,
-                        max_num_seqs=4) == "batch cap"  # fmt: skip
-    assert binding_wall(running=2, waiting=0, kv=0.2, preemptions_per_s=0,
-                        max_num_seqs=16) == "none"  # fmt: skip
-    assert binding_wall(running=6, waiting=5, kv=0.4, preemptions_per_s=0,
-                        max_num_seqs=16) == "unclear"  # fmt: skip
+    assert (
+        binding_wall(running=10, waiting=30, kv=0.97, preemptions_per_s=1.3, max_num_seqs=16)
+        == "KV"
+    )
+    assert (
+        binding_wall(running=4, waiting=12, kv=0.03, preemptions_per_s=0, max_num_seqs=4)
+        == "batch cap"
+    )
+    assert (
+        binding_wall(running=2, waiting=0, kv=0.2, preemptions_per_s=0, max_num_seqs=16) == "none"
+    )
+    assert (
+        binding_wall(running=6, waiting=5, kv=0.4, preemptions_per_s=0, max_num_seqs=16)
+        == "unclear"
+    )
 
 
 @pytest.mark.parametrize("config", CONFIGS, ids=[c.name for c in CONFIGS])
@@ -150,8 +168,9 @@ def test_at_speed_scales_the_preset_to_a_machine_three_times_slower() -> None:
     kv = CONFIGS[0]
     assert CPU_ENGINE.fitted is not None
     f = CPU_ENGINE.fitted
-    slow_law = FittedStepTime(base_s=3 * f.base_s, per_token_s=3 * f.per_token_s,
-                              per_seq_s=3 * f.per_seq_s)  # fmt: skip
+    slow_law = FittedStepTime(
+        base_s=3 * f.base_s, per_token_s=3 * f.per_token_s, per_seq_s=3 * f.per_seq_s
+    )
     slow = replace(CPU_ENGINE, fitted=slow_law)
     seen = sample_twin(kv.twin(slow), seconds=60, warmup_s=15)
     here, factor = at_speed(CPU_ENGINE, seen, sample_twin(kv.twin(), seconds=60, warmup_s=15))

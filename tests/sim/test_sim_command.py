@@ -51,15 +51,27 @@ def test_bad_version_and_speed(capsys: pytest.CaptureFixture[str]) -> None:
         command.build_parser().parse_args(["--speed", "0"])
     assert stopped.value.code == 2
     err = capsys.readouterr().err
-    assert err == ("vtop sim: error: argument --speed: 0 is not a number from 0.01 to 1000 "
-                   "(see vtop sim --help)\n")  # fmt: skip
+    assert err == (
+        "vtop sim: error: argument --speed: 0 is not a number from 0.01 to 1000 "
+        "(see vtop sim --help)\n"
+    )
 
 
 def test_serves_instances_until_duration(capsys: pytest.CaptureFixture[str]) -> None:
     args = parse(
-        "--scenario", "budget-too-small", "--port", "0", "--instances", "2",
-        "--duration", "1.5", "--speed", "5", "--emulate-version", "0.10",
-    )  # fmt: skip
+        "--scenario",
+        "budget-too-small",
+        "--port",
+        "0",
+        "--instances",
+        "2",
+        "--duration",
+        "1.5",
+        "--speed",
+        "5",
+        "--emulate-version",
+        "0.10",
+    )
     result: list[int] = []
     thread = threading.Thread(target=lambda: result.append(command.run(args)))
     thread.start()
@@ -91,8 +103,10 @@ def test_help_states_every_default() -> None:
     assert "Without flags: scenario 'healthy' on http://127.0.0.1:8000/metrics" in text
 
 
-START = re.compile(r"vtop sim: serving scenario 'healthy' as vLLM 0\.32\.0 on "
-                   r"http://127\.0\.0\.1:(\d+)/metrics \(Ctrl-C stops\)\n")  # fmt: skip
+START = re.compile(
+    r"vtop sim: serving scenario 'healthy' as vLLM 0\.32\.0 on "
+    r"http://127\.0\.0\.1:(\d+)/metrics \(Ctrl-C stops\)\n"
+)
 
 
 def test_a_server_says_in_one_line_what_it_serves_and_ctrl_c_stops_it() -> None:
@@ -100,16 +114,22 @@ def test_a_server_says_in_one_line_what_it_serves_and_ctrl_c_stops_it() -> None:
     up 30 s after Ctrl-C (seen twice, in test runs held at nice 19) is sent
     SIGABRT, and faulthandler's stacks say where it was."""
     argv = [sys.executable, "-X", "faulthandler", "-m", "vtop", "sim", "--port", "0"]
-    proc = subprocess.Popen(argv,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)})  # fmt: skip
+    proc = subprocess.Popen(
+        argv,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
     try:
         assert proc.stdout is not None
         line = proc.stdout.readline()
         match = START.fullmatch(line)
         assert match, line
-        with urllib.request.urlopen(f"http://127.0.0.1:{match.group(1)}/metrics",
-                                    timeout=10) as resp:  # fmt: skip
+        with urllib.request.urlopen(
+            f"http://127.0.0.1:{match.group(1)}/metrics", timeout=10
+        ) as resp:
             assert b"vllm:num_requests_running" in resp.read()
         proc.send_signal(signal.SIGINT)
         try:
@@ -125,5 +145,7 @@ def test_a_server_says_in_one_line_what_it_serves_and_ctrl_c_stops_it() -> None:
 
 def test_the_start_line_names_the_pace_and_the_end() -> None:
     line = command.started("frontend-bound", "http://127.0.0.1:8001", "0.10.0", 5.0, 6.0)
-    assert line == ("vtop sim: serving scenario 'frontend-bound' as vLLM 0.10.0 on "
-                    "http://127.0.0.1:8001/metrics at 5x real time (stops after 6 s)")  # fmt: skip
+    assert line == (
+        "vtop sim: serving scenario 'frontend-bound' as vLLM 0.10.0 on "
+        "http://127.0.0.1:8001/metrics at 5x real time (stops after 6 s)"
+    )

@@ -48,11 +48,26 @@ def test_clients_hanging_up_leave_stderr_empty(scenario: str) -> None:
     """frontend-bound answers /metrics late (its API server is busy), so a client that gives
     up before the answer leaves the server writing to a reset socket: the broken pipe."""
     proc = subprocess.Popen(
-        [sys.executable, "-m", "vtop", "sim", "--scenario", scenario, "--port", "0",
-         "--speed", "5", "--duration", "6"],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT,
+        [
+            sys.executable,
+            "-m",
+            "vtop",
+            "sim",
+            "--scenario",
+            scenario,
+            "--port",
+            "0",
+            "--speed",
+            "5",
+            "--duration",
+            "6",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=ROOT,
         env={**os.environ, "PYTHONPATH": str(ROOT)},
-    )  # fmt: skip
+    )
     try:
         assert proc.stdout is not None
         line = proc.stdout.readline()

@@ -30,10 +30,24 @@ REPORT_S = 35
 def test_frontend_bound_over_http_gets_the_frontend_bound_verdict() -> None:
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     server = subprocess.Popen(
-        [sys.executable, "-m", "vtop", "sim", "--scenario", "frontend-bound", "--port", "0",
-         "--duration", "150"],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT, env=env,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "vtop",
+            "sim",
+            "--scenario",
+            "frontend-bound",
+            "--port",
+            "0",
+            "--duration",
+            "150",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=ROOT,
+        env=env,
+    )
     try:
         assert server.stdout is not None
         line = server.stdout.readline()
@@ -41,10 +55,25 @@ def test_frontend_bound_over_http_gets_the_frontend_bound_verdict() -> None:
         assert match, line
         time.sleep(SERVER_RUNNING_S)
         report = subprocess.run(
-            [sys.executable, "-m", "vtop", "--url", match.group(0), "--report",
-             "--duration", str(REPORT_S), "--format", "json"],
-            capture_output=True, text=True, cwd=ROOT, env=env, timeout=150, check=False,
-        )  # fmt: skip
+            [
+                sys.executable,
+                "-m",
+                "vtop",
+                "--url",
+                match.group(0),
+                "--report",
+                "--duration",
+                str(REPORT_S),
+                "--format",
+                "json",
+            ],
+            capture_output=True,
+            text=True,
+            cwd=ROOT,
+            env=env,
+            timeout=150,
+            check=False,
+        )
     finally:
         server.kill()
         server.communicate(timeout=30)

@@ -146,15 +146,22 @@ def page_reading(page: bytes) -> tuple[float, float, float]:
     values: dict[str, float] = {}
     for line in page.decode().splitlines():
         name = line.split("{", 1)[0]
-        if name in ("vllm:num_requests_running", "vllm:num_requests_waiting",
-                    "vllm:generation_tokens_total"):  # fmt: skip
+        if name in (
+            "vllm:num_requests_running",
+            "vllm:num_requests_waiting",
+            "vllm:generation_tokens_total",
+        ):
             values[name] = float(line.rsplit(" ", 1)[1])
-    return (values["vllm:num_requests_running"], values["vllm:num_requests_waiting"],
-            values["vllm:generation_tokens_total"])  # fmt: skip
+    return (
+        values["vllm:num_requests_running"],
+        values["vllm:num_requests_waiting"],
+        values["vllm:generation_tokens_total"],
+    )
 
 
-def polled(twin: Twin, polls: int, *, live: bool, chunk_s: float | None = None
-           ) -> list[tuple[float, float, tuple[float, float, float]]]:  # fmt: skip
+def polled(
+    twin: Twin, polls: int, *, live: bool, chunk_s: float | None = None
+) -> list[tuple[float, float, tuple[float, float, float]]]:
     """(poll start, answer time, page reading) per poll of the twin's /metrics.
 
     `live`: vtop's live cadence (a poll a second from the previous one's start, at once when

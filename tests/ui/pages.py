@@ -19,16 +19,88 @@ from vtop.sources import discovery
 
 MODEL = "Qwen/Qwen2.5-7B-Instruct"
 T0 = 1_796_000_000.0
-TTFT_LE = (0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0,
-           7.5, 10.0, 20.0, 40.0, 80.0)  # fmt: skip
-ITL_LE = (0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5,
-          10.0, 20.0, 40.0, 80.0)  # fmt: skip
-REQ_LE = (0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 5.0, 10.0, 15.0, 20.0, 30.0, 40.0, 50.0, 60.0,
-          120.0, 240.0, 480.0, 960.0, 1920.0, 7680.0)  # fmt: skip
-TOK_LE = (1.0, 2.0, 5.0, 10.0, 20.0, 50.0, 100.0, 200.0, 500.0, 1000.0, 2000.0, 5000.0,
-          10000.0, 20000.0)  # fmt: skip
-ITER_LE = (1.0, 8.0, 16.0, 32.0, 64.0, 128.0, 256.0, 512.0, 1024.0, 2048.0, 4096.0, 8192.0,
-           16384.0)  # fmt: skip
+TTFT_LE = (
+    0.001,
+    0.005,
+    0.01,
+    0.02,
+    0.04,
+    0.06,
+    0.08,
+    0.1,
+    0.25,
+    0.5,
+    0.75,
+    1.0,
+    2.5,
+    5.0,
+    7.5,
+    10.0,
+    20.0,
+    40.0,
+    80.0,
+)
+ITL_LE = (
+    0.01,
+    0.025,
+    0.05,
+    0.075,
+    0.1,
+    0.15,
+    0.2,
+    0.3,
+    0.4,
+    0.5,
+    0.75,
+    1.0,
+    2.5,
+    5.0,
+    7.5,
+    10.0,
+    20.0,
+    40.0,
+    80.0,
+)
+REQ_LE = (
+    0.3,
+    0.5,
+    0.8,
+    1.0,
+    1.5,
+    2.0,
+    2.5,
+    5.0,
+    10.0,
+    15.0,
+    20.0,
+    30.0,
+    40.0,
+    50.0,
+    60.0,
+    120.0,
+    240.0,
+    480.0,
+    960.0,
+    1920.0,
+    7680.0,
+)
+TOK_LE = (
+    1.0,
+    2.0,
+    5.0,
+    10.0,
+    20.0,
+    50.0,
+    100.0,
+    200.0,
+    500.0,
+    1000.0,
+    2000.0,
+    5000.0,
+    10000.0,
+    20000.0,
+)
+ITER_LE = (1.0, 8.0, 16.0, 32.0, 64.0, 128.0, 256.0, 512.0, 1024.0, 2048.0, 4096.0, 8192.0, 16384.0)
 EXTRA_HISTS = {
     # The rest of a vLLM 0.32 page: series vtop reads only in reports, or not at all, kept so
     # that pages have the real size (~50 KB) and the parser does the real amount of work.
@@ -52,9 +124,11 @@ NOISE = (
     )
     + "process_virtual_memory_bytes 1.2e+10\nprocess_resident_memory_bytes 2.1e+09\n"
 )
-CACHE_INFO = ('vllm:cache_config_info{block_size="16",cache_dtype="auto",'
-              'enable_prefix_caching="True",gpu_memory_utilization="0.9",'
-              'kv_cache_size_tokens="53248",num_gpu_blocks="3328"} 1.0')  # fmt: skip
+CACHE_INFO = (
+    'vllm:cache_config_info{block_size="16",cache_dtype="auto",'
+    'enable_prefix_caching="True",gpu_memory_utilization="0.9",'
+    'kv_cache_size_tokens="53248",num_gpu_blocks="3328"} 1.0'
+)
 
 
 def _observe(buckets: list[float], bounds: tuple[float, ...], value: float, n: float) -> None:
@@ -79,8 +153,10 @@ class _Hist:
         self.total += value * n
 
     def lines(self, name: str, labels: str) -> list[str]:
-        out = [f'{name}_bucket{{{labels},le="{b}"}} {c}' for b, c in
-               zip(self.bounds, self.buckets, strict=True)]  # fmt: skip
+        out = [
+            f'{name}_bucket{{{labels},le="{b}"}} {c}'
+            for b, c in zip(self.bounds, self.buckets, strict=True)
+        ]
         out.append(f'{name}_bucket{{{labels},le="+Inf"}} {self.count}')
         out.append(f"{name}_sum{{{labels}}} {self.total}")
         out.append(f"{name}_count{{{labels}}} {self.count}")
@@ -171,22 +247,38 @@ class PageMaker:
         return "\n".join(lines) + "\n"
 
 
-GPU = GpuStatus(gpus=(GpuReading(0, "NVIDIA GeForce RTX 4090", util_pct=91.0,
-                                 mem_used_bytes=22_800_000_000, mem_total_bytes=25_757_220_864,
-                                 power_w=312.0, power_limit_w=450.0, temp_c=71.0,
-                                 sm_clock_mhz=2520.0, process_mem_bytes=22_100_000_000),))  # fmt: skip
+GPU = GpuStatus(
+    gpus=(
+        GpuReading(
+            0,
+            "NVIDIA GeForce RTX 4090",
+            util_pct=91.0,
+            mem_used_bytes=22_800_000_000,
+            mem_total_bytes=25_757_220_864,
+            power_w=312.0,
+            power_limit_w=450.0,
+            temp_c=71.0,
+            sm_clock_mhz=2520.0,
+            process_mem_bytes=22_100_000_000,
+        ),
+    )
+)
 NO_GPU = GpuStatus(unavailable="NVML: libnvidia-ml.so.1 not found (no NVIDIA driver)")
 
 
 def knobs(cap: int = 64) -> dict[str, Knob]:
     found = discovery.merge(
-        cache_info={"block_size": "16", "num_gpu_blocks": "3328",
-                    "kv_cache_size_tokens": "53248", "gpu_memory_utilization": "0.9"},
+        cache_info={
+            "block_size": "16",
+            "num_gpu_blocks": "3328",
+            "kv_cache_size_tokens": "53248",
+            "gpu_memory_utilization": "0.9",
+        },
         endpoint=EndpointInfo("0.32.0", (MODEL,), 8192),
         process=None,
         flags=None,
         gpu_mem_bytes=25_757_220_864,
-    )  # fmt: skip
+    )
     found["max_num_seqs"] = Knob("max_num_seqs", cap, "process", "pid 4242 command line")
     return found
 
@@ -210,8 +302,12 @@ class Endpoint:
             self.maker.restart(t)
         if n in self.down:
             self.maker.page()  # time passes on the server all the same
-            return Scrape(self.url, t, latency_s=0.001,
-                          error=f"cannot connect to {self.url}/metrics: connection refused")  # fmt: skip
+            return Scrape(
+                self.url,
+                t,
+                latency_s=0.001,
+                error=f"cannot connect to {self.url}/metrics: connection refused",
+            )
         text = self.maker.page()
         latency = 0.011 + 0.002 * (n % 4)
         scrape = self.reader.read(text, endpoint=self.url, t=t, latency_s=latency)
@@ -219,13 +315,21 @@ class Endpoint:
             self.announced = True
             from dataclasses import replace
 
-            scrape = replace(scrape, knobs=knobs(self.maker.cap),
-                             server=EndpointInfo("0.32.0", (MODEL,), 8192))  # fmt: skip
+            scrape = replace(
+                scrape, knobs=knobs(self.maker.cap), server=EndpointInfo("0.32.0", (MODEL,), 8192)
+            )
         return scrape
 
 
-def frames(endpoints: Iterable[Endpoint], n: int, *, t0: float = T0, dt: float = 1.0,
-           gpu: GpuStatus = GPU, start: int = 0) -> list[Frame]:  # fmt: skip
+def frames(
+    endpoints: Iterable[Endpoint],
+    n: int,
+    *,
+    t0: float = T0,
+    dt: float = 1.0,
+    gpu: GpuStatus = GPU,
+    start: int = 0,
+) -> list[Frame]:
     """`n` frames, one poll of every endpoint each, `dt` apart from `t0 + start * dt`."""
     eps = list(endpoints)
     out = []

@@ -59,17 +59,26 @@ def two_incidents() -> Path:
     4:23 in (a warning, critical from 4:33). Nothing else starts.
     """
     path = Path(_scratch().name) / "two-incidents.vtrace"
-    first = SimSource.scenario("budget-too-small", seed=0, epoch=EPOCH, interval_s=1.0,
-                               in_thread=False)  # fmt: skip
-    with Recorder(path, sources=["demo budget-too-small, then memory-ceiling (seed 0)"],
-                  interval_s=1.0) as rec:  # fmt: skip
+    first = SimSource.scenario(
+        "budget-too-small", seed=0, epoch=EPOCH, interval_s=1.0, in_thread=False
+    )
+    with Recorder(
+        path, sources=["demo budget-too-small, then memory-ceiling (seed 0)"], interval_s=1.0
+    ) as rec:
         frames = [first.poll_now() for _ in range(4 * 60 + 1)]
-        second = SimSource.scenario("memory-ceiling", seed=0, epoch=frames[-1].t,
-                                    warm_up=False, interval_s=1.0, in_thread=False)  # fmt: skip
+        second = SimSource.scenario(
+            "memory-ceiling",
+            seed=0,
+            epoch=frames[-1].t,
+            warm_up=False,
+            interval_s=1.0,
+            in_thread=False,
+        )
         frames += [second.poll_now() for _ in range(4 * 60 + 1)]
         for frame in frames:
-            rec.feed(replace(frame, scrapes=tuple(replace(s, endpoint=ENDPOINT)
-                                                  for s in frame.scrapes)))  # fmt: skip
+            rec.feed(
+                replace(frame, scrapes=tuple(replace(s, endpoint=ENDPOINT) for s in frame.scrapes))
+            )
     return path
 
 
@@ -114,7 +123,12 @@ def build(
     clock: Clock | None = None,
     speed: float = 1.0,
 ) -> ReplayApp:
-    source = ReplaySource(TraceReader(path), playing=playing, speed=speed,
-                          clock=clock or Clock())  # fmt: skip
-    return ReplayApp(source, fresh_engine(), train=train, self_cpu=lambda: 0.4, autoplay=False,
-                     precomputed=pass_over(path) if precomputed else None)  # fmt: skip
+    source = ReplaySource(TraceReader(path), playing=playing, speed=speed, clock=clock or Clock())
+    return ReplayApp(
+        source,
+        fresh_engine(),
+        train=train,
+        self_cpu=lambda: 0.4,
+        autoplay=False,
+        precomputed=pass_over(path) if precomputed else None,
+    )

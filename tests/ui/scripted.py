@@ -22,9 +22,9 @@ from vtop.whatif.search import Goals
 class ScriptedSource:
     """Plays frames in order; the last one repeats (with its time moved on) when they run out."""
 
-    def __init__(self, frames: Iterable[Frame],
-                 status: Callable[[str], ConnectionStatus] | None = None
-                 ) -> None:  # fmt: skip
+    def __init__(
+        self, frames: Iterable[Frame], status: Callable[[str], ConnectionStatus] | None = None
+    ) -> None:
         self.frames = list(frames)
         self.polled = 0
         self.closed = False
@@ -148,8 +148,10 @@ def attach_frames(scenarios: tuple[str, ...], n: int, pace_s: float = 0.25) -> t
     seconds later. A server per scenario, one frame polling them all."""
     from vtop.sources.sim import SimSource
 
-    twins = [SimSource.scenario(name, seed=0, epoch=pages.T0, in_thread=False,
-                                running_s=300.0).twins[0] for name in scenarios]  # fmt: skip
+    twins = [
+        SimSource.scenario(name, seed=0, epoch=pages.T0, in_thread=False, running_s=300.0).twins[0]
+        for name in scenarios
+    ]
     source = SimSource(twins, in_thread=False)
     out = []
     for _ in range(n):
@@ -162,8 +164,9 @@ def build_attach_app(scenarios: tuple[str, ...], n: int) -> tuple[VtopApp, Scrip
     """An app that has polled nothing yet over `attach_frames` (the real rules run in the
     monitor; a test ingests the frames one at a time)."""
     source = ScriptedSource(attach_frames(scenarios, n), lambda e: SIMULATED)
-    app = VtopApp(source, Monitor(capacity=3600), interval=1.0, self_cpu=lambda: 0.4,
-                  autopoll=False)  # fmt: skip
+    app = VtopApp(
+        source, Monitor(capacity=3600), interval=1.0, self_cpu=lambda: 0.4, autopoll=False
+    )
     return app, source
 
 
@@ -206,8 +209,16 @@ def build_sim_app(
     endpoint = frames[0].scrapes[0].endpoint
     source = ScriptedSource(frames[history:], lambda e: SIMULATED)
     chosen = None if findings is None else provider(for_endpoint(findings, endpoint))
-    return VtopApp(source, monitor, interval=1.0, theme=theme, findings=chosen,
-                   self_cpu=lambda: 0.4, autopoll=False, goals=goals)  # fmt: skip
+    return VtopApp(
+        source,
+        monitor,
+        interval=1.0,
+        theme=theme,
+        findings=chosen,
+        self_cpu=lambda: 0.4,
+        autopoll=False,
+        goals=goals,
+    )
 
 
 def provider(findings: Sequence[Finding] = FINDINGS) -> Callable[[Monitor, str], Sequence[Finding]]:
@@ -231,6 +242,14 @@ def build_app(
     for frame in pages.frames(eps, history, gpu=gpu):
         monitor.feed(frame)
     source = ScriptedSource(pages.frames(eps, future, gpu=gpu, start=history), status)
-    app = VtopApp(source, monitor, interval=1.0, window_s=window_s, theme=theme,
-                  findings=provider(findings), self_cpu=lambda: 0.4, autopoll=False)  # fmt: skip
+    app = VtopApp(
+        source,
+        monitor,
+        interval=1.0,
+        window_s=window_s,
+        theme=theme,
+        findings=provider(findings),
+        self_cpu=lambda: 0.4,
+        autopoll=False,
+    )
     return app, source

@@ -132,8 +132,12 @@ async def test_a_failing_poll_is_one_notice_and_polling_goes_on() -> None:
         assert notices.count("poll failed: source bug") == 1, notices
         assert source.polled >= 5
         assert app.monitor.frames == source.polled - 2 or app.monitor.frames == source.polled - 3
-    broken = VtopApp(ScriptedSource(pages.frames([pages.Endpoint(EP)], 50)), Monitor(),
-                     interval=0.5, self_cpu=lambda: 0.4)  # fmt: skip
+    broken = VtopApp(
+        ScriptedSource(pages.frames([pages.Endpoint(EP)], 50)),
+        Monitor(),
+        interval=0.5,
+        self_cpu=lambda: 0.4,
+    )
     broken.interval = 0.02
 
     def view_bug(frame: Frame) -> None:
@@ -246,8 +250,13 @@ async def test_window_key_cycles_and_redraws_stats() -> None:
         for _ in range(4):
             await pilot.press("w")
             await pilot.pause()
-            seen.append((app.window_s, panel(app, "running").text("stats").split()[0],
-                         app.query_one("#panels").border_title))  # fmt: skip
+            seen.append(
+                (
+                    app.window_s,
+                    panel(app, "running").text("stats").split()[0],
+                    app.query_one("#panels").border_title,
+                )
+            )
         # A window longer than the history says what it holds (issue 25: "queue non-empty
         # 100% of 1h" after 30 s); the border names the window chosen.
         held = seen[0][1]
@@ -450,8 +459,16 @@ async def test_fleet_rows_carry_preemptions_and_ttft_and_a_row_per_engine() -> N
     async with app.run_test(size=SIZE) as pilot:
         await pilot.pause()
         rows = _box_rows(screen_lines(app), "Endpoints")
-        assert rows[0].split()[:8] == ["endpoint", "run", "wait", "KV", "pre/s", "tok/s",
-                                       "TTFT99", "top"]  # fmt: skip
+        assert rows[0].split()[:8] == [
+            "endpoint",
+            "run",
+            "wait",
+            "KV",
+            "pre/s",
+            "tok/s",
+            "TTFT99",
+            "top",
+        ]
         first, e0, e1, second = rows[1:5]
         assert "localhost:8000" in first and "10.0.0.7:8000" in second
         assert "engine 0" in e0 and "engine 1" in e1 and "CRIT" not in e0 + e1
@@ -497,8 +514,13 @@ async def test_triage_absent_is_not_all_clear() -> None:
     monitor = Monitor()
     for frame in pages.frames(eps, 30):
         monitor.feed(frame)
-    app = VtopApp(ScriptedSource(pages.frames(eps, 2, start=30)), monitor, autopoll=False,
-                  findings=lambda m, e: None, self_cpu=lambda: 0.4)  # fmt: skip
+    app = VtopApp(
+        ScriptedSource(pages.frames(eps, 2, start=30)),
+        monitor,
+        autopoll=False,
+        findings=lambda m, e: None,
+        self_cpu=lambda: 0.4,
+    )
     async with app.run_test(size=SIZE) as pilot:
         await pilot.pause()
         assert "not loaded" in app.triage.lines[0].text
@@ -791,8 +813,7 @@ async def test_attaching_to_a_sick_server_likely_cause_then_verdict_with_the_rea
                 fired_at = i if fired_at is None else fired_at
                 assert lines[0].kind == "firing" and "likely" not in text
                 assert lines[1].kind == "action" and "--max-num-seqs" in text
-            elif any(f.state in ACCRUING and f.severity >= Severity.WARNING
-                     for f in view.findings):  # fmt: skip
+            elif any(f.state in ACCRUING and f.severity >= Severity.WARNING for f in view.findings):
                 likely_polls += 1
                 assert lines[0].kind == "likely" and text.startswith("▶?    likely "), text
                 assert "→" not in text and "--" not in text, "no advice before the verdict"
@@ -965,8 +986,13 @@ async def test_live_source_end_to_end_connects_then_reconnects() -> None:
             return Answer(b"gone", status=503)
         return Answer(maker.page().encode())
 
-    script = Script({"/metrics": metrics, "/version": Answer(b'{"version": "0.32.0"}'),
-                     "/v1/models": Answer(b'{"data": [{"id": "qwen", "max_model_len": 8192}]}')})  # fmt: skip
+    script = Script(
+        {
+            "/metrics": metrics,
+            "/version": Answer(b'{"version": "0.32.0"}'),
+            "/v1/models": Answer(b'{"data": [{"id": "qwen", "max_model_len": 8192}]}'),
+        }
+    )
     with PageServer(script) as srv:
         source = LiveSource([srv.url], ScrapeOptions(timeout_s=2.0))
         app = VtopApp(source, Monitor(), interval=0.5, self_cpu=lambda: 0.4)
@@ -1010,10 +1036,18 @@ async def test_the_header_holds_a_jittering_poll_latency_and_shows_a_real_change
             yield HeaderBar()
 
     def head(ms: float | None, t: float, lvl: Severity = Severity.OK) -> Headline:
-        return Headline(endpoint="localhost:8000", model="m", version="vLLM 0.32.0",
-                        uptime="up 1m", status="● connected", status_level=Severity.OK,
-                        latency=f"poll {ms:g}ms" if ms is not None else "", latency_level=lvl,
-                        latency_s=ms / 1000 if ms is not None else None, t=t)  # fmt: skip
+        return Headline(
+            endpoint="localhost:8000",
+            model="m",
+            version="vLLM 0.32.0",
+            uptime="up 1m",
+            status="● connected",
+            status_level=Severity.OK,
+            latency=f"poll {ms:g}ms" if ms is not None else "",
+            latency_level=lvl,
+            latency_s=ms / 1000 if ms is not None else None,
+            t=t,
+        )
 
     app = Host()
     async with app.run_test(size=(120, 3)) as pilot:

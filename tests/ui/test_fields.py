@@ -11,15 +11,25 @@ from textual.content import Content, Span
 
 from vtop.ui.widgets.fields import Field, FieldsWidget
 
-STYLES = ["bold", "$text-muted", "bold $error", "bold reverse $error", "$warning", "italic",
-          "$accent on $panel", "underline $success"]  # fmt: skip
+STYLES = [
+    "bold",
+    "$text-muted",
+    "bold $error",
+    "bold reverse $error",
+    "$warning",
+    "italic",
+    "$accent on $panel",
+    "underline $success",
+]
 WORDS = ["67 / 256 req", "█▇▅", "p50 15s", " ", "·", "queue 12.9s (97%)", "é", "x"]
 
 
 def reference(widget: FieldsWidget, content: Content) -> list[Segment]:
     base = widget.visual_style
-    segments = [Segment(text, style.rich_style)
-                for text, style in content.render(base, "", parse_style=widget._get_style)]  # fmt: skip
+    segments = [
+        Segment(text, style.rich_style)
+        for text, style in content.render(base, "", parse_style=widget._get_style)
+    ]
     return [s for s in Segment.simplify(segments) if s.text]
 
 
@@ -67,8 +77,14 @@ async def test_a_line_is_its_fields_each_exactly_its_width() -> None:
     app = Host()
     async with app.run_test(size=(30, 4)) as pilot:
         widget = app.query_one(FieldsWidget)
-        widget.place({"a": Field(0, 2, 6), "wide": Field(0, 9, 4), "b": Field(0, 15, 6, "right"),
-                      "cut": Field(1, 26, 10)})  # fmt: skip
+        widget.place(
+            {
+                "a": Field(0, 2, 6),
+                "wide": Field(0, 9, 4),
+                "b": Field(0, 15, 6, "right"),
+                "cut": Field(1, 26, 10),
+            }
+        )
         widget.put("a", Content.styled("value", "bold $error"))
         widget.put("wide", "日本語")  # 6 cells in 4: 日 and the ellipsis fill 3, a space the 4th
         widget.put("b", "42")

@@ -75,8 +75,9 @@ async def test_the_root_cause_shows_running_then_the_twin_s_prediction() -> None
 
 def _finding() -> Finding:
     rec = Recommendation("max_num_seqs", Knob("max_num_seqs", 16, "process"), 64, "raise", "x4", {})
-    return Finding("budget-too-small", "t", "http://e", Severity.WARNING, "firing", "s",
-                   recommendations=(rec,))  # fmt: skip
+    return Finding(
+        "budget-too-small", "t", "http://e", Severity.WARNING, "firing", "s", recommendations=(rec,)
+    )
 
 
 def test_advice_rows_say_the_line_and_the_demotion() -> None:

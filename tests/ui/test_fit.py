@@ -116,9 +116,10 @@ async def test_the_model_keeps_its_place_while_the_fields_beside_it_change() -> 
     monitor = Monitor(capacity=3600)
     for frame in pages.frames(eps, 60):
         monitor.feed(frame)
-    slow = [replace(f, scrapes=tuple(replace(s, latency_s=lat) for s in f.scrapes))
-            for f, lat in zip(pages.frames(eps, 4, start=60), (0.002, 0.9, 0.03, 4.5),
-                              strict=True)]  # fmt: skip
+    slow = [
+        replace(f, scrapes=tuple(replace(s, latency_s=lat) for s in f.scrapes))
+        for f, lat in zip(pages.frames(eps, 4, start=60), (0.002, 0.9, 0.03, 4.5), strict=True)
+    ]
     for size in ((80, 24), (120, 40)):
         app = VtopApp(ScriptedSource(slow), monitor, self_cpu=lambda: next(cpu), autopoll=False)
         async with app.run_test(size=size) as pilot:
@@ -142,8 +143,15 @@ async def test_the_finding_s_first_screen_at_80x24_holds_the_change_and_what_it_
         await pilot.pause()
         assert isinstance(app.screen, FindingScreen)
         first = "\n".join(screen_lines(app))
-        for words in ("Change", "--kv-cache-dtype fp8", "--max-num-seqs 104", "formula",
-                      "Predicted effect", "gen tok/s", "Escape closes"):  # fmt: skip
+        for words in (
+            "Change",
+            "--kv-cache-dtype fp8",
+            "--max-num-seqs 104",
+            "formula",
+            "Predicted effect",
+            "gen tok/s",
+            "Escape closes",
+        ):
             assert words in first, (words, first)
         assert "Evidence" not in first or first.index("Evidence") > first.index("formula")
 

@@ -45,8 +45,14 @@ def server() -> Iterator[PageServer]:
 
 
 def vtop(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "vtop", *args], capture_output=True, text=True,
-                          cwd=ROOT, timeout=120, check=False)  # fmt: skip
+    return subprocess.run(
+        [sys.executable, "-m", "vtop", *args],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=120,
+        check=False,
+    )
 
 
 def nvml_indices() -> set[int]:
@@ -78,8 +84,9 @@ async def test_panel_once_and_report_show_the_pages_gpus(server: PageServer) -> 
         assert g0["signals"]["gpu_mem_used"]["last"] == 22890 * 1024 * 1024
 
     # --report: the same GPUs, the page's marked as such; none "unreadable"
-    report = vtop("--url", server.url, "--report", "--format", "json", "--duration", "2s",
-                  "--interval", "0.5")  # fmt: skip
+    report = vtop(
+        "--url", server.url, "--report", "--format", "json", "--duration", "2s", "--interval", "0.5"
+    )
     assert report.returncode in (0, 1, 2, 3), report.stderr
     doc = json.loads(report.stdout)
     assert [g["index"] for g in doc["gpus"]] == expected

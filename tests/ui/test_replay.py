@@ -206,12 +206,16 @@ async def test_the_findings_at_any_time_are_the_reports_and_the_live_screens() -
             # and which warnings are still being judged (pending), as the screen does
             doc = replay_document(str(TRACE), end=t)
             undecided = ("pending", "insufficient")
-            reported = {f["rule"] for f in doc["findings"]
-                        if f["active_at_end"] and f["state"] not in undecided}  # fmt: skip
+            reported = {
+                f["rule"]
+                for f in doc["findings"]
+                if f["active_at_end"] and f["state"] not in undecided
+            }
             assert {rule for rule, _ in verdicts(on_screen)} == reported, t
             judging = {f["rule"] for f in doc["findings"] if f["state"] in undecided}
-            assert judging == {f.rule for f in on_screen if f.state in undecided
-                               and f.severity >= Severity.WARNING}, t  # fmt: skip
+            assert judging == {
+                f.rule for f in on_screen if f.state in undecided and f.severity >= Severity.WARNING
+            }, t
             live = live_findings(t)
             assert [(f.rule, f.state, f.summary) for f in on_screen] == [
                 (f.rule, f.state, f.summary) for f in live

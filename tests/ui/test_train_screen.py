@@ -255,13 +255,25 @@ async def test_while_the_pass_runs_the_replay_plays_to_the_first_firing_and_says
 def test_the_text_quiz_grades_the_same_answers_the_same() -> None:
     """Same answers as `test_answer_right_then_wrong_then_the_score`, typed on stdin."""
     names = [c.rule for c in catalog()]
-    answers = "\n".join([
-        str(names.index("budget-too-small") + 1), "max_num_seqs", "raise",
-        str(names.index("budget-too-small") + 1), "",
-    ]) + "\n"  # fmt: skip
+    answers = (
+        "\n".join(
+            [
+                str(names.index("budget-too-small") + 1),
+                "max_num_seqs",
+                "raise",
+                str(names.index("budget-too-small") + 1),
+                "",
+            ]
+        )
+        + "\n"
+    )
     out = io.StringIO()
-    assert train_cli.run(str(two_incidents()), stdin=io.StringIO(answers), stdout=out,
-                         catalog=catalog()) == 0  # fmt: skip
+    assert (
+        train_cli.run(
+            str(two_incidents()), stdin=io.StringIO(answers), stdout=out, catalog=catalog()
+        )
+        == 0
+    )
     text = out.getvalue()
     assert text.index("right: it was budget-too-small") < text.index(
         "not quite: it was memory-ceiling"

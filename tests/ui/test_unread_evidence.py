@@ -36,8 +36,9 @@ def test_an_unread_api_server_cpu_is_a_dash_in_the_detail_and_every_report_forma
         scalars = {k: v for k, v in scrape.scalars.items() if k.signal not in PROCESS}
         scrape = replace(scrape, scalars=scalars)
         if i == 0:
-            knobs = discovery.merge(cache_info=scrape.info, endpoint=server,
-                                    flags=discovery.flag_knobs(16, None))  # fmt: skip
+            knobs = discovery.merge(
+                cache_info=scrape.info, endpoint=server, flags=discovery.flag_knobs(16, None)
+            )
             scrape = replace(scrape, knobs=knobs, server=server)
         collector.add(Frame(scrape.t, (scrape,)))
     (finding,) = [f for f in collector.monitor.endpoints[EP].findings if f.rule == "frontend-bound"]

@@ -91,8 +91,9 @@ def test_chart_rows_levels_gaps_and_restarts() -> None:
     assert chart.scale_max([2.0], floor=64.0) == 64.0
 
 
-def cell_by_cell(values: list[float | None], height: int, top: float,
-                 restarts: list[int]) -> list[list[chart.Run]]:  # fmt: skip
+def cell_by_cell(
+    values: list[float | None], height: int, top: float, restarts: list[int]
+) -> list[list[chart.Run]]:
     """The chart's definition, one cell at a time: eighth blocks, a dotted baseline where
     unknown, a restart mark in the top row, runs of one style merged."""
     lv = chart.levels(values, height, top)
@@ -115,13 +116,17 @@ def cell_by_cell(values: list[float | None], height: int, top: float,
     return out
 
 
-@given(st.lists(st.one_of(st.none(), st.floats(-1, 12)), max_size=50), st.integers(1, 9),
-       st.lists(st.integers(-2, 52), max_size=3))  # fmt: skip
+@given(
+    st.lists(st.one_of(st.none(), st.floats(-1, 12)), max_size=50),
+    st.integers(1, 9),
+    st.lists(st.integers(-2, 52), max_size=3),
+)
 def test_chart_rows_are_the_cell_by_cell_definition(
     values: list[float | None], height: int, restarts: list[int]
 ) -> None:
-    assert chart.rows(values, height, 10.0, restarts) == cell_by_cell(values, height, 10.0,
-                                                                       restarts)  # fmt: skip
+    assert chart.rows(values, height, 10.0, restarts) == cell_by_cell(
+        values, height, 10.0, restarts
+    )
 
 
 # -- readings ----------------------------------------------------------------------------------
@@ -255,9 +260,17 @@ def test_verdict_orders_firing_then_pending_then_suppressed() -> None:
 
 
 def test_rules_waiting_for_evidence_are_not_all_clear() -> None:
-    waiting = lacking(Finding(rule="memory-ceiling", title="KV cache is the wall", endpoint=EP,
-                              severity=Severity.OK, state="insufficient", summary=""),
-                      ["12 of 30 polls"])  # fmt: skip
+    waiting = lacking(
+        Finding(
+            rule="memory-ceiling",
+            title="KV cache is the wall",
+            endpoint=EP,
+            severity=Severity.OK,
+            state="insufficient",
+            summary="",
+        ),
+        ["12 of 30 polls"],
+    )
     lines = verdict.lines([waiting], polls=12)
     assert [line.kind for line in lines] == ["info", "insufficient"]
     assert lines[0].text == "gathering evidence before judging"
@@ -266,13 +279,28 @@ def test_rules_waiting_for_evidence_are_not_all_clear() -> None:
     assert [line.kind for line in lines] == ["likely", "insufficient"]
 
 
-INSUFFICIENT = lacking(Finding(rule="long-prompt-starvation", title="Long prompts starve short ones",
-                               endpoint=EP, severity=Severity.WARNING, state="insufficient",
-                               summary="", held_s=6.0, for_s=30.0),
-                       ["7 of 20 finished requests"])  # fmt: skip
-HELD_BACK = replace(PENDING, rule="ttft-queueing", title="Time to first token is queueing",
-                    held_s=50.0, for_s=52.0, needs_s=2.0,
-                    evidence=(("held back", "budget-too-small would explain it"),))  # fmt: skip
+INSUFFICIENT = lacking(
+    Finding(
+        rule="long-prompt-starvation",
+        title="Long prompts starve short ones",
+        endpoint=EP,
+        severity=Severity.WARNING,
+        state="insufficient",
+        summary="",
+        held_s=6.0,
+        for_s=30.0,
+    ),
+    ["7 of 20 finished requests"],
+)
+HELD_BACK = replace(
+    PENDING,
+    rule="ttft-queueing",
+    title="Time to first token is queueing",
+    held_s=50.0,
+    for_s=52.0,
+    needs_s=2.0,
+    evidence=(("held back", "budget-too-small would explain it"),),
+)
 """A symptom held back for its root cause: it has held longer, and comes after it."""
 
 
@@ -309,8 +337,9 @@ def test_the_likely_cause_is_the_first_in_the_engines_order_not_the_furthest_alo
 
 
 def test_info_rules_accruing_are_no_likely_cause_and_no_bar_to_all_clear() -> None:
-    waiting = lacking(replace(UNDERLOADED, state="insufficient", needs_s=None),
-                      ["3 of 20 finished requests"])  # fmt: skip
+    waiting = lacking(
+        replace(UNDERLOADED, state="insufficient", needs_s=None), ["3 of 20 finished requests"]
+    )
     lines = verdict.lines([UNDERLOADED, waiting], polls=30)
     assert [line.kind for line in lines] == ["ok", "pending", "insufficient"]
     assert lines[0].text == "no bottleneck found"
@@ -336,15 +365,27 @@ def test_progress_reads_held_of_held_plus_needed() -> None:
 _STATES: list[FindingState] = ["pending", "insufficient", "suppressed", "firing"]
 
 
-@given(st.lists(st.tuples(st.sampled_from(_STATES), st.sampled_from(list(Severity)), st.booleans()), max_size=6),
-       st.integers(0, 50))  # fmt: skip
+@given(
+    st.lists(
+        st.tuples(st.sampled_from(_STATES), st.sampled_from(list(Severity)), st.booleans()),
+        max_size=6,
+    ),
+    st.integers(0, 50),
+)
 def test_never_all_clear_nor_advice_while_a_warning_rule_accrues_unjudged(
     specs: list[tuple[FindingState, Severity, bool]], polls: int
 ) -> None:
-    found = [replace(PENDING if state != "firing" else FIRING, rule=f"r{i}", state=state,
-                     severity=sev, needs_s=5.0 if timed else None,
-                     recommendations=FIRING.recommendations if state == "firing" else ())
-             for i, (state, sev, timed) in enumerate(specs)]  # fmt: skip
+    found = [
+        replace(
+            PENDING if state != "firing" else FIRING,
+            rule=f"r{i}",
+            state=state,
+            severity=sev,
+            needs_s=5.0 if timed else None,
+            recommendations=FIRING.recommendations if state == "firing" else (),
+        )
+        for i, (state, sev, timed) in enumerate(specs)
+    ]
     lines = verdict.lines(found, polls=polls)
     texts = [line.text for line in lines]
     firing = [f for f in found if f.state == "firing"]
@@ -426,7 +467,10 @@ def test_fleet_row_says_likely_not_ok_while_a_warning_rule_accrues() -> None:
     view = monitor.endpoints[EP]
     row = fleet.row(view, [PENDING, UNDERLOADED], CONNECTED)
     assert (row.verdict, row.severity, row.likely) == (
-        "likely Scheduler budget too small", Severity.WARNING, True)  # fmt: skip
+        "likely Scheduler budget too small",
+        Severity.WARNING,
+        True,
+    )
     insufficient = fleet.row(view, [replace(INSUFFICIENT, title="")], CONNECTED)
     assert insufficient.verdict == "likely long-prompt-starvation" and insufficient.likely
     assert fleet.row(view, [UNDERLOADED], CONNECTED).verdict == "OK"
@@ -476,9 +520,18 @@ def test_detail_wraps_continuations_under_the_value() -> None:
 
 @pytest.mark.parametrize(
     ("value", "text"),
-    [(None, "–"), (0, "0"), (7, "7"), (12.5, "12.5"), (0.1234, "0.123"), (999.6, "1k"),
-     (1234, "1.23k"), (12_345_678, "12.3M"), (float("nan"), "–")],
-)  # fmt: skip
+    [
+        (None, "–"),
+        (0, "0"),
+        (7, "7"),
+        (12.5, "12.5"),
+        (0.1234, "0.123"),
+        (999.6, "1k"),
+        (1234, "1.23k"),
+        (12_345_678, "12.3M"),
+        (float("nan"), "–"),
+    ],
+)
 def test_num(value: float | None, text: str) -> None:
     assert fmt.num(value) == text
 

@@ -104,15 +104,23 @@ def test_the_message_says_the_range() -> None:
         (["--duration", "99999999d"], "99999999d is not a duration above 0, up to 7d"),
         (["--max-num-seqs", "0"], "max_num_seqs=0: expected a whole number from 1 to 1048576"),
     ]:
-        result = subprocess.run([sys.executable, "-m", "vtop", "--demo", "--report", *argv],
-                                capture_output=True, text=True, timeout=60, check=False)  # fmt: skip
+        result = subprocess.run(
+            [sys.executable, "-m", "vtop", "--demo", "--report", *argv],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
         assert result.returncode == 3 and said in result.stderr, result.stderr
 
 
 @pytest.mark.parametrize(
     ("argv", "said"),
     [
-        (["sim", "--port", "65536"], "argument --port: 65536 is not a whole number from 0 to 65535"),
+        (
+            ["sim", "--port", "65536"],
+            "argument --port: 65536 is not a whole number from 0 to 65535",
+        ),
         (["sim", "--port", "-1"], "argument --port"),
         (["sim", "--speed", "1e308"], "argument --speed: 1e308 is not a number from 0.01 to 1000"),
         (["sim", "--speed", "nan"], "argument --speed"),
@@ -123,15 +131,19 @@ def test_the_message_says_the_range() -> None:
         (["sim", "--duration", "nan"], "argument --duration"),
         (["whatif", "--replay", TRACE, "--interval", "nan"], "argument --interval"),
         (["whatif", "--url", "http://127.0.0.1:9", "--interval", "1e308"], "argument --interval"),
-        (["whatif", "--url", "http://127.0.0.1:9", "--duration", "99999999d"],
-         "argument --duration: 99999999d is not a duration above 0, up to 1d"),
+        (
+            ["whatif", "--url", "http://127.0.0.1:9", "--duration", "99999999d"],
+            "argument --duration: 99999999d is not a duration above 0, up to 1d",
+        ),
         (["whatif", "--replay", TRACE, "--window", "0"], "argument --window"),
         (["whatif", "--replay", TRACE, "--max-itl-ms", "inf"], "argument --max-itl-ms"),
         (["whatif", "--replay", TRACE, "--max-ttft-s", "0"], "argument --max-ttft-s"),
-        (["whatif", "--url", "http://127.0.0.1:9", "--max-num-seqs", "-5"],
-         "argument --max-num-seqs: max_num_seqs=-5: expected a whole number from 1 to 1048576"),
+        (
+            ["whatif", "--url", "http://127.0.0.1:9", "--max-num-seqs", "-5"],
+            "argument --max-num-seqs: max_num_seqs=-5: expected a whole number from 1 to 1048576",
+        ),
     ],
-)  # fmt: skip
+)
 def test_every_other_commands_numbers_have_ranges_too(
     capsys: pytest.CaptureFixture[str], argv: list[str], said: str
 ) -> None:
@@ -145,14 +157,32 @@ def test_every_other_commands_numbers_have_ranges_too(
 
 def test_the_ranges_are_in_the_help(capsys: pytest.CaptureFixture[str]) -> None:
     for argv, shown in [
-        ([], ["poll interval (default 1 s; 0.01–3600 s)", "(1–1000)", "(0–4294967295)",
-              "(1–1048576)", "above 0, up to 7d", "0 to 7d"]),
-        (["sim"], ["0: any free port; 0–65535)", "real time; 0.01–1000)", "(default: 1; 1–64)",
-                   "until Ctrl-C; above 0, up to 604800 s)"]),
+        (
+            [],
+            [
+                "poll interval (default 1 s; 0.01–3600 s)",
+                "(1–1000)",
+                "(0–4294967295)",
+                "(1–1048576)",
+                "above 0, up to 7d",
+                "0 to 7d",
+            ],
+        ),
+        (
+            ["sim"],
+            [
+                "0: any free port; 0–65535)",
+                "real time; 0.01–1000)",
+                "(default: 1; 1–64)",
+                "until Ctrl-C; above 0, up to 604800 s)",
+            ],
+        ),
         (["whatif"], ["above 0, up to 1d", "0.01–3600 s", "above 0, up to 60000 ms"]),
-        (["rules", "export"], ["evaluation interval; above 0, up to 1d)",
-                               "Prometheus's global; above 0, up to 1d)"]),
-    ]:  # fmt: skip
+        (
+            ["rules", "export"],
+            ["evaluation interval; above 0, up to 1d)", "Prometheus's global; above 0, up to 1d)"],
+        ),
+    ]:
         with pytest.raises(SystemExit):
             vtop_main([*argv, "--help"])
         text = " ".join(capsys.readouterr().out.split())
@@ -165,8 +195,11 @@ def test_ctrl_c_stops_a_demo_report_and_it_reports_what_it_simulated() -> None:
     report of what was simulated (a second Ctrl-C would interrupt at once)."""
     proc = subprocess.Popen(
         [sys.executable, "-m", "vtop", "--demo", "--report", "--duration", "7d"],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT,
-    )  # fmt: skip
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=ROOT,
+    )
     try:
         busy = psutil.Process(proc.pid)
         deadline = time.monotonic() + 60
@@ -191,8 +224,10 @@ def test_ctrl_c_stops_a_demo_report_and_it_reports_what_it_simulated() -> None:
         ("max_num_seqs=-5", "max_num_seqs=-5: expected a whole number from 1 to 1048576"),
         ("max_num_seqs=1e23", "max_num_seqs=1e23: expected a whole number from 1 to 1048576"),
         ("max_num_batched_tokens=" + "9" * 30, "expected a whole number from 1 to 16777216"),
-        ("gpu_memory_utilization=nan", "gpu_memory_utilization=nan: expected a number above 0 "
-                                       "up to 1"),
+        (
+            "gpu_memory_utilization=nan",
+            "gpu_memory_utilization=nan: expected a number above 0 up to 1",
+        ),
         ("gpu_memory_utilization=0", "gpu_memory_utilization=0: expected a number above 0"),
         ("gpu_memory_utilization=1e23", "gpu_memory_utilization=1e23: expected a number"),
         ("kv_cache_dtype=evil", "kv_cache_dtype=evil: expected one of auto, bfloat16, fp8"),
@@ -200,7 +235,7 @@ def test_ctrl_c_stops_a_demo_report_and_it_reports_what_it_simulated() -> None:
         ("max_model_len=nan", "max_model_len=nan: expected a whole number"),
         ("enable_prefix_caching=maybe", "enable_prefix_caching=maybe: expected true or false"),
     ],
-)  # fmt: skip
+)
 def test_a_whatif_knob_out_of_range_names_the_knob_and_its_range(item: str, said: str) -> None:
     for sets, sweep in (([item], None), ([], item)):  # a --set, and a sweep of one value
         with pytest.raises(ValueError) as caught:
@@ -229,8 +264,14 @@ def test_whatif_says_in_one_line_when_the_servers_own_max_model_len_outgrows_its
     watched = read_trace(str(ROOT / "tests" / "fixtures" / "real-regimes" / "budget4.vtrace"))
     too_long = Knob("max_model_len", 10_000_000, "process", "its command line")
     watched = replace(watched, knobs={**watched.knobs, "max_model_len": too_long})
-    code = whatif.run(watched, 300.0, [{"max_num_seqs": 8}], Goals(), "text",
-                      source={"kind": "replay", "name": "budget4.vtrace"})  # fmt: skip
+    code = whatif.run(
+        watched,
+        300.0,
+        [{"max_num_seqs": 8}],
+        Goals(),
+        "text",
+        source={"kind": "replay", "name": "budget4.vtrace"},
+    )
     assert code == 3
     err = capsys.readouterr().err
     assert err.startswith("vtop: no prediction: the twin failed (ValueError: ")

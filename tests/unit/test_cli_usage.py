@@ -21,33 +21,58 @@ CRITICAL_TRACE = "traces/memory-ceiling.vtrace"
 
 
 def vtop(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "vtop", *args], capture_output=True, text=True,
-                          cwd=ROOT, timeout=120, check=False)  # fmt: skip
+    return subprocess.run(
+        [sys.executable, "-m", "vtop", *args],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=120,
+        check=False,
+    )
 
 
 @pytest.mark.parametrize(
     ("args", "code", "message"),
     [
-        (["--demo", "--format", "bogus"], 2,
-         "vtop: error: argument --format: invalid choice: 'bogus' (choose from"),
-        (["--demo", "--report", "--format", "bogus"], 3,
-         "vtop: error: argument --format: invalid choice: 'bogus' (choose from"),
-        (["--report", "--interval", "soon"], 3,
-         "vtop: error: argument --interval: invalid float value: 'soon'"),
+        (
+            ["--demo", "--format", "bogus"],
+            2,
+            "vtop: error: argument --format: invalid choice: 'bogus' (choose from",
+        ),
+        (
+            ["--demo", "--report", "--format", "bogus"],
+            3,
+            "vtop: error: argument --format: invalid choice: 'bogus' (choose from",
+        ),
+        (
+            ["--report", "--interval", "soon"],
+            3,
+            "vtop: error: argument --interval: invalid float value: 'soon'",
+        ),
         (["--repor", "--no-such-flag"], 3, "vtop: error: unrecognized arguments: --no-such-flag"),
         (["--url"], 2, "vtop: error: argument --url: expected one argument"),
         (["--demo", "nope", "--report"], 3, "vtop: unknown scenario 'nope'"),
         (["--demo", "nope"], 2, "vtop: unknown scenario 'nope'"),
         (["sim", "--bogus"], 2, "vtop sim: error: unrecognized arguments: --bogus"),
-        (["trace", "info"], 2, "vtop trace info: error: the following arguments are required: FILE"),
-        (["rules", "lst"], 2,
-         "vtop rules: error: argument COMMAND: invalid choice: 'lst' (choose from 'list', "
-         "'check', 'test', 'export')"),
+        (
+            ["trace", "info"],
+            2,
+            "vtop trace info: error: the following arguments are required: FILE",
+        ),
+        (
+            ["rules", "lst"],
+            2,
+            "vtop rules: error: argument COMMAND: invalid choice: 'lst' (choose from 'list', "
+            "'check', 'test', 'export')",
+        ),
         (["rules", "list", "--nope"], 2, "vtop rules: error: unrecognized arguments: --nope"),
-        (["rules", "export", "--format", "yaml"], 2,
-         "vtop rules export: error: argument --format: invalid choice: 'yaml' (choose from"),
+        (
+            ["rules", "export", "--format", "yaml"],
+            2,
+            "vtop rules export: error: argument --format: invalid choice: 'yaml' (choose from",
+        ),
     ],
-)  # fmt: skip
+)
 def test_usage_errors_are_one_line_and_unknown_under_report(
     args: list[str], code: int, message: str
 ) -> None:

@@ -25,9 +25,15 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def generated(shell: str, tmp_path: Path) -> Path:
-    result = subprocess.run([sys.executable, "-m", "vtop", "completion", shell],
-                            capture_output=True, text=True, cwd=ROOT, timeout=60, check=False,
-                            env={**os.environ, "PYTHONPATH": str(ROOT)})  # fmt: skip
+    result = subprocess.run(
+        [sys.executable, "-m", "vtop", "completion", shell],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=60,
+        check=False,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
     assert result.returncode == 0 and result.stderr == "", result.stderr
     path = tmp_path / f"vtop.{shell}"
     path.write_text(result.stdout)
@@ -59,12 +65,15 @@ def bash_complete(script: Path, *words: str) -> list[str]:
     """What bash offers for TAB after `words` (the last one is being completed)."""
     bash = require("bash", why="runs the generated completion script")
     words_q = " ".join(f"'{w}'" for w in words)
-    program = (f"source '{script}'; COMP_WORDS=({words_q}); COMP_CWORD={len(words) - 1}; "
-               f"COMP_LINE=\"{' '.join(words)}\"; COMP_POINT=${{#COMP_LINE}}; "
-               f"_shtab_vtop vtop '{words[-1]}' '{words[-2]}'; "
-               "printf '%s\\n' \"${COMPREPLY[@]}\"")  # fmt: skip
-    out = subprocess.run([bash, "--norc", "-c", program], capture_output=True, text=True,
-                         timeout=60, check=True)  # fmt: skip
+    program = (
+        f"source '{script}'; COMP_WORDS=({words_q}); COMP_CWORD={len(words) - 1}; "
+        f'COMP_LINE="{" ".join(words)}"; COMP_POINT=${{#COMP_LINE}}; '
+        f"_shtab_vtop vtop '{words[-1]}' '{words[-2]}'; "
+        "printf '%s\\n' \"${COMPREPLY[@]}\""
+    )
+    out = subprocess.run(
+        [bash, "--norc", "-c", program], capture_output=True, text=True, timeout=60, check=True
+    )
     return [line.strip() for line in out.stdout.splitlines() if line.strip()]
 
 
@@ -72,7 +81,9 @@ def test_bash_completes_flags_sub_commands_and_choices(tmp_path: Path) -> None:
     script = generated("bash", tmp_path)
     assert bash_complete(script, "vtop", "--ca") == ["--ca-cert"]
     assert set(bash_complete(script, "vtop", "--max-num")) == {
-        "--max-num-seqs", "--max-num-batched-tokens"}  # fmt: skip
+        "--max-num-seqs",
+        "--max-num-batched-tokens",
+    }
     assert set(bash_complete(script, "vtop", "rules", "")) >= {"list", "check", "test", "export"}
     assert set(bash_complete(script, "vtop", "sim", "--scenario", "")) == set(SCENARIOS)
     assert set(bash_complete(script, "vtop", "completion", "")) == set(SHELLS)
@@ -80,8 +91,13 @@ def test_bash_completes_flags_sub_commands_and_choices(tmp_path: Path) -> None:
 
 def fish_complete(script: Path, line: str) -> list[str]:
     fish = require("fish", why="runs the generated completion script")
-    out = subprocess.run([fish, "--no-config", "-c", f"source '{script}'; complete -C '{line}'"],
-                         capture_output=True, text=True, timeout=60, check=True)  # fmt: skip
+    out = subprocess.run(
+        [fish, "--no-config", "-c", f"source '{script}'; complete -C '{line}'"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
     return [row.split("\t")[0] for row in out.stdout.splitlines()]
 
 
@@ -100,18 +116,32 @@ def test_zsh_loads_the_script_as_compinit_does(tmp_path: Path) -> None:
     script = generated("zsh", tmp_path)
     (functions / "_vtop").write_text(script.read_text())
     subprocess.run([zsh, "-n", str(script)], check=True, timeout=60)
-    program = (f"fpath=({functions} $fpath); autoload -U compinit; "
-               f"compinit -u -d {tmp_path}/zcompdump; print -r -- ${{_comps[vtop]}}")  # fmt: skip
-    out = subprocess.run([zsh, "-f", "-c", program], capture_output=True, text=True,
-                         timeout=60, check=True, env={**os.environ, "HOME": str(tmp_path)})  # fmt: skip
+    program = (
+        f"fpath=({functions} $fpath); autoload -U compinit; "
+        f"compinit -u -d {tmp_path}/zcompdump; print -r -- ${{_comps[vtop]}}"
+    )
+    out = subprocess.run(
+        [zsh, "-f", "-c", program],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+        env={**os.environ, "HOME": str(tmp_path)},
+    )
     assert out.stdout.strip() == "_vtop"
     assert "--ca-cert" in script.read_text() and "_shtab_vtop" in script.read_text()
 
 
 @pytest.mark.parametrize("argv", [[], ["tcsh"]])
 def test_a_shell_vtop_does_not_complete_is_a_usage_error(argv: list[str]) -> None:
-    result = subprocess.run([sys.executable, "-m", "vtop", "completion", *argv],
-                            capture_output=True, text=True, cwd=ROOT, timeout=60, check=False)  # fmt: skip
+    result = subprocess.run(
+        [sys.executable, "-m", "vtop", "completion", *argv],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=60,
+        check=False,
+    )
     assert result.returncode == 2 and result.stdout == ""
     assert result.stderr.startswith("vtop completion: error: ")
     assert len(result.stderr.splitlines()) == 1

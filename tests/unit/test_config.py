@@ -24,8 +24,15 @@ IDLE = (ROOT / "tests/fixtures/metrics/vllm-0.32/idle.txt").read_bytes()
 def vtop(*args: str, home: Path) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "PYTHONPATH": str(ROOT), "XDG_CONFIG_HOME": str(home)}
     env.pop("VTOP_API_KEY", None)
-    return subprocess.run([sys.executable, "-m", "vtop", *args], capture_output=True, text=True,
-                          cwd=ROOT, timeout=60, check=False, env=env)  # fmt: skip
+    return subprocess.run(
+        [sys.executable, "-m", "vtop", *args],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=60,
+        check=False,
+        env=env,
+    )
 
 
 def write(home: Path, text: str) -> Path:
@@ -37,8 +44,10 @@ def write(home: Path, text: str) -> Path:
 
 def parsed(home: Path, *words: str) -> tuple[object, ...]:
     parser = build_parser()
-    found = config.load(config.named_path(words) or config.default_path({"XDG_CONFIG_HOME":
-                        str(home)}), required=config.named_path(words) is not None)  # fmt: skip
+    found = config.load(
+        config.named_path(words) or config.default_path({"XDG_CONFIG_HOME": str(home)}),
+        required=config.named_path(words) is not None,
+    )
     if found is not None:
         parser.set_defaults(**found.defaults, config_endpoints=found.endpoints)
     args = parser.parse_args(list(words))
@@ -46,8 +55,11 @@ def parsed(home: Path, *words: str) -> tuple[object, ...]:
 
 
 def test_the_files_values_are_defaults_and_a_flag_wins(tmp_path: Path) -> None:
-    write(tmp_path, 'interval = 2\nheaders = ["X-Team: infer"]\nrules = ["/r"]\n'
-                    "[goals]\nmax_itl_ms = 60\nallow_preemption = true\n")  # fmt: skip
+    write(
+        tmp_path,
+        'interval = 2\nheaders = ["X-Team: infer"]\nrules = ["/r"]\n'
+        "[goals]\nmax_itl_ms = 60\nallow_preemption = true\n",
+    )
     assert parsed(tmp_path) == (2.0, ["X-Team: infer"], 60.0, True, ["/r"])
     interval, headers, itl, allow, _ = parsed(
         tmp_path, "--interval", "5", "--header", "A: b", "--max-itl-ms", "30"
@@ -64,23 +76,34 @@ def test_without_a_file_nothing_changes(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("text", "said"),
     [
-        ("interval = 2\nintervall = 3\n", "config.toml:2: intervall: unknown key; known: "
-                                         "interval, headers, ca_cert, rules"),
-        ("[goals]\nmax_itl_ms = -4\n", "config.toml:2: goals.max_itl_ms: -4 is not a number "
-                                      "above 0 to 60000 ms"),
-        ("[goals]\nallow_preemption = 1\n", "config.toml:2: goals.allow_preemption: expected "
-                                           "true or false"),
-        ("headers = \"X: y\"\n", "config.toml:1: headers: expected a list of strings"),
-        ('[[endpoint]]\nurl = "http://a:8000"\n[[endpoint]]\nurl = "http://[::1"\n',
-         "config.toml:4: endpoint.url: URL 'http://[::1' has a bad IPv6 address (write it as "
-         "http://[::1]:8000)"),
-        ('[[endpoint]]\nurl = "http://a:8000"\nport = 3\n',
-         "config.toml:3: endpoint.port: unknown key; known: url, labels"),
+        (
+            "interval = 2\nintervall = 3\n",
+            "config.toml:2: intervall: unknown key; known: interval, headers, ca_cert, rules",
+        ),
+        (
+            "[goals]\nmax_itl_ms = -4\n",
+            "config.toml:2: goals.max_itl_ms: -4 is not a number above 0 to 60000 ms",
+        ),
+        (
+            "[goals]\nallow_preemption = 1\n",
+            "config.toml:2: goals.allow_preemption: expected true or false",
+        ),
+        ('headers = "X: y"\n', "config.toml:1: headers: expected a list of strings"),
+        (
+            '[[endpoint]]\nurl = "http://a:8000"\n[[endpoint]]\nurl = "http://[::1"\n',
+            "config.toml:4: endpoint.url: URL 'http://[::1' has a bad IPv6 address (write it as "
+            "http://[::1]:8000)",
+        ),
+        (
+            '[[endpoint]]\nurl = "http://a:8000"\nport = 3\n',
+            "config.toml:3: endpoint.port: unknown key; known: url, labels",
+        ),
         ("interval = [\n", "config.toml"),
     ],
-)  # fmt: skip
-def test_a_mistake_is_one_line_naming_file_line_and_key(tmp_path: Path, text: str,
-                                                         said: str) -> None:  # fmt: skip
+)
+def test_a_mistake_is_one_line_naming_file_line_and_key(
+    tmp_path: Path, text: str, said: str
+) -> None:
     path = write(tmp_path, text)
     result = vtop("--demo", "--once", home=tmp_path)
     assert result.returncode == 2 and result.stdout == ""

@@ -16,7 +16,10 @@ RECONNECTING = ConnectionStatus("reconnecting", 3, 4.4)
 
 def test_text_is_the_words_the_screens_always_printed() -> None:
     assert (CONNECTED.text, CONNECTING.text, SIMULATED.text) == (
-        "connected", "connecting", "simulated")  # fmt: skip
+        "connected",
+        "connecting",
+        "simulated",
+    )
     assert RECONNECTING.text == "reconnecting (attempt 3, next in 4 s)"
     assert ConnectionStatus("reconnecting", 1, -0.2).text == "reconnecting (attempt 1, next in 0 s)"
     assert ConnectionStatus("replay", detail="replay paused ×2").text == "replay paused ×2"

@@ -28,10 +28,55 @@ from vtop.sources.sim import DEMO_RUNNING_S, SimSource
 
 # vLLM's request-latency buckets, and the finer ones of its TTFT histogram: two histograms of
 # the same requests rarely share their bounds.
-LATENCY_BOUNDS = (0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 5.0, 10.0, 15.0, 20.0, 30.0, 40.0, 50.0,
-                  60.0, 120.0, 240.0, 480.0, 960.0, 1920.0, 7680.0, math.inf)  # fmt: skip
-TTFT_BOUNDS = (0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5,
-               5.0, 7.5, 10.0, 20.0, 40.0, 80.0, 160.0, 640.0, 2560.0, math.inf)  # fmt: skip
+LATENCY_BOUNDS = (
+    0.3,
+    0.5,
+    0.8,
+    1.0,
+    1.5,
+    2.0,
+    2.5,
+    5.0,
+    10.0,
+    15.0,
+    20.0,
+    30.0,
+    40.0,
+    50.0,
+    60.0,
+    120.0,
+    240.0,
+    480.0,
+    960.0,
+    1920.0,
+    7680.0,
+    math.inf,
+)
+TTFT_BOUNDS = (
+    0.001,
+    0.005,
+    0.01,
+    0.02,
+    0.04,
+    0.06,
+    0.08,
+    0.1,
+    0.25,
+    0.5,
+    0.75,
+    1.0,
+    2.5,
+    5.0,
+    7.5,
+    10.0,
+    20.0,
+    40.0,
+    80.0,
+    160.0,
+    640.0,
+    2560.0,
+    math.inf,
+)
 QUANTILES = (0.5, 0.9, 0.99)
 
 
@@ -55,8 +100,10 @@ def test_a_quantile_lies_where_the_observations_could_be(samples: list[float], q
 
 
 @settings(max_examples=300, deadline=None)
-@given(st.lists(st.tuples(seconds, seconds, seconds), min_size=1, max_size=60),
-       st.sampled_from(QUANTILES))  # fmt: skip
+@given(
+    st.lists(st.tuples(seconds, seconds, seconds), min_size=1, max_size=60),
+    st.sampled_from(QUANTILES),
+)
 def test_a_part_is_never_longer_than_its_whole(
     requests: list[tuple[float, float, float]], q: float
 ) -> None:
@@ -64,11 +111,13 @@ def test_a_part_is_never_longer_than_its_whole(
     queue = [a for a, _, _ in requests]
     ttft = [a + b for a, b, _ in requests]
     e2e = [a + b + c for a, b, c in requests]
-    figures = within_wholes({
-        "queue_time": hist.quantile(q, histogram(queue, LATENCY_BOUNDS)),
-        "ttft": hist.quantile(q, histogram(ttft, TTFT_BOUNDS)),
-        "e2e": hist.quantile(q, histogram(e2e, LATENCY_BOUNDS)),
-    })  # fmt: skip
+    figures = within_wholes(
+        {
+            "queue_time": hist.quantile(q, histogram(queue, LATENCY_BOUNDS)),
+            "ttft": hist.quantile(q, histogram(ttft, TTFT_BOUNDS)),
+            "e2e": hist.quantile(q, histogram(e2e, LATENCY_BOUNDS)),
+        }
+    )
     queue_q, ttft_q, e2e_q = figures["queue_time"], figures["ttft"], figures["e2e"]
     assert queue_q is not None and ttft_q is not None and e2e_q is not None
     assert queue_q <= ttft_q <= e2e_q

@@ -17,11 +17,28 @@ from vtop.sim.scenarios import SCENARIOS
 from vtop.sim.twin import Twin
 
 ROOT = Path(__file__).resolve().parents[2]
-REQUIRED = {"running", "waiting", "kv_usage", "preemptions", "prompt_tokens",
-            "generation_tokens", "requests_finished", "prefix_cache_queries",
-            "prefix_cache_hits"}  # fmt: skip
-REQUIRED_HISTOGRAMS = {"ttft", "itl", "e2e", "queue_time", "prefill_time", "decode_time",
-                       "iteration_tokens", "prompt_len", "generation_len"}  # fmt: skip
+REQUIRED = {
+    "running",
+    "waiting",
+    "kv_usage",
+    "preemptions",
+    "prompt_tokens",
+    "generation_tokens",
+    "requests_finished",
+    "prefix_cache_queries",
+    "prefix_cache_hits",
+}
+REQUIRED_HISTOGRAMS = {
+    "ttft",
+    "itl",
+    "e2e",
+    "queue_time",
+    "prefill_time",
+    "decode_time",
+    "iteration_tokens",
+    "prompt_len",
+    "generation_len",
+}
 
 
 def once(*args: str) -> dict[str, Any]:
@@ -145,12 +162,24 @@ def test_unknown_scenario_is_one_line() -> None:
 def test_sim_server_dialects_read_through_the_live_path(version: str) -> None:
     """`vtop sim --emulate-version V` over real HTTP, read by `vtop --url --once`."""
     sim = subprocess.Popen(
-        [sys.executable, "-m", "vtop", "sim", "--scenario", "memory-ceiling", "--port", "0",
-         "--emulate-version", version, "--duration", "60"],
+        [
+            sys.executable,
+            "-m",
+            "vtop",
+            "sim",
+            "--scenario",
+            "memory-ceiling",
+            "--port",
+            "0",
+            "--emulate-version",
+            version,
+            "--duration",
+            "60",
+        ],
         stdout=subprocess.PIPE,
         text=True,
         cwd=ROOT,
-    )  # fmt: skip
+    )
     try:
         assert sim.stdout is not None
         first = sim.stdout.readline()

@@ -20,8 +20,9 @@ CACHE_INFO_032 = {
 
 def test_cache_config_labels_become_metric_knobs() -> None:
     knobs = discovery.from_cache_config(CACHE_INFO_032)
-    assert knobs["block_size"] == Knob("block_size", 16, "metrics",
-                                       "vllm:cache_config_info block_size")  # fmt: skip
+    assert knobs["block_size"] == Knob(
+        "block_size", 16, "metrics", "vllm:cache_config_info block_size"
+    )
     assert knobs["enable_prefix_caching"].value is True
     assert knobs["gpu_memory_utilization"].value == 0.9
     assert knobs["kv_cache_dtype"].value == "auto"

@@ -24,9 +24,19 @@ ROOT = Path(__file__).resolve().parents[2]
 
 @pytest.mark.parametrize(
     ("text", "seconds"),
-    [("90", 90), ("0.5", 0.5), ("90s", 90), ("5m", 300), ("1h30m", 5400), ("250ms", 0.25),
-     ("1d", 86400), ("1D", 86400), (" 2m ", 120), ("0", 0)],
-)  # fmt: skip
+    [
+        ("90", 90),
+        ("0.5", 0.5),
+        ("90s", 90),
+        ("5m", 300),
+        ("1h30m", 5400),
+        ("250ms", 0.25),
+        ("1d", 86400),
+        ("1D", 86400),
+        (" 2m ", 120),
+        ("0", 0),
+    ],
+)
 def test_the_grammar(text: str, seconds: float) -> None:
     assert durations.parse(text) == pytest.approx(seconds)
 
@@ -46,11 +56,24 @@ def test_exact_reads_back(ms: int) -> None:
 
 def test_the_printed_shapes() -> None:
     assert [durations.exact(s) for s in (120, 90, 3600, 5400, 0.5)] == [
-        "2m", "90s", "1h", "90m", "500ms"]  # fmt: skip
+        "2m",
+        "90s",
+        "1h",
+        "90m",
+        "500ms",
+    ]
     assert [durations.span(s) for s in (12, 303, 7440, 93600)] == [
-        "12 s", "5m 03s", "2h 04m", "1d 02h"]  # fmt: skip
+        "12 s",
+        "5m 03s",
+        "2h 04m",
+        "1d 02h",
+    ]
     assert [durations.compact(s) for s in (45, 720, 11_520, 200_000)] == [
-        "45s", "12m", "3h12m", "2d7h"]  # fmt: skip
+        "45s",
+        "12m",
+        "3h12m",
+        "2d7h",
+    ]
     assert durations.compact(-1) == "–" and durations.compact(None) == "–"
     assert durations.hms(123) == "2m 03s" and durations.hms(3723) == "1h 02m 03s"
     assert durations.clock(181) == "3:01" and durations.clock(3723) == "1:02:03"
@@ -77,14 +100,40 @@ def test_a_rule_may_wait_a_day() -> None:
 def test_a_backfill_of_an_hour_and_a_half_is_read() -> None:
     """`--backfill 1h30m` was refused while `--duration 1h30m` was read."""
     out = subprocess.run(
-        [sys.executable, "-m", "vtop", "--prometheus", "http://127.0.0.1:9", "--backfill",
-         "1h30m", "--report", "--duration", "1s"],
-        check=False, capture_output=True, text=True, cwd=ROOT, timeout=60,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "vtop",
+            "--prometheus",
+            "http://127.0.0.1:9",
+            "--backfill",
+            "1h30m",
+            "--report",
+            "--duration",
+            "1s",
+        ],
+        check=False,
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=60,
+    )
     assert "not a duration" not in out.stderr, out.stderr
     out = subprocess.run(
-        [sys.executable, "-m", "vtop", "--prometheus", "http://127.0.0.1:9", "--backfill",
-         "an hour", "--report"],
-        check=False, capture_output=True, text=True, cwd=ROOT, timeout=60,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "vtop",
+            "--prometheus",
+            "http://127.0.0.1:9",
+            "--backfill",
+            "an hour",
+            "--report",
+        ],
+        check=False,
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=60,
+    )
     assert out.returncode == 3 and "'an hour' is not a duration" in out.stderr, out.stderr

@@ -33,8 +33,14 @@ def run(engines: list[dict[str, float]], polls: int = 300) -> tuple[Monitor, lis
                 scalars[SeriesKey(sig, "m", str(e))] = eng[sig]
             scalars[SeriesKey("generation_tokens", "m", str(e))] = 100.0 * i
             hists[SeriesKey("ttft", "m", str(e))] = _hist(eng.get("ttft", 0.2), 2.0 * i)
-        scrape = Scrape("ep", 1000.0 + i, latency_s=0.01, scalars=scalars, histograms=hists,
-                        knobs=KNOBS if i == 0 else None)  # fmt: skip
+        scrape = Scrape(
+            "ep",
+            1000.0 + i,
+            latency_s=0.01,
+            scalars=scalars,
+            histograms=hists,
+            knobs=KNOBS if i == 0 else None,
+        )
         monitor.feed(Frame(scrape.t, (scrape,)))
         found = {f.rule: f.state for f in monitor.endpoints["ep"].findings}
         states.append(found.get("engine-imbalance", "-"))

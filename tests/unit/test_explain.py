@@ -28,8 +28,13 @@ BUDGET = (
 
 
 def test_each_step_is_said_with_its_numbers() -> None:
-    names = {"demand_p95": 97.0, "kv_fit": 156.4, "max_num_seqs": 64,
-             "max_num_batched_tokens": 2048, RULE_MAX: 4096}  # fmt: skip
+    names = {
+        "demand_p95": 97.0,
+        "kv_fit": 156.4,
+        "max_num_seqs": 64,
+        "max_num_batched_tokens": 2048,
+        RULE_MAX: 4096,
+    }
     assert explain(BUDGET, names) == (
         "demand p95 (running + waiting) = 97 → rounded up to a multiple of 8: 104; "
         "sequences the KV pool fits at 90% = 156.4 → rounded down to a multiple of 8: 152; "
@@ -38,8 +43,13 @@ def test_each_step_is_said_with_its_numbers() -> None:
 
 
 def test_an_unknown_input_says_what_stood_in_for_it() -> None:
-    names = {"demand_p95": 97.0, "kv_fit": None, "max_num_seqs": 64,
-             "max_num_batched_tokens": 2048, RULE_MAX: 4096}  # fmt: skip
+    names = {
+        "demand_p95": 97.0,
+        "kv_fit": None,
+        "max_num_seqs": 64,
+        "max_num_batched_tokens": 2048,
+        RULE_MAX: 4096,
+    }
     said = explain(BUDGET, names)
     assert "2 × max_num_seqs 64 = 128 (sequences the KV pool fits at 90% unknown)" in said
     assert said.endswith(
@@ -54,8 +64,9 @@ def test_a_named_bound_that_does_not_bind_is_quiet_and_one_that_binds_says_what_
     assert binds.endswith("the smallest of 104 and the rule's maximum 64: 64")
 
 
-def test_a_rule_value_is_explained_first_under_its_label_and_a_bound_that_does_not_bind_is_quiet(
-) -> None:  # fmt: skip
+def test_a_rule_value_is_explained_first_under_its_label_and_a_bound_that_does_not_bind_is_quiet() -> (
+    None
+):
     said = explain(
         "max(floor_to(fit_after, 8) if fit_after >= 16 else floor(fit_after), 1)",
         {"fit_after": 104.6, "kv_fit": 52.3, "kv_cache_dtype": "auto"},
@@ -66,8 +77,9 @@ def test_a_rule_value_is_explained_first_under_its_label_and_a_bound_that_does_n
         "sequences the pool fits with FP8 = sequences the KV pool fits at 90% 52.3 × 2 "
         "(as kv_cache_dtype is 'auto') = 104.6; 104.6 → rounded down to a multiple of 8: 104"
     )
-    fp8 = explain("kv_fit * (2 if kv_cache_dtype == 'auto' else 1)",
-                  {"kv_fit": 52.0, "kv_cache_dtype": "fp8"})  # fmt: skip
+    fp8 = explain(
+        "kv_fit * (2 if kv_cache_dtype == 'auto' else 1)", {"kv_fit": 52.0, "kv_cache_dtype": "fp8"}
+    )
     assert fp8 == "sequences the KV pool fits at 90% 52 × 1 (as kv_cache_dtype is not 'auto') = 52"
 
 

@@ -16,8 +16,14 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_lacking_sets_the_fact_and_the_words_together() -> None:
-    bare = Finding(rule="r", title="t", endpoint="e", severity=Severity.WARNING,
-                   state="insufficient", summary="the rule's own words")  # fmt: skip
+    bare = Finding(
+        rule="r",
+        title="t",
+        endpoint="e",
+        severity=Severity.WARNING,
+        state="insufficient",
+        summary="the rule's own words",
+    )
     f = lacking(bare, ["7 of 20 finished requests", "a TTFT histogram"])
     assert f.missing == ("7 of 20 finished requests", "a TTFT histogram")
     assert f.summary == "not enough data yet: 7 of 20 finished requests, a TTFT histogram"

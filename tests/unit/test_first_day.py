@@ -46,16 +46,29 @@ def vtop(*args: str, cwd: Path = ROOT, timeout: float = 60) -> tuple[int, str, s
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     env.pop("VTOP_API_KEY", None)
     start = time.monotonic()
-    done = subprocess.run([sys.executable, "-m", "vtop", *args], capture_output=True, text=True,
-                          cwd=cwd, timeout=timeout, check=False, env=env)  # fmt: skip
+    done = subprocess.run(
+        [sys.executable, "-m", "vtop", *args],
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        timeout=timeout,
+        check=False,
+        env=env,
+    )
     return done.returncode, done.stdout, done.stderr, time.monotonic() - start
 
 
 def start_vtop(*args: str) -> subprocess.Popen[str]:
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     env.pop("VTOP_API_KEY", None)
-    return subprocess.Popen([sys.executable, "-m", "vtop", *args], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, cwd=ROOT, env=env)  # fmt: skip
+    return subprocess.Popen(
+        [sys.executable, "-m", "vtop", *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=ROOT,
+        env=env,
+    )
 
 
 def listening(port: int) -> bool:
@@ -75,9 +88,11 @@ def test_text_after_an_ipv6_address_is_one_usage_line_in_every_mode(tmp_path: Pa
         ("--url", "http://[::1]x", "--once"): (2, "vtop: --url: URL 'http://[::1]x'"),
         ("--url", "http://[::1]x", "--report"): (3, "vtop: --url: URL 'http://[::1]x'"),
         ("--targets", "fleet.txt", "--report"): (3, "vtop: fleet.txt:2: URL 'http://[::1]x'"),
-        ("whatif", "--url", "http://[::1]x", "--set", "max_num_seqs=8"):
-            (2, "vtop: --url: URL 'http://[::1]x'"),
-    }  # fmt: skip
+        ("whatif", "--url", "http://[::1]x", "--set", "max_num_seqs=8"): (
+            2,
+            "vtop: --url: URL 'http://[::1]x'",
+        ),
+    }
     for args, (code, start) in runs.items():
         rc, out, err, _ = vtop(*args, cwd=tmp_path)
         assert (rc, out) == (code, ""), (args, err)
@@ -112,8 +127,19 @@ def test_wait_for_waits_for_a_server_being_started() -> None:
     """A script starts vLLM, then the report: the report starts with the first answer, and
     the refusals before it are no part of it (the endpoint is not "partly unreadable")."""
     port = free_port()
-    proc = start_vtop("--url", f"http://127.0.0.1:{port}", "--report", "--format", "json",
-                      "--wait-for", "30s", "--duration", "2", "--interval", "0.5")  # fmt: skip
+    proc = start_vtop(
+        "--url",
+        f"http://127.0.0.1:{port}",
+        "--report",
+        "--format",
+        "json",
+        "--wait-for",
+        "30s",
+        "--duration",
+        "2",
+        "--interval",
+        "0.5",
+    )
     time.sleep(STARTUP_S + SLOW_START_S + 1.0)  # past the default wait: without it, given up
     assert proc.poll() is None, proc.communicate()
     version = Answer(b'{"version": "0.32.0"}', content_type="application/json")
@@ -147,8 +173,9 @@ def test_a_host_name_that_does_not_resolve_is_said_in_seconds() -> None:
 def test_a_server_that_answered_and_went_down_is_ridden_out() -> None:
     script = Script({"/metrics": Answer(IDLE)})
     with PageServer(script) as srv:
-        proc = start_vtop("--url", srv.url, "--report", "--format", "json",
-                          "--duration", "6", "--interval", "0.5")  # fmt: skip
+        proc = start_vtop(
+            "--url", srv.url, "--report", "--format", "json", "--duration", "6", "--interval", "0.5"
+        )
         deadline = time.monotonic() + 30
         while "/metrics" not in [path for path, _ in script.requests]:
             assert time.monotonic() < deadline and proc.poll() is None
@@ -174,8 +201,10 @@ def test_wait_for_goes_with_a_live_report_only(
 ) -> None:
     assert vtop_main(args) == code
     err = capsys.readouterr().err
-    assert err == "vtop: --wait-for goes with --report on a live server (--url, --targets, " \
-        "--discover)\n"  # fmt: skip
+    assert (
+        err == "vtop: --wait-for goes with --report on a live server (--url, --targets, "
+        "--discover)\n"
+    )
 
 
 def test_a_wait_for_that_is_no_duration_is_one_usage_line() -> None:

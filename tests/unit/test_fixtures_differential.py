@@ -137,8 +137,15 @@ def read(rel: str) -> Scrape:
 def test_v0_dialect_maps_onto_canonical_names() -> None:
     sc = read("derived/v0-0.6.txt")
     signals = {k.signal for k in sc.scalars} | {k.signal for k in sc.histograms}
-    assert {"kv_usage", "swapped", "cpu_cache_usage", "running", "waiting", "itl",
-            "generation_throughput_v0"} <= signals  # fmt: skip
+    assert {
+        "kv_usage",
+        "swapped",
+        "cpu_cache_usage",
+        "running",
+        "waiting",
+        "itl",
+        "generation_throughput_v0",
+    } <= signals
     assert all(k.engine == "" for k in sc.scalars)
     assert "prefix_cache_queries" not in signals
 

@@ -67,6 +67,7 @@ def test_a_report_loads_none_of_them() -> None:
 
 def test_the_check_would_catch_textual() -> None:
     code = "import sys, textual; print('textual' in sys.modules)"
-    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                            check=True)  # fmt: skip
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True
+    )
     assert result.stdout.strip() == "True"

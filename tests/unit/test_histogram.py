@@ -10,8 +10,9 @@ from vtop.model import Histogram
 from vtop.signals import histogram as hist
 
 
-def h(bounds: tuple[float, ...], buckets: tuple[float, ...], count: float, total: float = 0.0
-      ) -> Histogram:  # fmt: skip
+def h(
+    bounds: tuple[float, ...], buckets: tuple[float, ...], count: float, total: float = 0.0
+) -> Histogram:
     return Histogram(bounds, buckets, count, total)
 
 

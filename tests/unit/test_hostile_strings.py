@@ -44,8 +44,12 @@ INERT = "]52;c;SGVsbG8=[2J31mevil"
 
 
 def raw(status_line: str, headers: bytes = b"", body: bytes = b"") -> Answer:
-    return Answer(raw=status_line.encode() + b"\r\n" + headers
-                  + b"Content-Length: %d\r\nConnection: close\r\n\r\n%s" % (len(body), body))  # fmt: skip
+    return Answer(
+        raw=status_line.encode()
+        + b"\r\n"
+        + headers
+        + b"Content-Length: %d\r\nConnection: close\r\n\r\n%s" % (len(body), body)
+    )
 
 
 # -- the scraper --------------------------------------------------------------------------------
@@ -167,8 +171,10 @@ def test_a_rule_error_is_one_clean_line_whatever_the_file_is_called() -> None:
 
 
 def test_a_rule_id_with_a_trailing_newline_is_refused() -> None:
-    loaded = load_text('id: "ok-id\\n"\ntitle: t\nseverity: info\nwhen: {last: running, '
-                       'above: 0}\nsummary: s\n', "r.yaml")  # fmt: skip
+    loaded = load_text(
+        'id: "ok-id\\n"\ntitle: t\nseverity: info\nwhen: {last: running, above: 0}\nsummary: s\n',
+        "r.yaml",
+    )
     assert not loaded.rules
     assert "id must be lower-case words" in str(loaded.errors[0])
 

@@ -73,9 +73,13 @@ def test_every_knob_a_rule_names_is_in_the_catalog_with_a_flag_and_a_range() -> 
 
 def test_the_readers_are_views_of_the_catalog() -> None:
     assert set(cmdline._KNOBS) == {n for n, s in knobs.KNOBS.items() if "cmdline" in s.where}
-    assert cmdline._SHORT == {"tp": "tensor_parallel_size", "pp": "pipeline_parallel_size",
-                              "dp": "data_parallel_size", "q": "quantization",
-                              "asc": "api_server_count"}  # fmt: skip
+    assert cmdline._SHORT == {
+        "tp": "tensor_parallel_size",
+        "pp": "pipeline_parallel_size",
+        "dp": "data_parallel_size",
+        "q": "quantization",
+        "asc": "api_server_count",
+    }
     assert set(targets.KNOB_LABELS) == {n for n, s in knobs.KNOBS.items() if "label" in s.where}
     assert {n: s.meaning for n, s in knobs.KNOBS.items() if s.rules_read} == derived.KNOBS
     for spec in knobs.read_at("label").values():

@@ -54,10 +54,10 @@ async def test_the_window_counts_from_the_first_answer() -> None:
     assert doc["status"] == "UNKNOWN" and "too short to rule anything out" in doc["reason"]
 
 
-def short_live_report(covered_s: int, expected_s: float, *, interrupted: bool = False,
-                      kind: SourceKind = "live") -> tuple[str, str]:  # fmt: skip
-    c = Collector(source_kind=kind, source_name="late", findings=nothing,
-                  expected_s=expected_s)  # fmt: skip
+def short_live_report(
+    covered_s: int, expected_s: float, *, interrupted: bool = False, kind: SourceKind = "live"
+) -> tuple[str, str]:
+    c = Collector(source_kind=kind, source_name="late", findings=nothing, expected_s=expected_s)
     for frame in busy_frames(covered_s + 1, seed=3):  # one poll a second
         c.add(frame)
     c.interrupted = interrupted
@@ -96,8 +96,7 @@ async def test_a_report_stopped_by_the_user_is_not_held_up() -> None:
         source = LiveSource([srv.url], ScrapeOptions.from_env(interval_s=0.5, environ={}))
         stop = asyncio.Event()
         asyncio.get_running_loop().call_later(1.0, stop.set)
-        doc = await live_document(source, name=srv.url, interval_s=0.5, duration_s=30.0,
-                                  stop=stop)  # fmt: skip
+        doc = await live_document(source, name=srv.url, interval_s=0.5, duration_s=30.0, stop=stop)
         await source.aclose()
     assert doc["status"] == "OK", doc["reason"]
     assert doc["window"]["polls"] >= 2

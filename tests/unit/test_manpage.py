@@ -118,9 +118,16 @@ def test_the_sections_a_man_page_has_in_order(page: str) -> None:
     commands = [n for n in names if n.startswith("VTOP ")]
     assert commands == [f"VTOP {name.upper()}" for name in COMMANDS]
     assert [n for n in names if not n.startswith("VTOP ")] == [
-        "NAME", "SYNOPSIS", "DESCRIPTION", "OPTIONS",
-        "EXIT STATUS", "ENVIRONMENT", "FILES", "EXAMPLES", "SEE ALSO",
-    ]  # fmt: skip
+        "NAME",
+        "SYNOPSIS",
+        "DESCRIPTION",
+        "OPTIONS",
+        "EXIT STATUS",
+        "ENVIRONMENT",
+        "FILES",
+        "EXAMPLES",
+        "SEE ALSO",
+    ]
     assert names.index("OPTIONS") < names.index("VTOP SIM") < names.index("EXIT STATUS")
     for group in ("What to watch", "Output", "Record, replay, report"):
         assert f'.SS "{group}"' in chunk(page, ".SH OPTIONS", re.compile(r"\.SH "))

@@ -26,22 +26,26 @@ EP = "http://127.0.0.1:8000"
 gauge = st.sampled_from([None, 0.0, 0.0, 0.0, 1.0, 2.0])  # empty most of the time
 counter = st.sampled_from([None, 5.0, 5.0, 6.0])  # often unchanged between two polls
 column = st.lists(st.one_of(st.none(), st.floats(-10, 10), st.sampled_from([0.0, 3.0])))
-threshold = st.one_of(st.none(), st.integers(-3, 3), st.floats(-5, 5), st.just("text"),
-                      st.booleans())  # fmt: skip
+threshold = st.one_of(
+    st.none(), st.integers(-3, 3), st.floats(-5, 5), st.just("text"), st.booleans()
+)
 
 
 @given(column, st.sampled_from(OPS), threshold)
-def test_a_column_compares_as_each_of_its_samples(values: list[float | None], op: str,
-                                                  thr: float | str | None) -> None:  # fmt: skip
+def test_a_column_compares_as_each_of_its_samples(
+    values: list[float | None], op: str, thr: float | str | None
+) -> None:
     assert compare_column(values, op, thr) == [compare(v, op, thr) for v in values]
 
 
 def store_of(rows: list[tuple[float | None, float | None, float | None]]) -> Store:
     store = Store(EP)
     for i, (running, waiting, gen) in enumerate(rows):
-        scalars = {SeriesKey(name, "m", "0", ""): v
-                   for name, v in (("running", running), ("waiting", waiting),
-                                   ("generation_tokens", gen)) if v is not None}  # fmt: skip
+        scalars = {
+            SeriesKey(name, "m", "0", ""): v
+            for name, v in (("running", running), ("waiting", waiting), ("generation_tokens", gen))
+            if v is not None
+        }
         store.ingest(Scrape(EP, float(i), latency_s=0.01, size_bytes=1, scalars=scalars))
     return store
 
@@ -84,13 +88,21 @@ def plain_truth(cond: Cond, store: Store, i: int) -> bool | None:
     return None if any(p is None for p in parts) else not decisive
 
 
-samples = st.builds(Sample, st.sampled_from([Operand("running"), Operand("waiting")]),
-                    st.sampled_from(OPS), st.sampled_from([0.0, 1.0, 2.0]))  # fmt: skip
-conds = st.recursive(samples, lambda inner: st.one_of(
-    st.builds(Not, inner),
-    st.builds(All, st.lists(inner, min_size=1, max_size=3).map(tuple)),
-    st.builds(AnyOf, st.lists(inner, min_size=1, max_size=3).map(tuple)),
-), max_leaves=6)  # fmt: skip
+samples = st.builds(
+    Sample,
+    st.sampled_from([Operand("running"), Operand("waiting")]),
+    st.sampled_from(OPS),
+    st.sampled_from([0.0, 1.0, 2.0]),
+)
+conds = st.recursive(
+    samples,
+    lambda inner: st.one_of(
+        st.builds(Not, inner),
+        st.builds(All, st.lists(inner, min_size=1, max_size=3).map(tuple)),
+        st.builds(AnyOf, st.lists(inner, min_size=1, max_size=3).map(tuple)),
+    ),
+    max_leaves=6,
+)
 
 
 @settings(max_examples=150)
@@ -124,14 +136,17 @@ def plain_holds(cond: Cond, knobs: dict[str, Knob]) -> bool | None:
     return None if any(p is None for p in parts) else not decisive
 
 
-knob_leaves = st.builds(KnobIs, st.sampled_from(["a", "b", "c"]), st.just("above"),
-                        st.just(0))  # fmt: skip
-knob_conds = st.recursive(knob_leaves, lambda inner: st.one_of(
-    st.builds(Not, inner),
-    st.builds(IfKnown, inner),
-    st.builds(All, st.lists(inner, min_size=1, max_size=4).map(tuple)),
-    st.builds(AnyOf, st.lists(inner, min_size=1, max_size=4).map(tuple)),
-), max_leaves=10)  # fmt: skip
+knob_leaves = st.builds(KnobIs, st.sampled_from(["a", "b", "c"]), st.just("above"), st.just(0))
+knob_conds = st.recursive(
+    knob_leaves,
+    lambda inner: st.one_of(
+        st.builds(Not, inner),
+        st.builds(IfKnown, inner),
+        st.builds(All, st.lists(inner, min_size=1, max_size=4).map(tuple)),
+        st.builds(AnyOf, st.lists(inner, min_size=1, max_size=4).map(tuple)),
+    ),
+    max_leaves=10,
+)
 knob_values = st.dictionaries(st.sampled_from(["a", "b", "c"]), st.sampled_from([1, -1]))
 
 

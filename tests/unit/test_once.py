@@ -50,8 +50,11 @@ def test_once_prints_signals_rates_and_config() -> None:
     assert sig["generation_tokens"]["total"] == 1500.0
     assert 500 < sig["generation_tokens"]["per_s"] < 1100  # 500 tokens in ~0.5 s
     cfg = ep["config"]
-    assert cfg["max_num_seqs"] == {"value": 48, "provenance": "flag",
-                                   "detail": "vtop --max-num-seqs"}  # fmt: skip
+    assert cfg["max_num_seqs"] == {
+        "value": 48,
+        "provenance": "flag",
+        "detail": "vtop --max-num-seqs",
+    }
     assert cfg["kv_capacity_tokens"]["value"] == 1600
     assert cfg["max_num_batched_tokens"]["provenance"] == "default"
     assert cfg["max_model_len"]["value"] == 4096
@@ -76,10 +79,22 @@ def test_once_reports_the_gpus_a_page_carries_and_says_where_they_come_from() ->
     the endpoint, source "page", even where this host has no NVIDIA driver (the top-level
     `gpu` is this host's NVML reading, and says so when it has none)."""
     sim = subprocess.Popen(
-        [sys.executable, "-m", "vtop", "sim", "--scenario", "healthy", "--port", "0",
-         "--duration", "60"],
-        stdout=subprocess.PIPE, text=True, cwd=ROOT,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "vtop",
+            "sim",
+            "--scenario",
+            "healthy",
+            "--port",
+            "0",
+            "--duration",
+            "60",
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+        cwd=ROOT,
+    )
     try:
         assert sim.stdout is not None
         url = sim.stdout.readline().split(" on ")[1].split()[0]
@@ -94,8 +109,9 @@ def test_once_reports_the_gpus_a_page_carries_and_says_where_they_come_from() ->
     nvml = {str(g["index"]) for g in doc["gpu"]["gpus"]}  # a host with a driver reads its own
     assert [g["gpu"] for g in ep["gpus"]] == ["0"]
     (gpu,) = ep["gpus"]
-    assert gpu["source"] == ("nvml (this host's driver)" if "0" in nvml
-                             else "page (dcgm-exporter series on /metrics)")  # fmt: skip
+    assert gpu["source"] == (
+        "nvml (this host's driver)" if "0" in nvml else "page (dcgm-exporter series on /metrics)"
+    )
     sig = gpu["signals"]
     assert 0 <= sig["gpu_util"]["last"] <= 100
     assert sig["gpu_mem_used"]["last"] > 1024**3  # a model's weights, in bytes

@@ -87,8 +87,17 @@ def test_o_naming_the_ca_certificates_is_refused(tmp_path: Path) -> None:
 
     ca = make_private_ca(tmp_path).ca
     before = ca.read_bytes()
-    result = vtop("--url", "https://127.0.0.1:9/", "--ca-cert", str(ca), "--report",
-                  "--duration", "1", "-o", str(ca))  # fmt: skip
+    result = vtop(
+        "--url",
+        "https://127.0.0.1:9/",
+        "--ca-cert",
+        str(ca),
+        "--report",
+        "--duration",
+        "1",
+        "-o",
+        str(ca),
+    )
     assert result.returncode == 3
     assert result.stderr == (
         f"vtop: -o {ca} names the CA certificates of --ca-cert ({ca}); write the output to "
@@ -172,8 +181,13 @@ def test_o_dev_stdout_feeds_a_pipe_and_appends_where_the_shell_appends(
     log.write_text("yesterday's report\n")
     inode = log.stat().st_ino
     with log.open("a") as appended:
-        code = subprocess.run([sys.executable, "-m", "vtop", *args], stdout=appended,
-                              cwd=ROOT, timeout=120, check=False).returncode  # fmt: skip
+        code = subprocess.run(
+            [sys.executable, "-m", "vtop", *args],
+            stdout=appended,
+            cwd=ROOT,
+            timeout=120,
+            check=False,
+        ).returncode
     assert code in (0, 1, 2)
     text = log.read_text()
     assert text.startswith("yesterday's report\n{") and json.loads(text.split("\n", 1)[1])

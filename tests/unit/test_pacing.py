@@ -13,10 +13,11 @@ from vtop.sources.sim import SimSource
 
 def frame(t: float, *latencies: float | None) -> Frame:
     scrapes = tuple(
-        Scrape(f"http://h{i}", t, latency_s=lat) if lat is not None
+        Scrape(f"http://h{i}", t, latency_s=lat)
+        if lat is not None
         else Scrape(f"http://h{i}", t, latency_s=0.8, error="no answer within 0.8 s")
         for i, lat in enumerate(latencies or (0.01,))
-    )  # fmt: skip
+    )
     return Frame(t, scrapes)
 
 

@@ -31,8 +31,15 @@ CONSTRAINTS = {
 
 def vtop(*args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    return subprocess.run([sys.executable, "-m", "vtop", *args], capture_output=True, text=True,
-                          cwd=cwd, env=env, timeout=120, check=False)  # fmt: skip
+    return subprocess.run(
+        [sys.executable, "-m", "vtop", *args],
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        env=env,
+        timeout=120,
+        check=False,
+    )
 
 
 def test_license_and_metadata() -> None:
@@ -74,10 +81,18 @@ def test_version_names_python_textual_and_the_vllm_dialects() -> None:
 
 
 def test_version_does_not_load_textual() -> None:
-    code = ("import sys\nfrom vtop.cli import main\ntry:\n    main(['--version'])\n"
-            "except SystemExit:\n    pass\nprint('textual' in sys.modules)")  # fmt: skip
-    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                            cwd=ROOT, timeout=60, check=True)  # fmt: skip
+    code = (
+        "import sys\nfrom vtop.cli import main\ntry:\n    main(['--version'])\n"
+        "except SystemExit:\n    pass\nprint('textual' in sys.modules)"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=60,
+        check=True,
+    )
     assert result.stdout.splitlines()[-1] == "False"
 
 
@@ -91,8 +106,10 @@ def test_rules_test_defaults_to_the_shipped_rule_tests_outside_a_checkout(
     result = vtop("rules", "test", "-q", cwd=tmp_path)
     assert result.returncode == 0, result.stdout + result.stderr
     passed = int(result.stdout.splitlines()[-1].split()[0])
-    shipped = sum(len(re.findall(r"^  - name:", p.read_text(), re.M))
-                  for p in (ROOT / "tests" / "rules").glob("*.test.yaml"))  # fmt: skip
+    shipped = sum(
+        len(re.findall(r"^  - name:", p.read_text(), re.M))
+        for p in (ROOT / "tests" / "rules").glob("*.test.yaml")
+    )
     assert passed == shipped > 50
 
 
@@ -100,10 +117,18 @@ def test_the_program_ends_with_its_code_and_its_output_but_no_teardown() -> None
     # `console` (the `vtop` script, `python -m vtop`) flushes what was written and leaves
     # without the interpreter's teardown: an atexit hook never runs, a pending line still
     # arrives, and the exit code is main's.
-    code = ("import atexit, sys\nimport vtop.cli.dispatch as d\n"
-            "atexit.register(lambda: print('teardown ran'))\n"
-            "d.main = lambda: (sys.stdout.write('pending, unflushed'), 3)[1]\n"
-            "d.console()")  # fmt: skip
-    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                            cwd=ROOT, timeout=60, check=False)  # fmt: skip
+    code = (
+        "import atexit, sys\nimport vtop.cli.dispatch as d\n"
+        "atexit.register(lambda: print('teardown ran'))\n"
+        "d.main = lambda: (sys.stdout.write('pending, unflushed'), 3)[1]\n"
+        "d.console()"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=60,
+        check=False,
+    )
     assert (result.returncode, result.stdout, result.stderr) == (3, "pending, unflushed", "")

@@ -43,10 +43,22 @@ def test_whatif_fits_the_gpu_the_page_reports() -> None:
     # Issue 25: `vtop whatif --url` against `vtop sim` fitted the CPU build's prior beside
     # the RTX 4090 the page reports (the dashboard and --once read it).
     sim = subprocess.Popen(
-        [sys.executable, "-m", "vtop", "sim", "--scenario", "healthy", "--port", "0",
-         "--duration", "60"],
-        stdout=subprocess.PIPE, text=True, cwd=ROOT,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "vtop",
+            "sim",
+            "--scenario",
+            "healthy",
+            "--port",
+            "0",
+            "--duration",
+            "60",
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+        cwd=ROOT,
+    )
     try:
         assert sim.stdout is not None
         url = sim.stdout.readline().split(" on ")[1].split()[0].removesuffix("/metrics")

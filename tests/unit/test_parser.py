@@ -59,8 +59,10 @@ def test_help_lines_without_samples_and_blank_lines() -> None:
 
 
 def test_nan_and_inf_are_not_measurements() -> None:
-    sc = read("vllm:num_requests_running NaN\nvllm:num_requests_waiting +Inf\n"
-              "vllm:kv_cache_usage_perc -0.3\n")  # fmt: skip
+    sc = read(
+        "vllm:num_requests_running NaN\nvllm:num_requests_waiting +Inf\n"
+        "vllm:kv_cache_usage_perc -0.3\n"
+    )
     assert SeriesKey("running") not in sc.scalars
     assert SeriesKey("waiting") not in sc.scalars
     assert sc.scalars[SeriesKey("kv_usage")] == -0.3  # suspect, but kept for the UI to flag
@@ -134,13 +136,21 @@ LINE = st.one_of(
     st.text(max_size=80),
     st.builds(
         lambda n, k, v, x: f'{n}{{{k}="{v}"}} {x}',
-        st.sampled_from(["vllm:num_requests_running", "vllm:iteration_tokens_total_bucket",
-                         "vllm:time_to_first_token_seconds_count", "x", "1x", ""]),
+        st.sampled_from(
+            [
+                "vllm:num_requests_running",
+                "vllm:iteration_tokens_total_bucket",
+                "vllm:time_to_first_token_seconds_count",
+                "x",
+                "1x",
+                "",
+            ]
+        ),
         st.sampled_from(["le", "engine", "model_name", "pid", "", "a b"]),
         st.text(max_size=20),
         st.one_of(st.floats().map(repr), st.text(max_size=8)),
     ),
-)  # fmt: skip
+)
 
 
 @settings(max_examples=400, deadline=timedelta(milliseconds=500))

@@ -60,8 +60,9 @@ def spell(value: float, style: int) -> str:
     return f"{value:g}"
 
 
-VALUE = st.builds(spell, st.floats(allow_nan=True, allow_infinity=True, width=64),
-                  st.integers(0, 3))  # fmt: skip
+VALUE = st.builds(
+    spell, st.floats(allow_nan=True, allow_infinity=True, width=64), st.integers(0, 3)
+)
 TIMESTAMP = st.one_of(st.just(""), st.integers(0, 2**42).map(lambda t: f" {t}"))
 
 
@@ -116,8 +117,9 @@ def vtop_samples(text: str) -> Counter[tuple[str, tuple[tuple[str, str], ...], s
     return Counter((n, tuple(sorted(lab)), same(v)) for n, lab, v in iter_samples(text))
 
 
-@settings(max_examples=300, deadline=timedelta(seconds=2),
-          suppress_health_check=[HealthCheck.too_slow])  # fmt: skip
+@settings(
+    max_examples=300, deadline=timedelta(seconds=2), suppress_health_check=[HealthCheck.too_slow]
+)
 @given(page())
 def test_every_sample_is_read_as_prometheus_client_reads_it(text: str) -> None:
     assert vtop_samples(text) == client_samples(text)
@@ -141,8 +143,14 @@ def vllm_page(draw: st.DrawFn) -> str:
     signal's own label, stray extra labels (multiprocess `pid`), histograms with their buckets
     in order, and values in every spelling."""
     lines: list[str] = []
-    models = draw(st.lists(st.sampled_from(["qwen", "llama", 'we"ird\\name', ""]), min_size=1,
-                           max_size=2, unique=True))  # fmt: skip
+    models = draw(
+        st.lists(
+            st.sampled_from(["qwen", "llama", 'we"ird\\name', ""]),
+            min_size=1,
+            max_size=2,
+            unique=True,
+        )
+    )
     for family in draw(st.lists(st.sampled_from(FAMILIES), max_size=8, unique=True)):
         wires = _BY_FAMILY[family]
         route = WIRE[wires[0]]
@@ -152,8 +160,9 @@ def vllm_page(draw: st.DrawFn) -> str:
             typename = {Kind.HISTOGRAM: "histogram", Kind.COUNTER: "counter"}.get(kind, "gauge")
             lines.append(f"# TYPE {family} {typename}")
         for model in models:
-            for engine in draw(st.lists(st.sampled_from(["0", "1", "2"]), min_size=1, max_size=2,
-                                        unique=True)):  # fmt: skip
+            for engine in draw(
+                st.lists(st.sampled_from(["0", "1", "2"]), min_size=1, max_size=2, unique=True)
+            ):
                 fixed: list[tuple[str, str]] = [("model_name", model), ("engine", engine)]
                 if route.signal.label:
                     fixed.append((route.signal.label, draw(st.sampled_from(["a", "b"]))))
@@ -161,13 +170,26 @@ def vllm_page(draw: st.DrawFn) -> str:
                     fixed.append(("pid", draw(st.sampled_from(["1", "2"]))))
                 head = ",".join(f'{k}="{escape_label(v)}"' for k, v in fixed)
                 if kind is Kind.HISTOGRAM:
-                    bounds = sorted(set(draw(st.lists(st.sampled_from(
-                        [0.001, 0.01, 0.1, 0.5, 1.0, 2.5, 10.0, 60.0]), max_size=4))))  # fmt: skip
+                    bounds = sorted(
+                        set(
+                            draw(
+                                st.lists(
+                                    st.sampled_from([0.001, 0.01, 0.1, 0.5, 1.0, 2.5, 10.0, 60.0]),
+                                    max_size=4,
+                                )
+                            )
+                        )
+                    )
                     les = [spell(b, draw(st.integers(0, 3))) for b in bounds]
                     if draw(st.booleans()):
                         les.append("+Inf")
-                    counts = sorted(draw(st.lists(st.integers(0, 10**6), min_size=len(les) + 1,
-                                                  max_size=len(les) + 1)))  # fmt: skip
+                    counts = sorted(
+                        draw(
+                            st.lists(
+                                st.integers(0, 10**6), min_size=len(les) + 1, max_size=len(les) + 1
+                            )
+                        )
+                    )
                     for le, n in zip(les, counts, strict=False):
                         lines.append(f'{family}_bucket{{{head},le="{le}"}} {n}')
                     if draw(st.booleans()):
@@ -179,8 +201,9 @@ def vllm_page(draw: st.DrawFn) -> str:
     return "\n".join(lines) + "\n"
 
 
-@settings(max_examples=300, deadline=timedelta(seconds=2),
-          suppress_health_check=[HealthCheck.too_slow])  # fmt: skip
+@settings(
+    max_examples=300, deadline=timedelta(seconds=2), suppress_health_check=[HealthCheck.too_slow]
+)
 @given(vllm_page())
 def test_page_reader_gives_what_prometheus_client_gives(text: str) -> None:
     scrape = PageReader().read(text, endpoint="e", t=0.0)

@@ -23,8 +23,9 @@ EMPTY_VECTOR = json.dumps({"status": "success", "data": {"resultType": "vector",
 def test_url_credentials_go_as_basic_auth_and_never_into_a_log(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    script = Script(routes={"/api/v1/query": Answer(EMPTY_VECTOR.encode(),
-                                                    content_type="application/json")})  # fmt: skip
+    script = Script(
+        routes={"/api/v1/query": Answer(EMPTY_VECTOR.encode(), content_type="application/json")}
+    )
     with PageServer(script) as server:
         url = server.url.replace("http://", "http://ops:pr0m-s3cret@")
         source = PrometheusSource(url)

@@ -37,8 +37,11 @@ def series(name: str, values: str) -> dict[str, str]:
 
 def expected(rules: dict[str, Any], alert: str, severity: str) -> dict[str, Any]:
     """The alert promtool should see: the rule's labels and its annotations, templated."""
-    rule = next(r for r in rules["groups"][0]["rules"]
-                if r["alert"] == alert and r["labels"]["severity"] == severity)  # fmt: skip
+    rule = next(
+        r
+        for r in rules["groups"][0]["rules"]
+        if r["alert"] == alert and r["labels"]["severity"] == severity
+    )
     ann = dict(rule["annotations"])
     ann["summary"] = ann["summary"].replace("{{ $labels.instance }}", TARGET["instance"])
     return {"exp_labels": {**rule["labels"], **TARGET}, "exp_annotations": ann}
@@ -59,8 +62,14 @@ def promtool_test(
     doc = {"rule_files": ["vtop.rules.yml"], "evaluation_interval": "5s", "tests": tests}
     (tmp_path / "test.yml").write_text(yaml.safe_dump(doc, sort_keys=False, width=1000))
     assert PROMTOOL is not None
-    run = subprocess.run([PROMTOOL, "test", "rules", "test.yml"], cwd=tmp_path,
-                         capture_output=True, text=True, timeout=300, check=False)  # fmt: skip
+    run = subprocess.run(
+        [PROMTOOL, "test", "rules", "test.yml"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
     return rules, run.stdout + run.stderr
 
 
@@ -94,18 +103,26 @@ def test_memory_ceiling_fires_after_for_escalates_and_holds_on_its_recovery_leve
         ]
 
     tests = [
-        {"interval": "1s", "_expect": expect_warning, "input_series": [
-            *KV_FULL_BELOW_CAP,
-            series("vllm:kv_cache_usage_perc", "0.95x180 0.85x180 0.5x240"),
-            series("vllm:num_preemptions_total", "0x600"),
-        ]},
+        {
+            "interval": "1s",
+            "_expect": expect_warning,
+            "input_series": [
+                *KV_FULL_BELOW_CAP,
+                series("vllm:kv_cache_usage_perc", "0.95x180 0.85x180 0.5x240"),
+                series("vllm:num_preemptions_total", "0x600"),
+            ],
+        },
         # 2 preemptions/s: critical (vLLM's dashboard red is 1/s), warning alongside
-        {"interval": "1s", "_expect": expect_critical, "input_series": [
-            *KV_FULL_BELOW_CAP,
-            series("vllm:kv_cache_usage_perc", "0.96x600"),
-            series("vllm:num_preemptions_total", "0+2x600"),
-        ]},
-    ]  # fmt: skip
+        {
+            "interval": "1s",
+            "_expect": expect_critical,
+            "input_series": [
+                *KV_FULL_BELOW_CAP,
+                series("vllm:kv_cache_usage_perc", "0.96x600"),
+                series("vllm:num_preemptions_total", "0+2x600"),
+            ],
+        },
+    ]
     _, out = promtool_test(tmp_path, tests)
     assert "SUCCESS" in out, out
 
@@ -113,18 +130,27 @@ def test_memory_ceiling_fires_after_for_escalates_and_holds_on_its_recovery_leve
 def test_a_queue_behind_the_cap_is_budget_too_small_not_memory(tmp_path: Path) -> None:
     def expect(rules: dict[str, Any], t: dict[str, Any]) -> None:
         t["alert_rule_test"] = [
-            {"eval_time": "4m", "alertname": "VtopBudgetTooSmall",
-             "exp_alerts": [expected(rules, "VtopBudgetTooSmall", "warning")]},
+            {
+                "eval_time": "4m",
+                "alertname": "VtopBudgetTooSmall",
+                "exp_alerts": [expected(rules, "VtopBudgetTooSmall", "warning")],
+            },
             {"eval_time": "4m", "alertname": "VtopMemoryCeiling", "exp_alerts": []},
-        ]  # fmt: skip
+        ]
 
-    tests = [{"interval": "1s", "_expect": expect, "input_series": [
-        series("vllm:num_requests_running", "64x300"),  # at max_num_seqs 64 (--knob)
-        series("vllm:num_requests_waiting", "30x300"),
-        series("vllm:kv_cache_usage_perc", "0.4x300"),
-        series("vllm:num_preemptions_total", "0x300"),
-        series("vllm:generation_tokens_total", "0+900x300"),
-    ]}]  # fmt: skip
+    tests = [
+        {
+            "interval": "1s",
+            "_expect": expect,
+            "input_series": [
+                series("vllm:num_requests_running", "64x300"),  # at max_num_seqs 64 (--knob)
+                series("vllm:num_requests_waiting", "30x300"),
+                series("vllm:kv_cache_usage_perc", "0.4x300"),
+                series("vllm:num_preemptions_total", "0x300"),
+                series("vllm:generation_tokens_total", "0+900x300"),
+            ],
+        }
+    ]
     _, out = promtool_test(tmp_path, tests)
     assert "SUCCESS" in out, out
 
@@ -141,22 +167,31 @@ def test_the_replica_with_the_full_kv_alerts_and_its_empty_peer_and_a_lone_model
             # the 2-min median crosses at once (the subquery sees the data there is); for 1m
             {"eval_time": "50s", "alertname": "VtopReplicaImbalance", "exp_alerts": []},
             # only on 10.0.0.5: not on its empty peer, nor on the full server of another model
-            {"eval_time": "4m", "alertname": "VtopReplicaImbalance",
-             "exp_alerts": [expected(rules, "VtopReplicaImbalance", "warning")]},
-        ]  # fmt: skip
+            {
+                "eval_time": "4m",
+                "alertname": "VtopReplicaImbalance",
+                "exp_alerts": [expected(rules, "VtopReplicaImbalance", "warning")],
+            },
+        ]
 
     full, empty, alone = "10.0.0.5:8000", "10.0.0.6:8000", "10.0.0.7:8000"
-    tests = [{"interval": "1s", "_expect": expect, "input_series": [
-        on(full, "m", "vllm:num_requests_running", "40x300"),
-        on(full, "m", "vllm:kv_cache_usage_perc", "0.98x300"),
-        on(empty, "m", "vllm:num_requests_running", "3x300"),
-        on(empty, "m", "vllm:kv_cache_usage_perc", "0.12x300"),
-        on(full, "m", "vllm:num_requests_waiting", "6x300"),
-        on(empty, "m", "vllm:num_requests_waiting", "0x300"),
-        on(alone, "other", "vllm:num_requests_waiting", "6x300"),
-        on(alone, "other", "vllm:num_requests_running", "40x300"),
-        on(alone, "other", "vllm:kv_cache_usage_perc", "0.98x300"),
-    ]}]  # fmt: skip
+    tests = [
+        {
+            "interval": "1s",
+            "_expect": expect,
+            "input_series": [
+                on(full, "m", "vllm:num_requests_running", "40x300"),
+                on(full, "m", "vllm:kv_cache_usage_perc", "0.98x300"),
+                on(empty, "m", "vllm:num_requests_running", "3x300"),
+                on(empty, "m", "vllm:kv_cache_usage_perc", "0.12x300"),
+                on(full, "m", "vllm:num_requests_waiting", "6x300"),
+                on(empty, "m", "vllm:num_requests_waiting", "0x300"),
+                on(alone, "other", "vllm:num_requests_waiting", "6x300"),
+                on(alone, "other", "vllm:num_requests_running", "40x300"),
+                on(alone, "other", "vllm:kv_cache_usage_perc", "0.98x300"),
+            ],
+        }
+    ]
     _, out = promtool_test(tmp_path, tests, ("replica-imbalance",))
     assert "SUCCESS" in out, out
 
@@ -165,14 +200,25 @@ def test_a_test_that_should_fail_does(tmp_path: Path) -> None:
     """The harness can fail: expecting memory-ceiling on a healthy server is an error."""
 
     def expect(rules: dict[str, Any], t: dict[str, Any]) -> None:
-        t["alert_rule_test"] = [{"eval_time": "3m", "alertname": "VtopMemoryCeiling",
-                                 "exp_alerts": [expected(rules, "VtopMemoryCeiling", "warning")]}]  # fmt: skip
+        t["alert_rule_test"] = [
+            {
+                "eval_time": "3m",
+                "alertname": "VtopMemoryCeiling",
+                "exp_alerts": [expected(rules, "VtopMemoryCeiling", "warning")],
+            }
+        ]
 
-    tests = [{"interval": "1s", "_expect": expect, "input_series": [
-        series("vllm:num_requests_running", "10x300"),
-        series("vllm:num_requests_waiting", "0x300"),
-        series("vllm:kv_cache_usage_perc", "0.3x300"),
-        series("vllm:num_preemptions_total", "0x300"),
-    ]}]  # fmt: skip
+    tests = [
+        {
+            "interval": "1s",
+            "_expect": expect,
+            "input_series": [
+                series("vllm:num_requests_running", "10x300"),
+                series("vllm:num_requests_waiting", "0x300"),
+                series("vllm:kv_cache_usage_perc", "0.3x300"),
+                series("vllm:num_preemptions_total", "0x300"),
+            ],
+        }
+    ]
     _, out = promtool_test(tmp_path, tests)
     assert "SUCCESS" not in out and "FAILED" in out

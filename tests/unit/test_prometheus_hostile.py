@@ -35,8 +35,17 @@ from vtop.sources.prometheus.client import RANGE_MAX_BYTES
 from vtop.sources.prometheus.series import Classifier, classify
 from vtop.ui.headline import short_url
 
-NOT_HOSTS = ["[::1", "[zz]:80", "a b c", "::::", "\x1b[2J\x1b]52;c;SGk=\x07", "x" * 5000,
-             "http://u:pw@h/", "%zz", "[::1]:99999"]  # fmt: skip
+NOT_HOSTS = [
+    "[::1",
+    "[zz]:80",
+    "a b c",
+    "::::",
+    "\x1b[2J\x1b]52;c;SGk=\x07",
+    "x" * 5000,
+    "http://u:pw@h/",
+    "%zz",
+    "[::1]:99999",
+]
 
 
 def read(prom: HostilePrometheus, *, backfill_s: float = 0.0, polls: int = 1) -> Monitor:
@@ -61,8 +70,9 @@ def read(prom: HostilePrometheus, *, backfill_s: float = 0.0, polls: int = 1) ->
 def report(prom: HostilePrometheus, *extra: str) -> tuple[int, dict[str, Any]]:
     out = io.StringIO()
     with contextlib.redirect_stdout(out):
-        code = vtop_main(["--prometheus", prom.url, "--report", "--duration", "1",
-                          "--format", "json", *extra])  # fmt: skip
+        code = vtop_main(
+            ["--prometheus", prom.url, "--report", "--duration", "1", "--format", "json", *extra]
+        )
     return code, json.loads(out.getvalue())
 
 
@@ -192,10 +202,18 @@ def test_backfill_points_whose_time_is_no_number_are_skipped() -> None:
 
     def backfill(form: Any) -> Any:
         result = []
-        for metric, value in page_series(fleet.targets[("vllm", "127.0.0.1:8000")], "vllm",
-                                         "127.0.0.1:8000"):  # fmt: skip
-            points = [[good, value], [[1], value], [{"t": 1}, value], ["soon", value],
-                      [None, value], [1e999, value], [good]]  # fmt: skip
+        for metric, value in page_series(
+            fleet.targets[("vllm", "127.0.0.1:8000")], "vllm", "127.0.0.1:8000"
+        ):
+            points = [
+                [good, value],
+                [[1], value],
+                [{"t": 1}, value],
+                ["soon", value],
+                [None, value],
+                [1e999, value],
+                [good],
+            ]
             result.append({"metric": metric, "values": points})
         stamp = {"__name__": "vtop_scrape_timestamp", "job": "vllm", "instance": "127.0.0.1:8000"}
         result.append({"metric": stamp, "values": [[good, str(good)], [[1], "x"]]})
@@ -228,8 +246,12 @@ def test_series_are_remembered_within_a_bound_however_many_a_prometheus_invents(
         assert classifier(metric) == classify(metric)
         assert classifier(dict(metric)) is classifier(metric)
     for i in range(5000):
-        invented = {"__name__": "vllm:num_requests_running", "job": "vllm",
-                    "instance": "127.0.0.1:8000", "model_name": f"m{i}"}  # fmt: skip
+        invented = {
+            "__name__": "vllm:num_requests_running",
+            "job": "vllm",
+            "instance": "127.0.0.1:8000",
+            "model_name": f"m{i}",
+        }
         assert classifier(invented) == classify(invented)
         assert len(classifier) <= 1000
     # labels as a hostile server's JSON may hold them: not strings

@@ -56,8 +56,13 @@ def test_small_helpers() -> None:
 
 
 def test_a_series_head_is_the_page_head_without_target_labels() -> None:
-    metric = {"__name__": "vllm:num_requests_running", "engine": "0", "instance": "h:1",
-              "job": "vllm", "model_name": 'q"1\\n'}  # fmt: skip
+    metric = {
+        "__name__": "vllm:num_requests_running",
+        "engine": "0",
+        "instance": "h:1",
+        "job": "vllm",
+        "model_name": 'q"1\\n',
+    }
     assert head(metric) == 'vllm:num_requests_running{engine="0",model_name="q\\"1\\\\n"}'
     assert head({"__name__": "up", "job": "x"}) == "up"
 

@@ -13,8 +13,17 @@ from hypothesis import strategies as st
 from vtop.sources.promql import quote
 
 ROOT = Path(__file__).resolve().parents[2]
-SIMPLE = {"a": "\a", "b": "\b", "f": "\f", "n": "\n", "r": "\r", "t": "\t", "v": "\v",
-          "\\": "\\", '"': '"'}  # fmt: skip
+SIMPLE = {
+    "a": "\a",
+    "b": "\b",
+    "f": "\f",
+    "n": "\n",
+    "r": "\r",
+    "t": "\t",
+    "v": "\v",
+    "\\": "\\",
+    '"': '"',
+}
 """Go's one-character escapes inside double quotes (`\\'` is not one of them there)."""
 WIDE = {"x": 2, "u": 4, "U": 8}
 

@@ -71,11 +71,18 @@ def test_which_proxy_a_url_goes_through(url: str, env: dict[str, str], want: str
 
 
 def test_the_environment_is_read_in_both_cases_lowercase_first() -> None:
-    env = {"HTTP_PROXY": "http://upper:1", "http_proxy": "http://lower:1",
-           "HTTPS_PROXY": "http://upper:2", "NO_PROXY": "a,b", "all_proxy": " "}  # fmt: skip
+    env = {
+        "HTTP_PROXY": "http://upper:1",
+        "http_proxy": "http://lower:1",
+        "HTTPS_PROXY": "http://upper:2",
+        "NO_PROXY": "a,b",
+        "all_proxy": " ",
+    }
     assert dict(proxy_environment(env)) == {
-        "http_proxy": "http://lower:1", "https_proxy": "http://upper:2", "no_proxy": "a,b",
-    }  # fmt: skip
+        "http_proxy": "http://lower:1",
+        "https_proxy": "http://upper:2",
+        "no_proxy": "a,b",
+    }
 
 
 def test_a_socks_proxy_is_refused_in_words() -> None:
@@ -113,8 +120,13 @@ def private_ca(tmp_path_factory: pytest.TempPathFactory) -> Certs:
 def once(url: str, *extra: str, **env: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "vtop", "--url", url, "--once", "--interval", "0.5", *extra],
-        capture_output=True, text=True, cwd=ROOT, timeout=60, check=False, env=clean_env(**env),
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=60,
+        check=False,
+        env=clean_env(**env),
+    )
 
 
 def test_http_goes_through_the_proxy(server: PageServer) -> None:
@@ -135,29 +147,35 @@ def test_https_is_tunnelled_and_checked_against_the_private_ca(private_ca: Certs
         assert {(r.method, r.target) for r in proxy.requests} == {("CONNECT", f"{NAME}:{srv.port}")}
         untrusted = once(url, HTTPS_PROXY=proxy.url)
     (ep,) = json.loads(untrusted.stdout)["endpoints"]
-    assert ep["error"].startswith(f"cannot connect to {url}/metrics via proxy {proxy.url}: "
-                                  "TLS certificate not trusted")  # fmt: skip
+    assert ep["error"].startswith(
+        f"cannot connect to {url}/metrics via proxy {proxy.url}: TLS certificate not trusted"
+    )
 
 
 def test_loopback_is_never_proxied(server: PageServer) -> None:
     with ProxyServer({NAME: server.port}) as proxy:
         for host in ("127.0.0.1", "localhost"):
-            read_fine(once(f"http://{host}:{server.port}", HTTP_PROXY=proxy.url,
-                           ALL_PROXY=proxy.url))  # fmt: skip
+            read_fine(
+                once(f"http://{host}:{server.port}", HTTP_PROXY=proxy.url, ALL_PROXY=proxy.url)
+            )
     assert proxy.requests == []
 
 
 def test_proxy_credentials_are_sent_and_never_shown(server: PageServer) -> None:
     with ProxyServer({NAME: server.port}, auth="ops:s3cret-pw") as proxy:
         port = proxy.url.rsplit(":", 1)[1]
-        good = once(f"http://{NAME}:{server.port}",
-                    HTTP_PROXY=f"http://ops:s3cret-pw@127.0.0.1:{port}")  # fmt: skip
+        good = once(
+            f"http://{NAME}:{server.port}", HTTP_PROXY=f"http://ops:s3cret-pw@127.0.0.1:{port}"
+        )
         read_fine(good)
-        bad = once(f"http://{NAME}:{server.port}",
-                   HTTP_PROXY=f"http://ops:wrong-pw@127.0.0.1:{port}")  # fmt: skip
+        bad = once(
+            f"http://{NAME}:{server.port}", HTTP_PROXY=f"http://ops:wrong-pw@127.0.0.1:{port}"
+        )
     (ep,) = json.loads(bad.stdout)["endpoints"]
-    assert ep["error"] == "HTTP 407 Proxy Authentication Required from " \
-                          f"http://{NAME}:{server.port}/metrics"  # fmt: skip
+    assert (
+        ep["error"] == "HTTP 407 Proxy Authentication Required from "
+        f"http://{NAME}:{server.port}/metrics"
+    )
     for result in (good, bad):
         assert "s3cret" not in result.stdout + result.stderr
         assert "wrong-pw" not in result.stdout + result.stderr
@@ -166,8 +184,10 @@ def test_proxy_credentials_are_sent_and_never_shown(server: PageServer) -> None:
 def test_a_proxy_that_cannot_be_reached_is_named(server: PageServer) -> None:
     result = once(f"http://{NAME}:{server.port}", HTTP_PROXY="http://u:pw@127.0.0.1:9")
     (ep,) = json.loads(result.stdout)["endpoints"]
-    assert ep["error"] == (f"cannot connect to http://{NAME}:{server.port}/metrics via proxy "
-                           "http://127.0.0.1:9: connection refused")  # fmt: skip
+    assert ep["error"] == (
+        f"cannot connect to http://{NAME}:{server.port}/metrics via proxy "
+        "http://127.0.0.1:9: connection refused"
+    )
     assert result.returncode == 3
 
 
@@ -178,10 +198,14 @@ def test_a_socks_proxy_is_a_usage_error_for_a_proxied_url() -> None:
 
 
 async def test_prometheus_is_reached_through_the_proxy_too() -> None:
-    answer = Answer(b'{"status":"success","data":{"resultType":"vector","result":[]}}',
-                    content_type="application/json")  # fmt: skip
-    with PageServer(Script({"/api/v1/query": answer})) as prom, \
-            ProxyServer({"prom.test": prom.port}) as proxy:  # fmt: skip
+    answer = Answer(
+        b'{"status":"success","data":{"resultType":"vector","result":[]}}',
+        content_type="application/json",
+    )
+    with (
+        PageServer(Script({"/api/v1/query": answer})) as prom,
+        ProxyServer({"prom.test": prom.port}) as proxy,
+    ):
         options = ScrapeOptions.from_env(environ={"http_proxy": proxy.url})
         client = PrometheusClient(f"http://prom.test:{prom.port}", options)
         try:

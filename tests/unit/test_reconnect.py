@@ -50,7 +50,10 @@ async def test_a_restarted_server_is_read_a_second_after_a_long_outage() -> None
                 assert scrape.error is not None and scrape.error.endswith("connection refused")
                 status = source.status(url)
                 assert (status.state, status.attempt, status.retry_in_s) == (
-                    "reconnecting", attempt, 1.0)  # fmt: skip
+                    "reconnecting",
+                    attempt,
+                    1.0,
+                )
                 assert status.text == f"reconnecting (attempt {attempt}, next in 1 s)"
                 clock.now += 1.0
             back = Script({"/metrics": Answer(PAGE)})

@@ -36,16 +36,26 @@ VECTOR = json.dumps({"status": "success", "data": {"resultType": "vector", "resu
 @pytest.fixture
 def other() -> Iterator[PageServer]:
     """The server a redirect points to: it answers every page, and keeps what it was sent."""
-    script = Script({"/metrics": Answer(PAGE), "/elsewhere/metrics": Answer(PAGE),
-                     "/api/v1/query": Answer(VECTOR.encode(),
-                                             content_type="application/json")})  # fmt: skip
+    script = Script(
+        {
+            "/metrics": Answer(PAGE),
+            "/elsewhere/metrics": Answer(PAGE),
+            "/api/v1/query": Answer(VECTOR.encode(), content_type="application/json"),
+        }
+    )
     with PageServer(script) as srv:
         yield srv
 
 
 def named_redirecting_to(location: str, status: int = 302) -> PageServer:
-    return PageServer(Script({"/metrics": Answer(status=status, location=location),
-                              "/api/v1/query": Answer(status=307, location=location)}))  # fmt: skip
+    return PageServer(
+        Script(
+            {
+                "/metrics": Answer(status=status, location=location),
+                "/api/v1/query": Answer(status=307, location=location),
+            }
+        )
+    )
 
 
 def secrets_in(script: Script) -> list[str]:
@@ -90,8 +100,12 @@ def test_a_redirect_to_another_host_name_gets_none_either(other: PageServer) -> 
 
 
 def test_a_redirect_within_the_named_server_keeps_them() -> None:
-    script = Script({"/metrics": Answer(status=307, location="/elsewhere/metrics"),
-                     "/elsewhere/metrics": Answer(PAGE)})  # fmt: skip
+    script = Script(
+        {
+            "/metrics": Answer(status=307, location="/elsewhere/metrics"),
+            "/elsewhere/metrics": Answer(PAGE),
+        }
+    )
     with PageServer(script) as named:
         assert scrape(named.url) is None
     (first, h1), (second, h2) = script.requests
@@ -177,8 +191,17 @@ def test_the_command_line_keeps_the_header_from_the_other_server(
         assert code == 0, capsys.readouterr().err
         assert named.script.requests[0][1]["X-Api-Key"] == KEY
         assert other.script.requests and secrets_in(other.script) == []
-        code = vtop_main(["--url", named.url, "--once", "--header", f"X-Api-Key: {KEY}",
-                          "--trust-redirect", f"127.0.0.1:{other.port}"])  # fmt: skip
+        code = vtop_main(
+            [
+                "--url",
+                named.url,
+                "--once",
+                "--header",
+                f"X-Api-Key: {KEY}",
+                "--trust-redirect",
+                f"127.0.0.1:{other.port}",
+            ]
+        )
         assert code == 0
     assert other.script.requests[-1][1]["X-Api-Key"] == KEY
 
@@ -204,16 +227,20 @@ def test_trust_redirect_that_is_no_host_is_a_usage_error(
 def test_a_redirect_to_another_scheme_says_so(location: str, what: str) -> None:
     with named_redirecting_to(location) as named:
         error = scrape(named.url)
-    assert error == (f"request to {named.url}/metrics failed: the server redirected to {what}; "
-                     "vtop follows http:// and https:// redirects only")  # fmt: skip
+    assert error == (
+        f"request to {named.url}/metrics failed: the server redirected to {what}; "
+        "vtop follows http:// and https:// redirects only"
+    )
     assert "refused" not in error
 
 
 def test_a_redirect_loop_is_one_line() -> None:
     with PageServer(Script({"/metrics": Answer(status=302, location="/metrics")})) as named:
         error = scrape(named.url)
-    assert error == (f"request to {named.url}/metrics failed: more than "
-                     f"{redirects.MAX_REDIRECTS} redirects (a redirect loop?)")  # fmt: skip
+    assert error == (
+        f"request to {named.url}/metrics failed: more than "
+        f"{redirects.MAX_REDIRECTS} redirects (a redirect loop?)"
+    )
 
 
 def test_a_redirect_with_an_endless_body_is_not_read_to_its_end(other: PageServer) -> None:
@@ -238,9 +265,11 @@ def test_a_redirect_httpx_cannot_read_is_one_line_too(location: str) -> None:
     (a traceback) for a Location with a scheme, no host and a path not starting with /."""
     with named_redirecting_to(location) as named:
         error = scrape(named.url)
-    assert error == (f"request to {named.url}/metrics failed: the server redirected to a "
-                     "Location vtop cannot follow; vtop follows http:// and https:// "
-                     "redirects only")  # fmt: skip
+    assert error == (
+        f"request to {named.url}/metrics failed: the server redirected to a "
+        "Location vtop cannot follow; vtop follows http:// and https:// "
+        "redirects only"
+    )
 
 
 def test_a_location_that_is_no_url_is_one_line() -> None:

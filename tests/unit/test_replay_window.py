@@ -24,9 +24,14 @@ END = START + 901.0
 
 
 def report(*args: str) -> tuple[int, dict[str, object] | str]:
-    result = subprocess.run([sys.executable, "-m", "vtop", "--replay", TRACE, "--report",
-                             "--format", "json", *args], capture_output=True, text=True,
-                            cwd=ROOT, timeout=120, check=False)  # fmt: skip
+    result = subprocess.run(
+        [sys.executable, "-m", "vtop", "--replay", TRACE, "--report", "--format", "json", *args],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=120,
+        check=False,
+    )
     if result.returncode == 3 and not result.stdout:
         return 3, result.stderr
     return result.returncode, json.loads(result.stdout)

@@ -30,16 +30,20 @@ KNOBS = {"max_num_seqs": Knob("max_num_seqs", 64, "flag")}
 A, B, C = "http://a:8000", "http://b:8000", "http://c:8000"
 FULL = {"kv": 0.98, "running": 40.0, "waiting": 6.0}
 EMPTY = {"kv": 0.12, "running": 3.0, "waiting": 0.0}
-GAUGES = {"kv": "kv_cache_usage_perc", "running": "num_requests_running",
-          "waiting": "num_requests_waiting"}  # fmt: skip
+GAUGES = {
+    "kv": "kv_cache_usage_perc",
+    "running": "num_requests_running",
+    "waiting": "num_requests_waiting",
+}
 
 
 def page(load: dict[str, float]) -> str:
     """The captured page with this endpoint's gauges."""
     text = PAGE
     for what, metric in GAUGES.items():
-        text, n = re.subn(rf"^(vllm:{metric}\{{[^}}]*\}}) \S+$", rf"\g<1> {load[what]!r}", text,
-                          flags=re.M)  # fmt: skip
+        text, n = re.subn(
+            rf"^(vllm:{metric}\{{[^}}]*\}}) \S+$", rf"\g<1> {load[what]!r}", text, flags=re.M
+        )
         assert n == 1, metric
     return text
 

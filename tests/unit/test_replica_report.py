@@ -27,9 +27,12 @@ RULE = ROOT / "rules" / "replica-imbalance.yaml"
 
 def quick_rule(tmp: Path) -> Path:
     text = RULE.read_text()
-    for old, new in (("\nfor: 1m", "\nfor: 2s"), ("keep_firing_for: 1m", "keep_firing_for: 2s"),
-                     ("{evidence: 2m}", "{evidence: 2s}"),
-                     ("window: 2m", "window: 3s")):  # fmt: skip
+    for old, new in (
+        ("\nfor: 1m", "\nfor: 2s"),
+        ("keep_firing_for: 1m", "keep_firing_for: 2s"),
+        ("{evidence: 2m}", "{evidence: 2s}"),
+        ("window: 2m", "window: 3s"),
+    ):
         assert old in text, old
         text = text.replace(old, new)
     rules = tmp / "rules"
@@ -39,18 +42,30 @@ def quick_rule(tmp: Path) -> Path:
 
 
 def server(load: dict[str, float]) -> PageServer:
-    return PageServer(Script({
-        "/metrics": Answer(page(load).encode()),
-        "/v1/models": Answer((CAPTURED / "models.json").read_bytes(),
-                             content_type="application/json"),
-        "/version": Answer((CAPTURED / "version.json").read_bytes(),
-                           content_type="application/json"),
-    }))  # fmt: skip
+    return PageServer(
+        Script(
+            {
+                "/metrics": Answer(page(load).encode()),
+                "/v1/models": Answer(
+                    (CAPTURED / "models.json").read_bytes(), content_type="application/json"
+                ),
+                "/version": Answer(
+                    (CAPTURED / "version.json").read_bytes(), content_type="application/json"
+                ),
+            }
+        )
+    )
 
 
 def vtop(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "vtop", *args], capture_output=True, text=True,
-                          cwd=ROOT, timeout=120, check=False)  # fmt: skip
+    return subprocess.run(
+        [sys.executable, "-m", "vtop", *args],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=120,
+        check=False,
+    )
 
 
 def replica_findings(doc: dict[str, object]) -> dict[str, dict[str, object]]:
@@ -63,8 +78,23 @@ def test_the_full_replica_is_found_live_and_in_the_replay(tmp_path: Path) -> Non
     rules = quick_rule(tmp_path)
     trace = tmp_path / "fleet.vtrace"
     with server(FULL) as full, server(EMPTY) as empty:
-        live = vtop("--url", full.url, "--url", empty.url, "--report", "--format", "json",
-                    "--duration", "8", "--interval", "0.5", "--rules", str(rules), "--record", str(trace))  # fmt: skip
+        live = vtop(
+            "--url",
+            full.url,
+            "--url",
+            empty.url,
+            "--report",
+            "--format",
+            "json",
+            "--duration",
+            "8",
+            "--interval",
+            "0.5",
+            "--rules",
+            str(rules),
+            "--record",
+            str(trace),
+        )
     assert live.returncode == 1, live.stderr  # a warning
     found = replica_findings(json.loads(live.stdout))
     assert set(found) == {full.url}, found

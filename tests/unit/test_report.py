@@ -379,8 +379,17 @@ def test_simulator_recorded_and_replayed_gives_the_same_signals_and_findings(
     tmp_path: Path,
 ) -> None:
     trace = tmp_path / "sim.vtrace"
-    live = vtop("--demo", "budget-too-small", "--report", "--format", "json", "--record",
-                str(trace), "--duration", "4m")  # fmt: skip
+    live = vtop(
+        "--demo",
+        "budget-too-small",
+        "--report",
+        "--format",
+        "json",
+        "--record",
+        str(trace),
+        "--duration",
+        "4m",
+    )
     assert live.returncode in (0, 1, 2), live.stderr
     replay = vtop("--replay", str(trace), "--report", "--format", "json")
     a, b = json.loads(live.stdout), json.loads(replay.stdout)

@@ -193,8 +193,21 @@ def test_each_record_matches_its_definition(td: type, schema: str) -> None:
 
 def test_every_definition_has_its_type() -> None:
     """Every record the schema defines is checked above (a new one needs a TypedDict)."""
-    typed = {"finding", "recommendation", "endpoint", "signals", "signal", "latency", "knob",
-             "stat", "knobs", "band", "prediction", "search", "alternative"}  # fmt: skip
+    typed = {
+        "finding",
+        "recommendation",
+        "endpoint",
+        "signals",
+        "signal",
+        "latency",
+        "knob",
+        "stat",
+        "knobs",
+        "band",
+        "prediction",
+        "search",
+        "alternative",
+    }
     assert set(SCHEMA["$defs"]) == typed
 
 

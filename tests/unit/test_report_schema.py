@@ -27,8 +27,19 @@ from vtop.report.run import replay_document
 
 ROOT = Path(__file__).resolve().parents[2]
 SCHEMA = json.loads((ROOT / "docs" / "report-schema.json").read_text())
-MAPS = {"knobs", "signals", "latency", "predicted", "changes", "withheld", "observed", "twin",
-        "errors", "families", "formula"}  # fmt: skip
+MAPS = {
+    "knobs",
+    "signals",
+    "latency",
+    "predicted",
+    "changes",
+    "withheld",
+    "observed",
+    "twin",
+    "errors",
+    "families",
+    "formula",
+}
 """Objects keyed by a name (a knob, a signal, a latency histogram, a predicted figure): open to
 new names, each value held to its record's schema."""
 
@@ -112,9 +123,16 @@ def test_a_report_with_new_optional_fields_everywhere_validates(report: dict[str
         lambda d: d["knobs"].update(new_knob="not a knob record"),
         lambda d: d["signals"].update(new_signal={"avg": "high"}),
     ],
-    ids=["status enum", "version const", "required", "type", "state enum", "knob map",
-         "signal map"],
-)  # fmt: skip
+    ids=[
+        "status enum",
+        "version const",
+        "required",
+        "type",
+        "state enum",
+        "knob map",
+        "signal map",
+    ],
+)
 def test_what_would_break_a_consumer_is_still_refused(report: dict[str, Any], spoil: Any) -> None:
     doc, _ = with_future_fields(report)
     spoil(doc)
@@ -123,8 +141,14 @@ def test_what_would_break_a_consumer_is_still_refused(report: dict[str, Any], sp
 
 
 def test_vtop_prints_the_schema_it_ships() -> None:
-    result = subprocess.run([sys.executable, "-m", "vtop", "--schema"], capture_output=True,
-                            text=True, cwd=ROOT, timeout=60, check=True)  # fmt: skip
+    result = subprocess.run(
+        [sys.executable, "-m", "vtop", "--schema"],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=60,
+        check=True,
+    )
     assert json.loads(result.stdout) == SCHEMA
     assert schema_path() == ROOT / "docs" / "report-schema.json"  # a checkout reads docs/
     jsonschema.Draft202012Validator.check_schema(json.loads(result.stdout))

@@ -33,13 +33,23 @@ EP = FRAMES[0].scrapes[0].endpoint
 Script = Callable[[int], list[Finding]]
 
 
-def finding(rule: str, state: FindingState = "firing", severity: Severity = Severity.WARNING,
-            by: str | None = None) -> Finding:  # fmt: skip
+def finding(
+    rule: str,
+    state: FindingState = "firing",
+    severity: Severity = Severity.WARNING,
+    by: str | None = None,
+) -> Finding:
     rec = Recommendation("max_num_seqs", None, 64, "raise", "demand", {})
     return Finding(
-        rule=rule, title=rule, endpoint=EP, severity=severity, state=state,
-        summary=f"{rule} says so", recommendations=() if by else (rec,), suppressed_by=by,
-    )  # fmt: skip
+        rule=rule,
+        title=rule,
+        endpoint=EP,
+        severity=severity,
+        state=state,
+        summary=f"{rule} says so",
+        recommendations=() if by else (rec,),
+        suppressed_by=by,
+    )
 
 
 def collect(script: Script) -> Document:
@@ -157,8 +167,10 @@ def test_on_the_simulator_the_report_says_what_the_engine_says_at_the_end() -> N
     for rule, f in at_end.items():
         engine = live[rule]
         assert (f["state"], f["suppressed_by"], f["summary"]) == (
-            engine.state, engine.suppressed_by, engine.summary
-        ), rule  # fmt: skip
+            engine.state,
+            engine.suppressed_by,
+            engine.summary,
+        ), rule
         # the same knobs; the values the engine's formula gave, unless the twin chose others
         assert [r["knob"] for r in f["recommendations"]] == [r.knob for r in engine.recommendations]
         prediction = f.get("prediction")
@@ -174,10 +186,22 @@ def test_on_the_simulator_the_report_says_what_the_engine_says_at_the_end() -> N
 
 def test_the_demo_report_leads_with_the_root_cause() -> None:
     result = subprocess.run(
-        [sys.executable, "-m", "vtop", "--demo", "budget-too-small", "--report", "--format",
-         "json"],
-        capture_output=True, text=True, cwd=ROOT, timeout=120, check=False,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "vtop",
+            "--demo",
+            "budget-too-small",
+            "--report",
+            "--format",
+            "json",
+        ],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=120,
+        check=False,
+    )
     assert result.returncode == 1, result.stderr
     doc = json.loads(result.stdout)
     jsonschema.Draft202012Validator(SCHEMA).validate(doc)
@@ -192,14 +216,21 @@ def test_the_demo_report_leads_with_the_root_cause() -> None:
     assert ttft["suppressed_since_t"] >= first["first_t"]
 
 
-def accruing(rule: str, severity: Severity = Severity.WARNING, needs: float | None = 15.0,
-             held: float = 30.0) -> Finding:  # fmt: skip
+def accruing(
+    rule: str, severity: Severity = Severity.WARNING, needs: float | None = 15.0, held: float = 30.0
+) -> Finding:
     """A rule whose condition holds while its evidence accrues (no advice, as the engine)."""
     f = Finding(
-        rule=rule, title=rule, endpoint=EP, severity=severity,
+        rule=rule,
+        title=rule,
+        endpoint=EP,
+        severity=severity,
         state="pending" if needs is not None else "insufficient",
-        summary=rule, held_s=held, for_s=held + (needs or 0.0), needs_s=needs,
-    )  # fmt: skip
+        summary=rule,
+        held_s=held,
+        for_s=held + (needs or 0.0),
+        needs_s=needs,
+    )
     return f if needs is not None else lacking(f, ["7 of 20 finished requests"])
 
 
@@ -242,10 +273,23 @@ def test_a_verdict_wins_over_a_rule_still_judged_and_info_never_makes_it_unknown
 
 def test_the_demo_starts_in_trouble_and_a_20_s_report_names_it() -> None:
     result = subprocess.run(
-        [sys.executable, "-m", "vtop", "--demo", "--report", "--duration", "20s",
-         "--format", "json"],
-        capture_output=True, text=True, cwd=ROOT, timeout=120, check=False,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "vtop",
+            "--demo",
+            "--report",
+            "--duration",
+            "20s",
+            "--format",
+            "json",
+        ],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=120,
+        check=False,
+    )
     doc = json.loads(result.stdout)
     assert doc["status"] == "WARNING" and result.returncode == 1, doc["reason"]
     assert doc["reason"].startswith("budget-too-small on sim://budget-too-small")

@@ -61,9 +61,13 @@ def test_every_markdown_table_has_a_header_row_with_every_cell_named(name: str) 
 
 
 DOCS = sorted(
-    [*ROOT.joinpath("docs").glob("*.md"), ROOT / "CONTRIBUTING.md", ROOT / "rules" / "README.md",
-     ROOT / "traces" / "README.md"]
-)  # fmt: skip
+    [
+        *ROOT.joinpath("docs").glob("*.md"),
+        ROOT / "CONTRIBUTING.md",
+        ROOT / "rules" / "README.md",
+        ROOT / "traces" / "README.md",
+    ]
+)
 
 
 @pytest.mark.parametrize("path", DOCS, ids=[str(p.relative_to(ROOT)) for p in DOCS])

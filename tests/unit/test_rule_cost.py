@@ -194,8 +194,9 @@ def test_a_fifo_and_a_huge_file_in_a_rules_folder_are_skipped_not_waited_on(
     loaded = bounded(lambda: load_paths([tmp_path]))
     assert set(loaded.rules) == {"evil"}
     said = sorted(str(e) for e in loaded.errors)
-    assert said[0].endswith("huge.yaml:0: -: cannot read: 262147 bytes, at most 262144 "
-                            "(256 KiB) in a rule file")  # fmt: skip
+    assert said[0].endswith(
+        "huge.yaml:0: -: cannot read: 262147 bytes, at most 262144 (256 KiB) in a rule file"
+    )
     assert said[1].endswith("pipe.yaml:0: -: cannot read: it is a FIFO, not a regular file")
 
 
@@ -216,8 +217,15 @@ def test_integers_stay_machine_sized() -> None:
 def store_with_polls(n: int = 5) -> Store:
     store = Store("http://h", capacity=64)
     for i in range(n):
-        store.ingest(Scrape("http://h", 1000.0 + i, latency_s=0.01, size_bytes=10,
-                            scalars={SeriesKey("running"): 3.0}))  # fmt: skip
+        store.ingest(
+            Scrape(
+                "http://h",
+                1000.0 + i,
+                latency_s=0.01,
+                size_bytes=10,
+                scalars={SeriesKey("running"): 3.0},
+            )
+        )
     return store
 
 
@@ -265,34 +273,56 @@ def write_test(tmp_path: Path, body: str) -> Path:
 @pytest.mark.parametrize(
     ("body", "said"),
     [
-        ("tests:\n  - input_series: [{series: running, values: '1x99999999999'}]\n",
-         "'1x99999999999': more than 3600 samples in one series"),
-        ("tests:\n  - interval: 0\n    finding_tests: [{rule: evil, eval_time: 1m}]\n",
-         "interval: from 10ms to 1h, got 0"),
+        (
+            "tests:\n  - input_series: [{series: running, values: '1x99999999999'}]\n",
+            "'1x99999999999': more than 3600 samples in one series",
+        ),
+        (
+            "tests:\n  - interval: 0\n    finding_tests: [{rule: evil, eval_time: 1m}]\n",
+            "interval: from 10ms to 1h, got 0",
+        ),
         ("tests:\n  - interval: 1ms\n", "interval: from 10ms to 1h"),
         ("interval: soon\ntests: []\n", "interval: expected a duration"),
-        ("tests:\n  - finding_tests: [{rule: evil, eval_time: 7d}]\n",
-         "604801 polls to run, at most 3600"),
-        ("tests:\n" + "  - finding_tests: [{rule: evil, eval_time: 3000s}]\n" * 7,
-         "its groups would run 21007 polls together, at most 20000"),
-        ("tests:\n  - finding_tests: [{rule: evil, eval_time: 2m..1m}]\n",
-         "eval_time ends before it starts"),
-        ("tests:\n  - finding_tests: [{rule: evil, eval_time: 1m, exp_findings: [3]}]\n",
-         "exp_findings: every item is a mapping"),
-        ("tests:\n  - input_series: [{series: running, values: '1e999'}]\n",
-         "samples must be finite numbers"),
-        ("tests:\n  - input_series: [{series: ttft, values: '1x5', bounds: [a]}]\n",
-         "bounds: expected up to 100 finite numbers"),
+        (
+            "tests:\n  - finding_tests: [{rule: evil, eval_time: 7d}]\n",
+            "604801 polls to run, at most 3600",
+        ),
+        (
+            "tests:\n" + "  - finding_tests: [{rule: evil, eval_time: 3000s}]\n" * 7,
+            "its groups would run 21007 polls together, at most 20000",
+        ),
+        (
+            "tests:\n  - finding_tests: [{rule: evil, eval_time: 2m..1m}]\n",
+            "eval_time ends before it starts",
+        ),
+        (
+            "tests:\n  - finding_tests: [{rule: evil, eval_time: 1m, exp_findings: [3]}]\n",
+            "exp_findings: every item is a mapping",
+        ),
+        (
+            "tests:\n  - input_series: [{series: running, values: '1e999'}]\n",
+            "samples must be finite numbers",
+        ),
+        (
+            "tests:\n  - input_series: [{series: ttft, values: '1x5', bounds: [a]}]\n",
+            "bounds: expected up to 100 finite numbers",
+        ),
         ("tests: [3]\n", "every test is a mapping"),
-        ("tests:\n  - knobs: {max_num_seqs: 0}\n",
-         ":3: knobs: max_num_seqs=0: expected a whole number from 1 to 1048576"),
+        (
+            "tests:\n  - knobs: {max_num_seqs: 0}\n",
+            ":3: knobs: max_num_seqs=0: expected a whole number from 1 to 1048576",
+        ),
         ("tests:\n  - knobs: {max_num_seqs: 1.0e+23}\n", "knobs: max_num_seqs=1e+23: expected"),
-        ("tests:\n  - knobs: {gpu_memory_utilization: .nan}\n",
-         "knobs: gpu_memory_utilization=nan: expected a number above 0 up to 1"),
-        ("tests:\n  - knobs: {kv_cache_dtype: {value: evil}}\n",
-         "knobs: kv_cache_dtype=evil: expected one of auto, bfloat16, fp8"),
+        (
+            "tests:\n  - knobs: {gpu_memory_utilization: .nan}\n",
+            "knobs: gpu_memory_utilization=nan: expected a number above 0 up to 1",
+        ),
+        (
+            "tests:\n  - knobs: {kv_cache_dtype: {value: evil}}\n",
+            "knobs: kv_cache_dtype=evil: expected one of auto, bfloat16, fp8",
+        ),
     ],
-)  # fmt: skip
+)
 def test_rule_test_notation_that_divided_by_zero_or_hung_is_one_line(
     tmp_path: Path, body: str, said: str
 ) -> None:
@@ -305,8 +335,13 @@ def test_rule_test_notation_that_divided_by_zero_or_hung_is_one_line(
 
 
 def vtop(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "vtop", *args], capture_output=True, text=True,
-                          timeout=timeout, check=False)  # fmt: skip
+    return subprocess.run(
+        [sys.executable, "-m", "vtop", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
 
 
 def test_rules_check_refuses_each_case_in_one_line_and_exits_1(tmp_path: Path) -> None:

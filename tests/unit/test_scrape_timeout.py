@@ -99,8 +99,7 @@ async def test_a_poll_in_flight_past_the_duration_ends_the_watch() -> None:
         source = LiveSource([srv.url], ScrapeOptions.from_env(interval_s=1.0, environ={}))
         began = time.monotonic()
         try:
-            polls = await watch(source, 1.0, frames.append, duration_s=1.0, min_polls=2,
-                                late_s=0.5)  # fmt: skip
+            polls = await watch(source, 1.0, frames.append, duration_s=1.0, min_polls=2, late_s=0.5)
         finally:
             await source.aclose()
     took = time.monotonic() - began
@@ -110,8 +109,13 @@ async def test_a_poll_in_flight_past_the_duration_ends_the_watch() -> None:
 
 async def test_the_connect_time_reads_get_the_same_timeout() -> None:
     late = Answer(b'{"version": "0.32.0"}', content_type="application/json", delay_s=SLOW_S)
-    script = Script({"/metrics": Answer(PAGE), "/version": late,
-                     "/v1/models": Answer(b'{"data": []}', delay_s=SLOW_S)})  # fmt: skip
+    script = Script(
+        {
+            "/metrics": Answer(PAGE),
+            "/version": late,
+            "/v1/models": Answer(b'{"data": []}', delay_s=SLOW_S),
+        }
+    )
     with PageServer(script) as srv:
         async with VllmScraper(srv.url, ScrapeOptions.from_env(interval_s=0.5, environ={})) as s:
             started = time.perf_counter()
@@ -126,8 +130,12 @@ def test_once_at_half_a_second_reads_a_server_answering_in_more() -> None:
     with PageServer(Script({"/metrics": Answer(PAGE, delay_s=SLOW_S)})) as srv:
         result = subprocess.run(
             [sys.executable, "-m", "vtop", "--url", srv.url, "--once", "--interval", "0.5"],
-            capture_output=True, text=True, cwd=ROOT, timeout=60, check=False,
-        )  # fmt: skip
+            capture_output=True,
+            text=True,
+            cwd=ROOT,
+            timeout=60,
+            check=False,
+        )
     assert result.returncode == 0, result.stderr
     (ep,) = json.loads(result.stdout)["endpoints"]
     assert ep["status"] == "ok", ep

@@ -102,8 +102,9 @@ def test_http_errors_carry_hints(status: int, hint: str) -> None:
 
 
 def test_html_page_is_not_metrics() -> None:
-    with serve(metrics=Answer(b"<!doctype html><html>login</html>", content_type="text/html")
-               ) as srv:  # fmt: skip
+    with serve(
+        metrics=Answer(b"<!doctype html><html>login</html>", content_type="text/html")
+    ) as srv:
         sc = run(one(srv.url))
     assert sc.error is not None and "looks like HTML" in sc.error
 
@@ -159,8 +160,11 @@ def test_only_one_request_in_flight() -> None:
 
 def test_info_reads_version_and_models() -> None:
     models = {"data": [{"id": "qwen", "max_model_len": 4096}]}
-    with serve(metrics=Answer(PAGE), version=Answer(b'{"version": "0.32.0"}'),
-               v1_models=Answer(json.dumps(models).encode())) as srv:  # fmt: skip
+    with serve(
+        metrics=Answer(PAGE),
+        version=Answer(b'{"version": "0.32.0"}'),
+        v1_models=Answer(json.dumps(models).encode()),
+    ) as srv:
 
         async def go() -> EndpointInfo:
             async with VllmScraper(srv.url) as s:

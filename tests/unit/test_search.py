@@ -78,7 +78,9 @@ def test_a_bound_the_user_gave_needs_its_figure_predicted() -> None:
     late = prediction({}, generation_tokens_per_s=100, preemptions_per_s=0.0, ttft_p90=3.0)
     assert Goals(max_ttft_s=2.0).misses(late) == ("TTFT p90 3s > 2s",)
     assert Goals(max_itl_s=0.05).misses(prediction({}, generation_tokens_per_s=1)) == (
-        "preemptions not predicted", "ITL mean not predicted")  # fmt: skip
+        "preemptions not predicted",
+        "ITL mean not predicted",
+    )
 
 
 # -- on the shipped traces -------------------------------------------------------------------
@@ -103,8 +105,9 @@ def test_on_the_kv_bound_trace_the_choice_is_the_dense_sweeps_optimum() -> None:
     assert plain and plain[0].meets and (plain[0].tokens or 0) < (choice.chosen.tokens or 0)
 
 
-def dense(whatif: WhatIf, formula: Mapping[str, KnobValue]) -> list[tuple[dict[str, KnobValue],
-                                                                            Prediction]]:  # fmt: skip
+def dense(
+    whatif: WhatIf, formula: Mapping[str, KnobValue]
+) -> list[tuple[dict[str, KnobValue], Prediction]]:
     """Every eighth max_num_seqs value from 8 to 160, with the formula's other knobs."""
     out = []
     for seats in range(8, 161, 8):
@@ -140,8 +143,7 @@ def test_a_gain_inside_the_twins_error_keeps_the_formulas_value() -> None:
 
     def flat(changes: Mapping[str, KnobValue]) -> Prediction:
         seats = seats_in(changes)  # from 48 to today's 256 seats, 5 % more: under the floor
-        return prediction(changes, generation_tokens_per_s=100 + seats / 40,
-                          preemptions_per_s=0.0)  # fmt: skip
+        return prediction(changes, generation_tokens_per_s=100 + seats / 40, preemptions_per_s=0.0)
 
     choice = search(whatif, formula, Goals(), kv_wall=False, run=flat)
     assert choice.checked and not choice.moved
@@ -184,8 +186,9 @@ def test_kv_is_the_wall_on_the_finding_or_on_the_figures() -> None:
 
 
 @settings(max_examples=60, deadline=None)
-@given(seed=st.integers(0, 2**32 - 1), kv_wall=st.booleans(), fp8=st.booleans(),
-       allow=st.booleans())  # fmt: skip
+@given(
+    seed=st.integers(0, 2**32 - 1), kv_wall=st.booleans(), fp8=st.booleans(), allow=st.booleans()
+)
 def test_the_search_holds_the_rules_and_the_goals_whatever_the_twin_says(
     seed: int, kv_wall: bool, fp8: bool, allow: bool
 ) -> None:
@@ -198,9 +201,15 @@ def test_the_search_holds_the_rules_and_the_goals_whatever_the_twin_says(
     def anything(changes: Mapping[str, KnobValue]) -> Prediction:
         key = tuple(sorted((k, str(v)) for k, v in changes.items()))
         preempt = rng.choice([0.0, 0.0, rng.uniform(0, 3)])
-        return drawn.setdefault(key, prediction(changes, generation_tokens_per_s=rng.uniform(1, 2000),
-                                                preemptions_per_s=preempt,
-                                                itl_p50=rng.uniform(0.5, 2.0)))  # fmt: skip
+        return drawn.setdefault(
+            key,
+            prediction(
+                changes,
+                generation_tokens_per_s=rng.uniform(1, 2000),
+                preemptions_per_s=preempt,
+                itl_p50=rng.uniform(0.5, 2.0),
+            ),
+        )
 
     formula: dict[str, KnobValue] = {"max_num_seqs": rng.randint(1, 300)}
     if fp8:

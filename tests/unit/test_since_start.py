@@ -19,8 +19,14 @@ T0 = 10_000.0
 BOUNDS = (0.5, 1.0, 2.0, 5.0)
 
 
-def store(*, start: float | None = T0 - 1000.0, tokens_per_s: float = 500.0, polls: int = 20,
-          history: float = 600_000.0, restart_at: int | None = None) -> Store:  # fmt: skip
+def store(
+    *,
+    start: float | None = T0 - 1000.0,
+    tokens_per_s: float = 500.0,
+    polls: int = 20,
+    history: float = 600_000.0,
+    restart_at: int | None = None,
+) -> Store:
     """A server that generated `history` tokens and 400 preemptions before vtop's first poll,
     queue times of 2 s for 1,000 requests, then `tokens_per_s` while vtop watches."""
     s = Store(EP)
@@ -33,8 +39,15 @@ def store(*, start: float | None = T0 - 1000.0, tokens_per_s: float = 500.0, pol
         if start is not None:
             scalars[SeriesKey("api_start_time", "", "")] = start
         queue = Histogram(BOUNDS, (0.0, 0.0, 1000.0, 1000.0), 1000.0, 2000.0)
-        s.ingest(Scrape(EP, T0 + i, latency_s=0.01, scalars=scalars,
-                        histograms={SeriesKey("queue_time", "m", "0"): queue}))  # fmt: skip
+        s.ingest(
+            Scrape(
+                EP,
+                T0 + i,
+                latency_s=0.01,
+                scalars=scalars,
+                histograms={SeriesKey("queue_time", "m", "0"): queue},
+            )
+        )
     return s
 
 

@@ -14,16 +14,16 @@ from vtop.signals.store import Store
 EP = "http://127.0.0.1:8000"
 
 
-def scrape(t: float, ok: bool = True, hists: dict[SeriesKey, Histogram] | None = None,
-           **values: float) -> Scrape:  # fmt: skip
+def scrape(
+    t: float, ok: bool = True, hists: dict[SeriesKey, Histogram] | None = None, **values: float
+) -> Scrape:
     scalars = {}
     for name, v in values.items():
         sig, _, engine = name.partition("__")
         scalars[SeriesKey(sig, "m", engine or "0", "")] = v
     if not ok:
         return Scrape(EP, t, error="refused")
-    return Scrape(EP, t, latency_s=0.01, size_bytes=100, scalars=scalars,
-                  histograms=hists or {})  # fmt: skip
+    return Scrape(EP, t, latency_s=0.01, size_bytes=100, scalars=scalars, histograms=hists or {})
 
 
 def test_missing_is_none_never_zero() -> None:

@@ -107,16 +107,24 @@ def _proc(
     knobs = {"port": Knob("port", port, "process")}
     if host is not None:
         knobs["host"] = Knob("host", host, "process")
-    return VllmProcess(pid, (pid,), ("vllm", "serve", "m", "--port", str(port)), port,
-                       matched, knobs)  # fmt: skip
+    return VllmProcess(
+        pid, (pid,), ("vllm", "serve", "m", "--port", str(port)), port, matched, knobs
+    )
 
 
 def test_discovered_servers_become_targets() -> None:
-    procs = [_proc(10, 8000, None), _proc(11, 8001, "0.0.0.0", "argv"),
-             _proc(12, 8002, "10.1.2.3"), _proc(13, 8003, "::1")]  # fmt: skip
+    procs = [
+        _proc(10, 8000, None),
+        _proc(11, 8001, "0.0.0.0", "argv"),
+        _proc(12, 8002, "10.1.2.3"),
+        _proc(13, 8003, "::1"),
+    ]
     assert [discovered_url(p) for p in procs] == [
-        "http://127.0.0.1:8000", "http://127.0.0.1:8001", "http://10.1.2.3:8002",
-        "http://[::1]:8003"]  # fmt: skip
+        "http://127.0.0.1:8000",
+        "http://127.0.0.1:8001",
+        "http://10.1.2.3:8002",
+        "http://[::1]:8003",
+    ]
     first = discover(procs)[0]
     assert first.where == "discovered: pid 10" and first.labels["pid"] == "10"
     line = describe(procs[1])
@@ -126,5 +134,7 @@ def test_discovered_servers_become_targets() -> None:
 def test_merge_keeps_the_first_mention() -> None:
     a = Target("http://a:1", {"name": "x"}, "f:1")
     merged = merge([a], [Target("a:1", {}, "--url"), Target("http://b:2")])
-    assert [(t.endpoint, t.where) for t in merged] == [("http://a:1", "f:1"),
-                                                       ("http://b:2", "--url")]  # fmt: skip
+    assert [(t.endpoint, t.where) for t in merged] == [
+        ("http://a:1", "f:1"),
+        ("http://b:2", "--url"),
+    ]

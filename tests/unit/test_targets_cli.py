@@ -44,8 +44,15 @@ time.sleep(120)
 
 def vtop(*args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    return subprocess.run([sys.executable, "-m", "vtop", *args], capture_output=True, text=True,
-                          cwd=cwd, timeout=60, check=False, env=env)  # fmt: skip
+    return subprocess.run(
+        [sys.executable, "-m", "vtop", *args],
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        timeout=60,
+        check=False,
+        env=env,
+    )
 
 
 def test_targets_file_watches_every_endpoint_with_its_knobs(tmp_path: Path) -> None:
@@ -53,8 +60,10 @@ def test_targets_file_watches_every_endpoint_with_its_knobs(tmp_path: Path) -> N
     two = PageServer(Script({"/metrics": Answer(PAGE.format(running=5).encode())}))
     with one, two:
         fleet = tmp_path / "fleet.txt"
-        fleet.write_text(f"# two replicas\n{one.url}  name=a  max_num_seqs=48\n"
-                         f"{two.url.removeprefix('http://')}   # bare host:port\n")  # fmt: skip
+        fleet.write_text(
+            f"# two replicas\n{one.url}  name=a  max_num_seqs=48\n"
+            f"{two.url.removeprefix('http://')}   # bare host:port\n"
+        )
         result = vtop("--targets", str(fleet), "--once", "--interval", "1")
     assert result.returncode == 0, result.stderr
     doc = json.loads(result.stdout)
@@ -63,7 +72,10 @@ def test_targets_file_watches_every_endpoint_with_its_knobs(tmp_path: Path) -> N
     assert eps[one.url]["signals"]["running"]["last"] == 3
     assert eps[two.url]["signals"]["running"]["last"] == 5
     assert eps[one.url]["config"]["max_num_seqs"] == {
-        "value": 48, "provenance": "flag", "detail": f"{fleet}:2 max_num_seqs=48"}  # fmt: skip
+        "value": 48,
+        "provenance": "flag",
+        "detail": f"{fleet}:2 max_num_seqs=48",
+    }
     assert eps[two.url]["config"]["max_num_seqs"]["provenance"] == "default"
 
 
@@ -73,14 +85,17 @@ def test_a_bad_targets_line_is_one_error_and_nothing_is_watched(tmp_path: Path) 
     result = vtop("--targets", str(fleet), "--once")
     assert result.returncode == 2
     assert result.stderr == (
-        f"vtop: {fleet}:2: max_num_seqs=many: expected a whole number from 1 to 1048576\n")  # fmt: skip
+        f"vtop: {fleet}:2: max_num_seqs=many: expected a whole number from 1 to 1048576\n"
+    )
     assert result.stdout == ""
 
 
 def test_a_bad_url_is_one_line() -> None:
     result = vtop("--url", "ftp://x", "--once")
     assert (result.returncode, result.stderr) == (
-        2, "vtop: --url: URL 'ftp://x' is not http:// or https://\n")  # fmt: skip
+        2,
+        "vtop: --url: URL 'ftp://x' is not http:// or https://\n",
+    )
 
 
 @pytest.fixture
@@ -92,10 +107,16 @@ def stand_in_vllm(tmp_path: Path) -> Iterator[tuple[int, int]]:
     (tmp_path / "vllm/entrypoints/openai/api_server.py").write_text(API_SERVER)
     port = free_port()
     env = {**os.environ, "PYTHONPATH": f"{tmp_path}{os.pathsep}{ROOT}"}
-    argv = [sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--port", str(port),
-            "--max-num-seqs", "24"]  # fmt: skip
-    proc = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, text=True,
-                            process_group=0)  # fmt: skip
+    argv = [
+        sys.executable,
+        "-m",
+        "vllm.entrypoints.openai.api_server",
+        "--port",
+        str(port),
+        "--max-num-seqs",
+        "24",
+    ]
+    proc = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, text=True, process_group=0)
     try:
         assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
         yield proc.pid, port

@@ -43,11 +43,28 @@ def https_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PageServe
     where = tmp_path_factory.mktemp("tls")
     key, cert = where / "key.pem", where / "cert.pem"
     subprocess.run(
-        [openssl, "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", str(key),
-         "-out", str(cert), "-days", "1", "-subj", "/CN=localhost",
-         "-addext", "subjectAltName=IP:127.0.0.1,DNS:localhost"],
-        check=True, capture_output=True, timeout=60,
-    )  # fmt: skip
+        [
+            openssl,
+            "req",
+            "-x509",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-keyout",
+            str(key),
+            "-out",
+            str(cert),
+            "-days",
+            "1",
+            "-subj",
+            "/CN=localhost",
+            "-addext",
+            "subjectAltName=IP:127.0.0.1,DNS:localhost",
+        ],
+        check=True,
+        capture_output=True,
+        timeout=60,
+    )
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     context.load_cert_chain(cert, key)
     with PageServer(script(), tls=context) as srv:
@@ -73,13 +90,18 @@ def clean_env(**extra: str) -> dict[str, str]:
     return {**env, **extra}
 
 
-def once(url: str, *extra: str, env: dict[str, str] | None = None, mode: str = "--once"
-         ) -> subprocess.CompletedProcess[str]:  # fmt: skip
+def once(
+    url: str, *extra: str, env: dict[str, str] | None = None, mode: str = "--once"
+) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "vtop", "--url", url, mode, "--interval", "0.5", *extra],
-        capture_output=True, text=True, cwd=ROOT, timeout=60, check=False,
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=60,
+        check=False,
         env=env if env is not None else clean_env(),
-    )  # fmt: skip
+    )
 
 
 def endpoint(result: subprocess.CompletedProcess[str]) -> dict[str, Any]:
@@ -164,12 +186,14 @@ def test_ssl_cert_dir_is_honoured(
     ("make", "message"),
     [
         (lambda d: d / "missing.pem", "--ca-cert {}: no such file"),
-        (lambda d: d / "notes.txt", "--ca-cert {}: not a PEM file of CA certificates "
-                                    "(no certificate or crl found)"),
+        (
+            lambda d: d / "notes.txt",
+            "--ca-cert {}: not a PEM file of CA certificates (no certificate or crl found)",
+        ),
         (lambda d: d / "fifo.pem", "--ca-cert {}: it is a FIFO, not a regular file"),
     ],
     ids=["missing", "not PEM", "FIFO"],
-)  # fmt: skip
+)
 def test_a_ca_cert_that_cannot_be_used_is_one_usage_line(
     make: Callable[[Path], Path], message: str, tmp_path: Path
 ) -> None:

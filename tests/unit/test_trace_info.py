@@ -51,8 +51,11 @@ def test_info_takes_a_shipped_traces_name_and_its_knob_table_fits_80_columns() -
     assert lines[0].startswith("trace       memory-ceiling.vtrace (format 1")
     assert max(map(len, lines)) <= 80
     knobs = [line for line in lines if line.startswith("  ") and line[2] != " "]
-    ends = {line.index(" process") if " process" in line else line.index(" metrics")
-            for line in knobs if "Qwen/" not in line}  # fmt: skip
+    ends = {
+        line.index(" process") if " process" in line else line.index(" metrics")
+        for line in knobs
+        if "Qwen/" not in line
+    }
     assert len(ends) == 1, knobs  # every value ends in the one column, the longest name too
     assert any(line.startswith("  long_prefill_token_threshold ") for line in knobs)
 

@@ -172,11 +172,22 @@ def _flapping(path: Path, polls: int, endpoints: int, flapping: int) -> None:
             for i, stream in enumerate(streams):
                 frame = next(stream)
                 s = frame.scrapes[0]
-                s = Scrape(**{**{n: getattr(s, n) for n in Scrape.__dataclass_fields__},
-                              "endpoint": f"http://10.0.0.{i}:8000"})  # fmt: skip
+                s = Scrape(
+                    **{
+                        **{n: getattr(s, n) for n in Scrape.__dataclass_fields__},
+                        "endpoint": f"http://10.0.0.{i}:8000",
+                    }
+                )
                 if i < flapping and p % 2:
-                    s = Scrape(endpoint=s.endpoint, t=s.t, latency_s=None, size_bytes=None,
-                               error="timed out after 10 s", scalars={}, histograms={})  # fmt: skip
+                    s = Scrape(
+                        endpoint=s.endpoint,
+                        t=s.t,
+                        latency_s=None,
+                        size_bytes=None,
+                        error="timed out after 10 s",
+                        scalars={},
+                        histograms={},
+                    )
                 scrapes.append(s)
             assert frame is not None
             rec.feed(Frame(frame.t, tuple(scrapes), frame.gpu, frame.host))
@@ -193,8 +204,11 @@ def _cost_per_byte(path: Path) -> float:
 def test_what_vtop_records_costs_a_fraction_of_the_budget(tmp_path: Path) -> None:
     """Shipped traces, real-server fixtures, and fleets with flapping endpoints decode well
     inside the budget: it stops crafted files, never a recording."""
-    shipped = [*ROOT.glob("traces/*.vtrace"), *ROOT.glob("tests/golden/*.vtrace"),
-               *ROOT.glob("tests/fixtures/real-regimes/*.vtrace")]  # fmt: skip
+    shipped = [
+        *ROOT.glob("traces/*.vtrace"),
+        *ROOT.glob("tests/golden/*.vtrace"),
+        *ROOT.glob("tests/fixtures/real-regimes/*.vtrace"),
+    ]
     flap = tmp_path / "flap.vtrace"
     _flapping(flap, 400, 1, 1)
     fleet = tmp_path / "fleet.vtrace"
@@ -214,8 +228,15 @@ def test_a_fleet_of_idle_servers_adds_its_few_changes_exactly(tmp_path: Path) ->
     for p in range(150):
         k = keys[(p * 37) % len(keys)]
         values[k] += (-1) ** p * (1, 300, 70_000, 5_000_000_000)[p % 4]
-        scrape = Scrape(endpoint="http://e", t=1.75e9 + p, latency_s=0.01, size_bytes=100,
-                        error=None, scalars=dict(values), histograms={})  # fmt: skip
+        scrape = Scrape(
+            endpoint="http://e",
+            t=1.75e9 + p,
+            latency_s=0.01,
+            size_bytes=100,
+            error=None,
+            scalars=dict(values),
+            histograms={},
+        )
         frames.append(Frame(1.75e9 + p, (scrape,), GpuStatus(()), None))
     path = tmp_path / "idle.vtrace"
     with Recorder(path, sources=["test"], interval_s=1.0) as rec:
@@ -356,8 +377,9 @@ def test_the_command_line_says_a_bad_header_in_one_line_and_exits_unknown(
 Entries = list[tuple[int, int, int]]
 
 
-def _index_trace(summary: dict[str, object], edit: Callable[[Entries], Entries] | None = None
-                 ) -> bytes:  # fmt: skip
+def _index_trace(
+    summary: dict[str, object], edit: Callable[[Entries], Entries] | None = None
+) -> bytes:
     f = tc.TraceFile()
     for p in range(3):
         f.poll(tc.Body().meta().end(), keyframe=p == 0)
@@ -457,8 +479,10 @@ def test_poll_scrape_and_event_times_beyond_any_date_are_damage(tmp_path: Path) 
     with TraceReader(path, warn=warnings) as reader:
         assert list(reader.times()) == [1750000001.0]
     assert "scrape time out of range" in warnings[0]
-    for extra in ({"events": [[1e300, "restart", "http://e", "x"]]},
-                  {"events": [[math.nan, "restart", "http://e", "x"]]}):  # fmt: skip
+    for extra in (
+        {"events": [[1e300, "restart", "http://e", "x"]]},
+        {"events": [[math.nan, "restart", "http://e", "x"]]},
+    ):
         f = tc.TraceFile()
         f.poll(tc.Body().meta().extra(json.loads(json.dumps(extra))).end(), keyframe=True)
         path.write_bytes(f.finish(footer=False))

@@ -238,10 +238,23 @@ def test_headless_records_without_the_dashboard_on_a_terminal(
     path = tmp_path / "headless.vtrace"
     leader, follower = pty.openpty()
     proc = subprocess.Popen(
-        [sys.executable, "-m", "vtop", "--url", server.url, "--record", str(path),
-         "--interval", "0.1", "--headless"],
-        cwd=ROOT, stdin=subprocess.DEVNULL, stdout=follower, stderr=follower,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "vtop",
+            "--url",
+            server.url,
+            "--record",
+            str(path),
+            "--interval",
+            "0.1",
+            "--headless",
+        ],
+        cwd=ROOT,
+        stdin=subprocess.DEVNULL,
+        stdout=follower,
+        stderr=follower,
+    )
     os.close(follower)
     shown = b""
     try:
@@ -273,8 +286,14 @@ def test_headless_records_without_the_dashboard_on_a_terminal(
 
 
 def test_headless_goes_with_record() -> None:
-    result = subprocess.run([sys.executable, "-m", "vtop", "--demo", "--headless"], cwd=ROOT,
-                            capture_output=True, text=True, timeout=60, check=False)  # fmt: skip
+    result = subprocess.run(
+        [sys.executable, "-m", "vtop", "--demo", "--headless"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
     assert (result.returncode, result.stdout) == (2, "")
     assert result.stderr == (
         "vtop: --headless goes with --record FILE (it records without the dashboard)\n"
@@ -286,8 +305,14 @@ def test_headless_goes_with_record() -> None:
     [(["--record", "x.vtrace"], 2), (["--report"], 3), (["--replay", "x.vtrace"], 2)],
 )
 def test_once_does_not_silently_drop_another_mode(flags: list[str], code: int) -> None:
-    result = subprocess.run([sys.executable, "-m", "vtop", "--demo", "--once", *flags], cwd=ROOT,
-                            capture_output=True, text=True, timeout=60, check=False)  # fmt: skip
+    result = subprocess.run(
+        [sys.executable, "-m", "vtop", "--demo", "--once", *flags],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
     assert (result.returncode, result.stdout) == (code, "")
     assert result.stderr == (
         "vtop: --once prints one snapshot of a live or simulated server; it does not go with "

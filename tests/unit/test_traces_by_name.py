@@ -23,8 +23,15 @@ NAMES = sorted(p.stem for p in (ROOT / "traces").glob("*.vtrace"))
 
 def vtop(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "PYTHONPATH": str(ROOT), "COLUMNS": "80"}
-    return subprocess.run([sys.executable, "-m", "vtop", *args], capture_output=True, text=True,
-                          cwd=cwd, env=env, timeout=120, check=False)  # fmt: skip
+    return subprocess.run(
+        [sys.executable, "-m", "vtop", *args],
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        env=env,
+        timeout=120,
+        check=False,
+    )
 
 
 def packaged() -> Path:
@@ -44,8 +51,9 @@ def test_the_wheel_maps_traces_into_the_package_as_it_maps_rules() -> None:
 
 
 @pytest.mark.parametrize("typed", ["memory-ceiling", "memory-ceiling.vtrace"])
-def test_a_name_resolves_to_the_packaged_trace(typed: str, tmp_path: Path,
-                                               monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
+def test_a_name_resolves_to_the_packaged_trace(
+    typed: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.chdir(tmp_path)  # no such file here
     assert Path(shipped.resolve(typed)).samefile(packaged() / "memory-ceiling.vtrace")
     assert sorted(shipped.shipped()) == NAMES
@@ -84,8 +92,9 @@ def test_a_near_miss_names_the_trace_meant() -> None:
         shipped.resolve("memory-celing")
 
 
-def test_a_missing_path_says_the_shipped_name(tmp_path: Path,
-                                              monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
+def test_a_missing_path_says_the_shipped_name(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.chdir(tmp_path)  # the README's old `--replay traces/memory-ceiling.vtrace`
     with pytest.raises(TraceError) as err:
         shipped.resolve("traces/memory-ceiling.vtrace")

@@ -67,8 +67,9 @@ def test_a_fresh_connection_dropped_without_an_answer_is_one_line() -> None:
     with PageServer(Script({"/metrics": Answer(hangup=True)}), keep_alive_s=5) as srv:
         (scrape,) = polls(srv.url, 1)
     assert scrape.error is not None
-    assert scrape.error == (f"request to {srv.url}/metrics failed: "
-                            "Server disconnected without sending a response.")  # fmt: skip
+    assert scrape.error == (
+        f"request to {srv.url}/metrics failed: Server disconnected without sending a response."
+    )
 
 
 def test_chunked_and_gzipped_bodies_are_read_whole() -> None:

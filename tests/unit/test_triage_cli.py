@@ -10,10 +10,18 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def vtop(*args: str, cwd: Path = ROOT, env: dict[str, str] | None = None
-         ) -> subprocess.CompletedProcess[str]:  # fmt: skip
-    return subprocess.run([sys.executable, "-m", "vtop", *args], capture_output=True, text=True,
-                          cwd=cwd, timeout=300, check=False, env=env)  # fmt: skip
+def vtop(
+    *args: str, cwd: Path = ROOT, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "vtop", *args],
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        timeout=300,
+        check=False,
+        env=env,
+    )
 
 
 def test_list_shows_every_rule_on_one_line(tmp_path: Path) -> None:

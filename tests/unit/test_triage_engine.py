@@ -27,7 +27,8 @@ def scrape(t: float, **values: float) -> Scrape:
 
 
 def rule(rid: str, order: int, direction: str, value: str, extra: str = "") -> str:
-    return textwrap.dedent(f"""\
+    return (
+        textwrap.dedent(f"""\
         id: {rid}
         title: {rid}
         severity: warning
@@ -37,7 +38,9 @@ def rule(rid: str, order: int, direction: str, value: str, extra: str = "") -> s
         summary: "{rid}"
         recommend:
           - {{knob: max_num_seqs, direction: {direction}, value: "{value}"}}
-        """) + extra  # fmt: skip
+        """)
+        + extra
+    )
 
 
 def engine_of(*texts: str) -> Engine:
@@ -132,8 +135,10 @@ def test_assumed_inputs_lower_confidence_and_say_so() -> None:
 
 def test_monitor_runs_the_engine_on_every_scrape() -> None:
     monitor = Monitor(engine=Engine(load_catalog(user=False).rules.values()))
-    knobs = {"max_num_seqs": Knob("max_num_seqs", 64, "flag"),
-             "kv_capacity_tokens": Knob("kv_capacity_tokens", 200000, "metrics")}  # fmt: skip
+    knobs = {
+        "max_num_seqs": Knob("max_num_seqs", 64, "flag"),
+        "kv_capacity_tokens": Knob("kv_capacity_tokens", 200000, "metrics"),
+    }
     for i in range(240):
         s = scrape(float(i), running=64, waiting=100, kv_usage=0.5, preemptions=0)
         if i == 0:

@@ -103,8 +103,9 @@ def test_a_fast_path_and_the_servers_own_history_load() -> None:
     rule = loaded.rules["my-rule"]
     assert (rule.requires.evidence_s, rule.requires.finished) == (90.0, 5)
     assert rule.decisive is not None and rule.decisive.evidence_s == 10.0
-    gauge_at_start = text.replace("queue_share_of_ttft, window: since_start",
-                                  "demand_dispersion, window: since_start")  # fmt: skip
+    gauge_at_start = text.replace(
+        "queue_share_of_ttft, window: since_start", "demand_dispersion, window: since_start"
+    )
     assert "window since_start takes a counter" in errors(gauge_at_start)[0]
 
 
@@ -126,8 +127,9 @@ def test_one_broken_rule_does_not_stop_the_others(tmp_path: Path) -> None:
     assert loaded.errors[0].rule == "other"
 
 
-def test_user_rules_override_shipped_ones_by_id(tmp_path: Path,
-                                                monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
+def test_user_rules_override_shipped_ones_by_id(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     user = tmp_path / "vtop" / "rules"
     user.mkdir(parents=True)
     (user / "mine.yaml").write_text(GOOD.replace("my-rule", "underloaded"))

@@ -35,9 +35,13 @@ ENGINE_RULES = list(load_catalog(user=False).rules.values())
 OPPOSITE = {("raise", "lower"), ("lower", "raise"), ("enable", "disable"), ("disable", "enable")}
 BUDGET = 2048
 """max_num_batched_tokens of every history (the step-size histogram is drawn against it)."""
-REACHED = {"kv-bound": "memory-ceiling", "past-sweet-spot": "past-sweet-spot",
-           "budget-bound": "budget-too-small", "prefill-budget-bound": "prefill-budget-bound",
-           "queueing": "ttft-queueing"}  # fmt: skip
+REACHED = {
+    "kv-bound": "memory-ceiling",
+    "past-sweet-spot": "past-sweet-spot",
+    "budget-bound": "budget-too-small",
+    "prefill-budget-bound": "prefill-budget-bound",
+    "queueing": "ttft-queueing",
+}
 """The rules the guarantees are about, by the regime meant to make each fire: the histories
 must make every one of them fire."""
 
@@ -71,11 +75,18 @@ class Regime:
     """tokens per engine step / max_num_batched_tokens"""
 
 
-def around(polls: tuple[int, int], share: tuple[float, float], waiting: tuple[int, int],
-           kv: tuple[float, float], ttft: tuple[float, float], queued: tuple[float, float],
-           fill: tuple[float, float], preempt: tuple[float, ...] = (0.0,),
-           latency: tuple[float, ...] = (0.01,), lying: tuple[float, ...] = (0.0,),
-           ) -> st.SearchStrategy[Regime]:  # fmt: skip
+def around(
+    polls: tuple[int, int],
+    share: tuple[float, float],
+    waiting: tuple[int, int],
+    kv: tuple[float, float],
+    ttft: tuple[float, float],
+    queued: tuple[float, float],
+    fill: tuple[float, float],
+    preempt: tuple[float, ...] = (0.0,),
+    latency: tuple[float, ...] = (0.01,),
+    lying: tuple[float, ...] = (0.0,),
+) -> st.SearchStrategy[Regime]:
     """Regimes drawn in the given ranges (tuples of more or fewer than two: choices)."""
     return st.builds(
         Regime,
@@ -94,34 +105,74 @@ def around(polls: tuple[int, int], share: tuple[float, float], waiting: tuple[in
 
 NAMED: dict[str, st.SearchStrategy[Regime]] = {
     # the KV pool is full: a queue although the batch is below its cap, preemptions
-    "kv-bound": around((120, 300), (0.3, 0.7), (5, 40), (0.9, 1.0), (1.0, 20.0), (0.6, 0.95),
-                       (0.2, 0.7), preempt=(0.0, 0.05, 0.3, 1.5)),
+    "kv-bound": around(
+        (120, 300),
+        (0.3, 0.7),
+        (5, 40),
+        (0.9, 1.0),
+        (1.0, 20.0),
+        (0.6, 0.95),
+        (0.2, 0.7),
+        preempt=(0.0, 0.05, 0.3, 1.5),
+    ),
     # the pool full although nothing is preempted yet, the batch at its cap, a queue: the
     # queueing rule alone would say "raise max_num_seqs" into the KV wall
-    "kv-full-at-cap": around((200, 300), (1.0, 1.2), (5, 40), (0.92, 1.0), (1.0, 10.0),
-                             (0.6, 0.95), (0.2, 0.7)),
+    "kv-full-at-cap": around(
+        (200, 300), (1.0, 1.2), (5, 40), (0.92, 1.0), (1.0, 10.0), (0.6, 0.95), (0.2, 0.7)
+    ),
     # the batch at its cap with the queue empty, the pool full: preemptions
-    "past-sweet-spot": around((120, 300), (1.0, 1.2), (0, 0), (0.9, 1.0), (0.05, 0.4),
-                              (0.0, 0.3), (0.2, 0.7), preempt=(0.05, 0.3, 1.5)),
+    "past-sweet-spot": around(
+        (120, 300),
+        (1.0, 1.2),
+        (0, 0),
+        (0.9, 1.0),
+        (0.05, 0.4),
+        (0.0, 0.3),
+        (0.2, 0.7),
+        preempt=(0.05, 0.3, 1.5),
+    ),
     # the batch pinned at its cap, a queue, KV room
-    "budget-bound": around((240, 420), (1.0, 1.2), (3, 60), (0.1, 0.7), (0.6, 10.0),
-                           (0.6, 0.95), (0.2, 0.7)),
+    "budget-bound": around(
+        (240, 420), (1.0, 1.2), (3, 60), (0.1, 0.7), (0.6, 10.0), (0.6, 0.95), (0.2, 0.7)
+    ),
     # a queue, the batch below its cap, KV room, every step full to the token budget
-    "prefill-budget-bound": around((120, 300), (0.2, 0.8), (2, 40), (0.1, 0.7), (0.6, 8.0),
-                                   (0.5, 0.9), (0.82, 1.0)),
+    "prefill-budget-bound": around(
+        (120, 300), (0.2, 0.8), (2, 40), (0.1, 0.7), (0.6, 8.0), (0.5, 0.9), (0.82, 1.0)
+    ),
     # TTFT is queueing for admission, the rest of the server looks fine
-    "queueing": around((200, 360), (0.4, 0.9), (0, 3), (0.1, 0.7), (0.8, 10.0), (0.6, 0.95),
-                       (0.1, 0.6)),
-    "healthy": around((60, 300), (0.2, 0.8), (0, 0), (0.05, 0.7), (0.03, 0.3), (0.0, 0.3),
-                      (0.1, 0.6)),
-    "underloaded": around((60, 240), (0.0, 0.03), (0, 0), (0.0, 0.1), (0.02, 0.1), (0.0, 0.1),
-                          (0.0, 0.05)),
-    "frontend": around((60, 240), (0.1, 0.5), (0, 5), (0.1, 0.6), (0.1, 2.0), (0.0, 0.5),
-                       (0.05, 0.3), latency=(0.6, 2.0), lying=(0.3, 0.8)),
-}  # fmt: skip
-random_regime = around((20, 200), (0.0, 1.2), (0, 60), (0.0, 1.0), (0.01, 20.0), (0.0, 1.0),
-                       (0.0, 1.0), preempt=(0.0, 0.0, 0.2, 3.0), latency=(0.01, 0.01, 0.3, 2.0),
-                       lying=(0.0, 0.0, 0.0, 0.3, 0.8))  # fmt: skip
+    "queueing": around(
+        (200, 360), (0.4, 0.9), (0, 3), (0.1, 0.7), (0.8, 10.0), (0.6, 0.95), (0.1, 0.6)
+    ),
+    "healthy": around(
+        (60, 300), (0.2, 0.8), (0, 0), (0.05, 0.7), (0.03, 0.3), (0.0, 0.3), (0.1, 0.6)
+    ),
+    "underloaded": around(
+        (60, 240), (0.0, 0.03), (0, 0), (0.0, 0.1), (0.02, 0.1), (0.0, 0.1), (0.0, 0.05)
+    ),
+    "frontend": around(
+        (60, 240),
+        (0.1, 0.5),
+        (0, 5),
+        (0.1, 0.6),
+        (0.1, 2.0),
+        (0.0, 0.5),
+        (0.05, 0.3),
+        latency=(0.6, 2.0),
+        lying=(0.3, 0.8),
+    ),
+}
+random_regime = around(
+    (20, 200),
+    (0.0, 1.2),
+    (0, 60),
+    (0.0, 1.0),
+    (0.01, 20.0),
+    (0.0, 1.0),
+    (0.0, 1.0),
+    preempt=(0.0, 0.0, 0.2, 3.0),
+    latency=(0.01, 0.01, 0.3, 2.0),
+    lying=(0.0, 0.0, 0.0, 0.3, 0.8),
+)
 
 
 @st.composite
@@ -136,8 +187,16 @@ def oscillating(draw: st.DrawFn) -> list[Regime]:
 named = st.sampled_from(list(NAMED)).flatmap(NAMED.__getitem__).map(lambda r: [r])
 spell = st.one_of(named, named, named, oscillating(), random_regime.map(lambda r: [r]))
 """Any spell: three times in five one named regime, else two taking turns or a random one."""
-FOCUS = ("kv-bound", "past-sweet-spot", "budget-bound", "prefill-budget-bound", "queueing",
-         "kv-full-at-cap", "healthy", "oscillating")  # fmt: skip
+FOCUS = (
+    "kv-bound",
+    "past-sweet-spot",
+    "budget-bound",
+    "prefill-budget-bound",
+    "queueing",
+    "kv-full-at-cap",
+    "healthy",
+    "oscillating",
+)
 """What each history is drawn around: one regime, or two taking turns, held long enough for
 its rule to fire, between random spells."""
 
@@ -147,14 +206,18 @@ def history(focus: str) -> st.SearchStrategy[tuple[list[Regime], int, int | None
     core = oscillating() if focus == "oscillating" else NAMED[focus].map(lambda r: [r])
     return st.builds(
         lambda before, core, after, cap, capacity, seed: (
-            [r for s in (*before, core, *after) for r in s], cap, capacity, seed),
+            [r for s in (*before, core, *after) for r in s],
+            cap,
+            capacity,
+            seed,
+        ),
         before=st.lists(spell, max_size=2),
         core=core,
         after=st.lists(spell, max_size=1),
         cap=st.sampled_from([8, 16, 64, 256]),
         capacity=st.sampled_from([None, 3072, 50000, 400000]),
         seed=st.integers(0, 2**16),
-    )  # fmt: skip
+    )
 
 
 class Histograms:
@@ -172,8 +235,10 @@ class Histograms:
         total[1] += count * value
 
     def page(self) -> dict[SeriesKey, Histogram]:
-        return {SeriesKey(name, "m", "0"): Histogram(bounds, tuple(buckets), total[0], total[1])
-                for name, (bounds, buckets, total) in self.state.items()}  # fmt: skip
+        return {
+            SeriesKey(name, "m", "0"): Histogram(bounds, tuple(buckets), total[0], total[1])
+            for name, (bounds, buckets, total) in self.state.items()
+        }
 
 
 def check(findings: list[Finding], store: Store) -> None:
@@ -184,7 +249,9 @@ def check(findings: list[Finding], store: Store) -> None:
             advice.setdefault(rec.knob, set()).add(rec.direction)
     for knob, directions in advice.items():
         assert not any((a, b) in OPPOSITE for a in directions for b in directions), (
-            knob, directions)  # fmt: skip
+            knob,
+            directions,
+        )
     states = {f.rule: f.state for f in findings}
     kv = store.quantile(0.5, "kv_usage", 120)
     preempted = store.increase("preemptions", 120)
@@ -195,8 +262,9 @@ def check(findings: list[Finding], store: Store) -> None:
     )
     if wall:
         assert "raise" not in advice.get("max_num_seqs", set()), (kv, preempted, states)
-    assert not (states.get("memory-ceiling") == "firing"
-                and states.get("budget-too-small") == "firing"), states  # fmt: skip
+    assert not (
+        states.get("memory-ceiling") == "firing" and states.get("budget-too-small") == "firing"
+    ), states
 
 
 def run(history: tuple[list[Regime], int, int | None, int]) -> set[str]:
@@ -204,8 +272,10 @@ def run(history: tuple[list[Regime], int, int | None, int]) -> set[str]:
     that fired (not explained away) somewhere in it."""
     regimes, cap, capacity, seed = history
     rng = random.Random(seed)
-    knobs = {"max_num_seqs": Knob("max_num_seqs", cap, "flag"),
-             "max_num_batched_tokens": Knob("max_num_batched_tokens", BUDGET, "default")}  # fmt: skip
+    knobs = {
+        "max_num_seqs": Knob("max_num_seqs", cap, "flag"),
+        "max_num_batched_tokens": Knob("max_num_batched_tokens", BUDGET, "default"),
+    }
     if capacity is not None:
         knobs["kv_capacity_tokens"] = Knob("kv_capacity_tokens", capacity, "metrics")
     view = View(Store(EP), knobs)
@@ -239,10 +309,20 @@ def run(history: tuple[list[Regime], int, int | None, int]) -> set[str]:
                 "kv_usage": 0.0 if lie else min(1.0, r.kv + rng.random() * 0.05),
                 **counters,
             }
-            scalars = {SeriesKey(k, "m", "0", "stop" if k == "requests_finished" else ""): v
-                       for k, v in values.items()}  # fmt: skip
-            view.store.ingest(Scrape(EP, t, latency_s=r.latency, size_bytes=100,
-                                     scalars=scalars, histograms=hists.page()))  # fmt: skip
+            scalars = {
+                SeriesKey(k, "m", "0", "stop" if k == "requests_finished" else ""): v
+                for k, v in values.items()
+            }
+            view.store.ingest(
+                Scrape(
+                    EP,
+                    t,
+                    latency_s=r.latency,
+                    size_bytes=100,
+                    scalars=scalars,
+                    histograms=hists.page(),
+                )
+            )
             findings = engine.evaluate(view)
             check(findings, view.store)
             fired.update(f.rule for f in findings if f.state == "firing")
@@ -266,8 +346,14 @@ def test_the_histories_reach_every_rule_the_guarantees_are_about() -> None:
     seen: dict[str, int] = dict.fromkeys(REACHED.values(), 0)
     for focus in REACHED:
 
-        @settings(max_examples=3, deadline=None, derandomize=True, database=None,
-                  phases=[Phase.generate], suppress_health_check=[HealthCheck.too_slow])  # fmt: skip
+        @settings(
+            max_examples=3,
+            deadline=None,
+            derandomize=True,
+            database=None,
+            phases=[Phase.generate],
+            suppress_health_check=[HealthCheck.too_slow],
+        )
         @given(h=history(focus))
         def sample(h: tuple[list[Regime], int, int | None, int]) -> None:
             for rule in run(h) & set(seen):
@@ -280,15 +366,20 @@ def test_the_histories_reach_every_rule_the_guarantees_are_about() -> None:
 def test_the_guard_holds_where_the_rules_alone_would_contradict() -> None:
     """budget-too-small's own condition holds (KV p90 < 0.8, at the cap, queued), yet requests
     are preempted: the raise must be withheld and the rule suppressed by the KV wall."""
-    knobs = {"max_num_seqs": Knob("max_num_seqs", 64, "flag"),
-             "kv_capacity_tokens": Knob("kv_capacity_tokens", 200000, "metrics")}  # fmt: skip
+    knobs = {
+        "max_num_seqs": Knob("max_num_seqs", 64, "flag"),
+        "kv_capacity_tokens": Knob("kv_capacity_tokens", 200000, "metrics"),
+    }
     view = View(Store(EP), knobs)
     engine = Engine(ENGINE_RULES)
     findings: list[Finding] = []
     for i in range(200):
-        scalars = {SeriesKey("running", "m", "0"): 64.0, SeriesKey("waiting", "m", "0"): 50.0,
-                   SeriesKey("kv_usage", "m", "0"): 0.6,
-                   SeriesKey("preemptions", "m", "0"): max(0.0, i - 150.0)}  # fmt: skip
+        scalars = {
+            SeriesKey("running", "m", "0"): 64.0,
+            SeriesKey("waiting", "m", "0"): 50.0,
+            SeriesKey("kv_usage", "m", "0"): 0.6,
+            SeriesKey("preemptions", "m", "0"): max(0.0, i - 150.0),
+        }
         view.store.ingest(Scrape(EP, float(i), latency_s=0.01, scalars=scalars))
         findings = engine.evaluate(view)
         check(findings, view.store)

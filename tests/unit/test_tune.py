@@ -29,11 +29,28 @@ from vtop.whatif.search import Goals
 
 
 def test_a_changed_flag_replaces_every_spelling_of_it_once() -> None:
-    argv = ["vllm", "serve", "m", "--max-num-seqs", "16", "--port", "8000",
-            "--max_num_seqs=8", "--enable-prefix-caching"]  # fmt: skip
+    argv = [
+        "vllm",
+        "serve",
+        "m",
+        "--max-num-seqs",
+        "16",
+        "--port",
+        "8000",
+        "--max_num_seqs=8",
+        "--enable-prefix-caching",
+    ]
     out = with_changes(argv, {"max_num_seqs": 64, "enable_prefix_caching": False})
-    assert out == ["vllm", "serve", "m", "--port", "8000", "--max-num-seqs", "64",
-                   "--no-enable-prefix-caching"]  # fmt: skip
+    assert out == [
+        "vllm",
+        "serve",
+        "m",
+        "--port",
+        "8000",
+        "--max-num-seqs",
+        "64",
+        "--no-enable-prefix-caching",
+    ]
     assert with_changes(out, {"enable_prefix_caching": True})[-1] == "--enable-prefix-caching"
 
 

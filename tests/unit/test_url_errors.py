@@ -66,8 +66,11 @@ def test_prometheus_flag(
     assert one_line(capsys).startswith("vtop: --prometheus: URL ")
 
 
-@pytest.mark.parametrize("url", [u for k, u in BAD.items() if k != "whitespace"],
-                         ids=[k for k in BAD if k != "whitespace"])  # fmt: skip
+@pytest.mark.parametrize(
+    "url",
+    [u for k, u in BAD.items() if k != "whitespace"],
+    ids=[k for k in BAD if k != "whitespace"],
+)
 @pytest.mark.parametrize(("mode", "code"), [(["--report"], 3), (["--once"], 2)], ids=["r", "o"])
 def test_targets_file_line(
     url: str, mode: list[str], code: int, tmp_path: Path, capsys: pytest.CaptureFixture[str]
@@ -114,8 +117,15 @@ def test_an_unreachable_url_with_credentials_is_reported_without_them(
 def vtop(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     env.pop("VTOP_API_KEY", None)
-    return subprocess.run([sys.executable, "-m", "vtop", *args], capture_output=True, text=True,
-                          cwd=cwd, timeout=60, check=False, env=env)  # fmt: skip
+    return subprocess.run(
+        [sys.executable, "-m", "vtop", *args],
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        timeout=60,
+        check=False,
+        env=env,
+    )
 
 
 def test_an_unclosed_ipv6_bracket_is_one_line_in_every_mode_of_the_real_program(
@@ -146,8 +156,11 @@ def test_a_base_url_with_a_query_is_scraped_with_the_path_before_it(
     assert "abc" not in capsys.readouterr().out  # the endpoint is named without the value
 
 
-@pytest.mark.parametrize("url", [u for k, u in BAD.items() if k != "bad scheme"],
-                         ids=[k for k in BAD if k != "bad scheme"])  # fmt: skip
+@pytest.mark.parametrize(
+    "url",
+    [u for k, u in BAD.items() if k != "bad scheme"],
+    ids=[k for k in BAD if k != "bad scheme"],
+)
 @pytest.mark.parametrize(
     ("args", "code"),
     [

@@ -34,8 +34,15 @@ def predict(advisor: Advisor, finding: Finding, watched: Watched) -> Advice | No
 
 def raise_seqs(endpoint: str, knobs: Mapping[str, Knob], to: int) -> Finding:
     rec = Recommendation("max_num_seqs", knobs.get("max_num_seqs"), to, "raise", "", {})
-    return Finding("budget-too-small", "Budget too small", endpoint, Severity.WARNING,
-                   "firing", "at the cap", recommendations=(rec,))  # fmt: skip
+    return Finding(
+        "budget-too-small",
+        "Budget too small",
+        endpoint,
+        Severity.WARNING,
+        "firing",
+        "at the cap",
+        recommendations=(rec,),
+    )
 
 
 @pytest.fixture(scope="module")
@@ -100,8 +107,9 @@ def test_a_configuration_the_twin_cannot_start_is_withheld_with_its_reason(
     store, knobs = budget.store, budget.knobs
     whatif: WhatIf = prepare(budget, WINDOW_S)
     rec = Recommendation("block_size", knobs.get("block_size"), 0, "set", "", {})
-    finding = Finding("r", "t", store.endpoint, Severity.WARNING, "firing", "s",
-                      recommendations=(rec,))  # fmt: skip
+    finding = Finding(
+        "r", "t", store.endpoint, Severity.WARNING, "firing", "s", recommendations=(rec,)
+    )
     advice = advise(finding, whatif, twin_changes(finding))
     assert advice.prediction.confidence == "withheld" and not advice.prediction.figures
     assert advice.line().startswith("prediction withheld: ") and advice.gain is None
@@ -166,10 +174,12 @@ class _Fixed:
 
 def test_a_demoted_fix_for_preemptions_names_the_pool_that_still_fills() -> None:
     rec = Recommendation("kv_cache_dtype", None, "fp8", "set", "", {})
-    finding = Finding("memory-ceiling", "t", "e", Severity.CRITICAL, "firing", "s",
-                      recommendations=(rec,))  # fmt: skip
-    twin = _Fixed({"preemptions_per_s": Band(2.0, 1.9, 1.8, 2.0),
-                   "kv_usage": Band(0.99, 0.98, 0.93, 1.0)})  # fmt: skip
+    finding = Finding(
+        "memory-ceiling", "t", "e", Severity.CRITICAL, "firing", "s", recommendations=(rec,)
+    )
+    twin = _Fixed(
+        {"preemptions_per_s": Band(2.0, 1.9, 1.8, 2.0), "kv_usage": Band(0.99, 0.98, 0.93, 1.0)}
+    )
     advice = advise(finding, cast(WhatIf, twin), twin_changes(finding))
     assert advice.promised == "preemptions_per_s" and advice.demoted
     assert advice.gain == pytest.approx(0.05)

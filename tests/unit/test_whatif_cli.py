@@ -44,8 +44,9 @@ def test_the_table_has_observed_twin_and_one_row_per_sweep_value(
 def test_the_json_gives_each_figure_now_after_and_its_band(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    code = vtop_main(["whatif", "--replay", str(TRACE), "--set", "max_num_seqs=16",
-                      "--format", "json"])  # fmt: skip
+    code = vtop_main(
+        ["whatif", "--replay", str(TRACE), "--set", "max_num_seqs=16", "--format", "json"]
+    )
     doc = json.loads(capsys.readouterr().out)
     assert code == EXIT_OK
     assert doc["prediction_check"]["confidence"] == "high"
@@ -76,8 +77,19 @@ def about(doc: dict[str, Any]) -> dict[str, Any]:
 def test_the_json_says_which_vtop_which_source_and_which_window_as_a_report_does(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    code = vtop_main(["whatif", "--replay", str(TRACE), "--window", "30s", "--set",
-                      "max_num_seqs=16", "--format", "json"])  # fmt: skip
+    code = vtop_main(
+        [
+            "whatif",
+            "--replay",
+            str(TRACE),
+            "--window",
+            "30s",
+            "--set",
+            "max_num_seqs=16",
+            "--format",
+            "json",
+        ]
+    )
     doc = json.loads(capsys.readouterr().out)
     assert code == EXIT_OK
     head = about(doc)
@@ -131,8 +143,9 @@ def test_a_withheld_family_prints_a_dash_and_why(capsys: pytest.CaptureFixture[s
     assert cells[6:] == ["–"] * 5
     assert "occupancy withheld (running, waiting, KV usage, preemptions/s: –)" in out
     assert "latency withheld (queue p50, TTFT p50, TTFT p90, ITL p50, ITL mean: –)" in out
-    code = vtop_main(["whatif", "--replay", str(REAL), "--set", "max_num_seqs=8",
-                      "--format", "json"])  # fmt: skip
+    code = vtop_main(
+        ["whatif", "--replay", str(REAL), "--set", "max_num_seqs=8", "--format", "json"]
+    )
     doc = json.loads(capsys.readouterr().out)
     assert doc["prediction_check"]["families"]["occupancy"]["withheld"] is True
     (prediction,) = doc["predictions"]
@@ -197,10 +210,12 @@ def test_a_twin_too_far_off_chooses_no_row_and_says_why(
 
 @pytest.mark.parametrize(
     "bad",
-    [["--sweep", "max_num_seqs=8,16", "--max-itl-ms", "fast"],
-     ["--sweep", "max_num_seqs=8,16", "--max-ttft-s", "-1"],
-     ["--sweep", "max_num_seqs=8,16", "--max-ttft-s", "nan"]],
-)  # fmt: skip
+    [
+        ["--sweep", "max_num_seqs=8,16", "--max-itl-ms", "fast"],
+        ["--sweep", "max_num_seqs=8,16", "--max-ttft-s", "-1"],
+        ["--sweep", "max_num_seqs=8,16", "--max-ttft-s", "nan"],
+    ],
+)
 def test_a_bad_bound_is_one_line_and_exit_2(
     capsys: pytest.CaptureFixture[str], bad: list[str]
 ) -> None:
@@ -261,8 +276,22 @@ def test_a_live_watch_predicts_from_the_servers_own_page(
 
 
 def test_ctrl_c_ends_the_watch_and_still_predicts(server: str, tmp_path: Path) -> None:
-    cmd = [sys.executable, "-m", "vtop", "whatif", "--url", server, "--duration", "60s",
-           "--interval", "0.5", "--set", "max_num_seqs=64", "--format", "json"]  # fmt: skip
+    cmd = [
+        sys.executable,
+        "-m",
+        "vtop",
+        "whatif",
+        "--url",
+        server,
+        "--duration",
+        "60s",
+        "--interval",
+        "0.5",
+        "--set",
+        "max_num_seqs=64",
+        "--format",
+        "json",
+    ]
     with subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) as proc:
         assert proc.stderr is not None
         line = proc.stderr.readline()  # the first poll was answered
@@ -324,14 +353,17 @@ def test_the_watch_flags_go_with_url_only(capsys: pytest.CaptureFixture[str]) ->
 def test_the_monitors_connection_and_knob_flags_reach_the_watch(
     capsys: pytest.CaptureFixture[str], server: str
 ) -> None:
-    code = vtop_main(["whatif", "--url", server, *LIVE, "--max-num-seqs", "20",
-                      "--header", "X-Team: infra"])  # fmt: skip
+    code = vtop_main(
+        ["whatif", "--url", server, *LIVE, "--max-num-seqs", "20", "--header", "X-Team: infra"]
+    )
     doc = json.loads(capsys.readouterr().out)
     assert code == EXIT_OK
     (cap,) = [line for line in doc["read"] + doc["assumed"] if line.startswith("max_num_seqs=")]
     assert cap.startswith("max_num_seqs=20 (") and "--max-num-seqs" in cap, cap
-    assert vtop_main(["whatif", "--url", server, "--header", "nocolon", "--set",
-                      "max_num_seqs=8"]) == EXIT_USAGE  # fmt: skip
+    assert (
+        vtop_main(["whatif", "--url", server, "--header", "nocolon", "--set", "max_num_seqs=8"])
+        == EXIT_USAGE
+    )
     assert "--header" in capsys.readouterr().err
     assert vtop_main(["whatif", "--replay", str(TRACE), "--max-num-seqs", "20"]) == EXIT_USAGE
     assert capsys.readouterr().err == (

@@ -46,9 +46,10 @@ def test_spread_points_give_the_law_back() -> None:
 def test_points_at_one_batch_scale_the_prior() -> None:
     assert CPU_ENGINE.fitted is not None
     slower = FittedStepTime(
-        base_s=CPU_ENGINE.fitted.base_s * 1.5, per_token_s=CPU_ENGINE.fitted.per_token_s * 1.5,
+        base_s=CPU_ENGINE.fitted.base_s * 1.5,
+        per_token_s=CPU_ENGINE.fitted.per_token_s * 1.5,
         per_seq_s=0.0,
-    )  # fmt: skip
+    )
     pts = points_of(slower, [(16, 16), (17, 16), (18, 16)])
     result = fit(pts, CPU_ENGINE, "cpu")
     assert result.grade == "scaled prior"
@@ -100,8 +101,15 @@ def test_step_points_read_the_steps_a_store_saw() -> None:
         steps = 50.0 * i
         h = Histogram(bounds, (0.0, 0.0, steps, steps), steps, 20.0 * steps)
         scalars = {k("running"): 16.0, k("waiting"): 0.0, k("kv_usage"): 0.25}
-        store.ingest(Scrape("ep", float(i), latency_s=0.01, scalars=scalars,
-                            histograms={k("iteration_tokens"): h}))  # fmt: skip
+        store.ingest(
+            Scrape(
+                "ep",
+                float(i),
+                latency_s=0.01,
+                scalars=scalars,
+                histograms={k("iteration_tokens"): h},
+            )
+        )
     pts = step_points(store, 120.0, kv_capacity_tokens=8000.0)
     assert len(pts) == 4
     for p in pts:

@@ -132,16 +132,26 @@ def test_the_gate_judges_each_family_on_its_own() -> None:
     slow = check(observed, observed | {"queue_p50": 2.1})
     assert slow.families["latency"].worst == "queue_p50"
     assert slow.families["latency"].error == pytest.approx(2.1)
-    assert set(slow.withheld_figures()) == {"queue_p50", "queue_p90", "ttft_p50",
-                                             "ttft_p90", "itl_p50", "itl_mean"}  # fmt: skip
+    assert set(slow.withheld_figures()) == {
+        "queue_p50",
+        "queue_p90",
+        "ttft_p50",
+        "ttft_p90",
+        "itl_p50",
+        "itl_mean",
+    }
     assert "2.1x off" in slow.withheld_figures()["ttft_p90"]
     assert not check(observed, observed | {"queue_p50": 0.5}).withheld_figures()
     # the same factor below the floor is noise (both read as the floor)
     tiny = observed | {"queue_p50": 0.001}
     assert not check(tiny, tiny | {"queue_p50": 0.02}).withheld_figures()
     crowded = check(observed, observed | {"waiting": 1.6})
-    assert set(crowded.withheld_figures()) == {"running", "waiting", "kv_usage",
-                                               "preemptions_per_s"}  # fmt: skip
+    assert set(crowded.withheld_figures()) == {
+        "running",
+        "waiting",
+        "kv_usage",
+        "preemptions_per_s",
+    }
     # Throughput itself is still right, but a twin whose queue is 60% off does not describe
     # the server: the confidence follows its worst family (issue 25: "confidence high"
     # beside occupancy off by 1385%).
@@ -149,8 +159,9 @@ def test_the_gate_judges_each_family_on_its_own() -> None:
     assert check(observed, observed | {"waiting": 1.3}).confidence == "medium"
     assert check(observed, observed | {"queue_p50": 1.6}).confidence == "medium"
     assert fine.confidence == "high"
-    blind = check(observed | dict.fromkeys(("queue_p50", "ttft_p50", "ttft_p90", "itl_p50")),
-                  observed)  # fmt: skip
+    blind = check(
+        observed | dict.fromkeys(("queue_p50", "ttft_p50", "ttft_p90", "itl_p50")), observed
+    )
     assert blind.families["latency"].worst is None and not blind.withheld_figures()
 
 

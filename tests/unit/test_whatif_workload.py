@@ -47,8 +47,13 @@ def _key(signal: str, label: str = "") -> SeriesKey:
     return SeriesKey(signal, "m", "0", label)
 
 
-def store_of(waiting: list[float], *, running: float = 16.0, finished_per_s: float = 2.0,
-             with_lengths: bool = True) -> Store:  # fmt: skip
+def store_of(
+    waiting: list[float],
+    *,
+    running: float = 16.0,
+    finished_per_s: float = 2.0,
+    with_lengths: bool = True,
+) -> Store:
     """One poll a second: the gauges given, requests finishing at a steady rate (all "stop"),
     and, with lengths, prompts of 600 and answers of 200 tokens."""
     store = Store(EP)

@@ -157,9 +157,15 @@ async def record(name: str, regime: Regime, suffix: str = "") -> Path:
         load = asyncio.create_task(regime.load(server.url, regime.before + regime.record + 30))
         await asyncio.sleep(regime.before)
         proc = await asyncio.create_subprocess_exec(
-            str(VTOP), "--url", server.url, "--record", str(out),
-            "--duration", f"{regime.record:g}s", stdin=subprocess.DEVNULL,
-        )  # fmt: skip
+            str(VTOP),
+            "--url",
+            server.url,
+            "--record",
+            str(out),
+            "--duration",
+            f"{regime.record:g}s",
+            stdin=subprocess.DEVNULL,
+        )
         await proc.wait()
         load.cancel()
         await asyncio.gather(load, return_exceptions=True)
