@@ -484,17 +484,13 @@ def window_figures(
             out[f.name] = store.avg(f.key(scope), window_s)
         elif f.read == "rate":
             out[f.name] = store.per_second(f.key(scope), window_s)
-        elif f.read == "quantile" and f.q is not None:
+        elif f.read in ("quantile", "mean"):
             lat = seen.get(f.signal)
             if lat is None:
                 lat = seen[f.signal] = latency(store, f.key(scope), window_s)
-            out[f.name] = lat.quantile(f.q)
-            by_quantile.setdefault(f.q, {})[f.signal] = f.name
-        elif f.read == "mean":
-            lat = seen.get(f.signal)
-            if lat is None:
-                lat = seen[f.signal] = latency(store, f.key(scope), window_s)
-            out[f.name] = lat.mean
+            out[f.name] = lat.mean if f.q is None else lat.quantile(f.q)
+            if f.q is not None:
+                by_quantile.setdefault(f.q, {})[f.signal] = f.name
     for names in by_quantile.values():
         held = within_wholes({signal: out[name] for signal, name in names.items()})
         out.update({name: held[signal] for signal, name in names.items()})

@@ -102,6 +102,8 @@ def test_window_figures_are_the_catalogs_reads_of_a_recorded_server() -> None:
             value = got[f.name]
             assert raw is not None and value is not None
             assert value <= raw
+        elif f.read == "mean":
+            assert got[f.name] == figures.latency(store, k, window_s).mean
         else:
             assert f.name not in got
     # the trace queues: the queue's percentiles are read, and held to TTFT's
