@@ -5,7 +5,7 @@
 `bench/trace.py` measures the source (a seek to the first frame, the 10 minutes of history a
 screen reads). This measures what the replay screen adds on top, without a terminal:
 
-- the findings pass (`vtop.ui.player.analyse`, the report's own pass, in a worker thread on
+- the findings pass (`vtop.ui.views.player.analyse`, the report's own pass, in a worker thread on
   the screen): its time and the evaluations it keeps;
 - a seek (`Player.seek`): the source's seek plus the monitor rebuilt from the history the
   5-minute window needs (target < 200 ms), and the backfill a 1-hour window reads in a worker;
@@ -29,7 +29,7 @@ from bench.trace import build
 from vtop.sources.replay import ReplaySource
 from vtop.trace import TraceReader
 from vtop.triage.engine import Engine
-from vtop.ui.player import FindingsTimeline, Player, analyse
+from vtop.ui.views.player import FindingsTimeline, Player, analyse
 
 
 def clocks() -> tuple[float, float]:

@@ -23,8 +23,8 @@ from vtop.trace.reader import TraceReader
 from vtop.trace.recorder import Recorder
 from vtop.training.questions import Choice
 from vtop.triage.engine import Engine
-from vtop.ui.player import Analysis, Chunk, analyse
 from vtop.ui.replay_app import ReplayApp
+from vtop.ui.views.player import Analysis, Chunk, analyse
 
 ROOT = Path(__file__).resolve().parents[2]
 TRACE = ROOT / "traces" / "budget-too-small.vtrace"

@@ -32,12 +32,12 @@ from vtop.model import ACCRUING, Frame, Severity
 from vtop.monitor import Monitor
 from vtop.sources.status import CONNECTED, ConnectionStatus
 from vtop.ui.app import VtopApp
-from vtop.ui.headline import Headline
-from vtop.ui.panels import Trend
 from vtop.ui.screens.engines import EnginesScreen
 from vtop.ui.screens.explain import ExplainScreen
 from vtop.ui.screens.finding import FindingScreen
 from vtop.ui.screens.help import HelpScreen
+from vtop.ui.views.headline import Headline
+from vtop.ui.views.panels import Trend
 from vtop.ui.widgets.fields import FieldsWidget
 from vtop.ui.widgets.header_bar import HeaderBar
 
@@ -680,7 +680,7 @@ async def test_the_cursor_follows_the_lead_until_the_user_moves_it() -> None:
     verdict, that takes the lead is what Enter opens, unless the user chose another line."""
     from dataclasses import replace
 
-    from vtop.ui.verdict import lines
+    from vtop.ui.views.verdict import lines
 
     symptom = replace(PENDING, rule="ttft-queueing", title="Time to first token is queueing")
     app, _ = build_app(findings=())
@@ -748,7 +748,7 @@ async def test_a_new_verdict_takes_the_cursor_from_a_symptom() -> None:
     comes, the cursor is on it: Enter opens the news, not the line chosen a minute ago."""
     from dataclasses import replace
 
-    from vtop.ui.verdict import lines
+    from vtop.ui.views.verdict import lines
 
     symptom = replace(PENDING, rule="ttft-queueing", title="Time to first token is queueing")
     app, _ = build_app(findings=())
@@ -765,7 +765,7 @@ async def test_a_new_verdict_takes_the_cursor_from_a_symptom() -> None:
 
 
 def test_the_likely_line_is_drawn_apart_from_a_verdict() -> None:
-    from vtop.ui.verdict import lines
+    from vtop.ui.views.verdict import lines
     from vtop.ui.widgets.triage_panel import render_line
 
     likely = lines([PENDING], polls=9)[0]
@@ -876,7 +876,7 @@ async def test_compact_verdict_wraps_into_free_rows_and_gpu_fields_stay_whole() 
 
 
 async def test_triage_grows_when_the_same_lines_start_to_wrap() -> None:
-    from vtop.ui.verdict import Line
+    from vtop.ui.views.verdict import Line
 
     app, _ = build_app()
     async with app.run_test(size=(80, 24)) as pilot:

@@ -8,9 +8,9 @@ import threading
 from tests.ui.scripted import build_sim_app
 from vtop.model import Finding, Knob, Recommendation, Severity
 from vtop.monitor import Monitor
-from vtop.ui import detail
 from vtop.ui.prediction import Predictor
 from vtop.ui.screens.finding import DetailBody, FindingScreen
+from vtop.ui.views import detail
 from vtop.whatif.advice import Advice
 from vtop.whatif.predict import Band, Prediction
 from vtop.whatif.search import Goals

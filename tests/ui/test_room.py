@@ -1,4 +1,4 @@
-"""How the dashboard's rows are shared out (`vtop.ui.room`), without a terminal: the plan
+"""How the dashboard's rows are shared out (`vtop.ui.views.room`), without a terminal: the plan
 never takes more rows than the screen has where its smallest layout fits, and what gives way
 goes in the order docs/tui.md writes down."""
 
@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from vtop.ui import room
-from vtop.ui.room import Needs, fitting, plan
+from vtop.ui.views import room
+from vtop.ui.views.room import Needs, fitting, plan
 
 
 @pytest.mark.parametrize("width", [80, 100, 120, 200])

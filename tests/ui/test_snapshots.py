@@ -3,7 +3,7 @@
 The main screens (80×24 compact, 100×30 the boxed panels where they just fit) show five
 minutes of a fixed simulator scenario (fixed seed and epoch: the same frames at every run,
 through the real parser), for one endpoint and for four (four scenarios, a server each: at
-80×24 what gives way for their rows, `vtop.ui.room`); the finding's detail, the engines
+80×24 what gives way for their rows, `vtop.ui.views.room`); the finding's detail, the engines
 table and the help at 80×24 too. The states the simulator does not produce (an outage, data
 parallelism, a second endpoint) come from scripted vLLM-shaped pages. What a snapshot alone
 would not say (nothing cut mid-word, the GPU in view) is asserted in tests/ui/test_fit.py. Time on screen comes from the frames, vtop's

@@ -24,7 +24,7 @@ from vtop.trace.reader import TraceReader
 from vtop.ui.replay_app import ReplayApp
 from vtop.ui.screens.question import QuestionScreen
 from vtop.ui.screens.score import ScoreScreen
-from vtop.ui.training import NO_KNOB
+from vtop.ui.views.training import NO_KNOB
 
 SIZE = (120, 40)
 
@@ -215,7 +215,7 @@ async def test_while_the_pass_runs_the_replay_plays_to_the_first_firing_and_says
 
     from tests.ui.replaying import Clock, fresh_engine
     from vtop.sources.replay import ReplaySource
-    from vtop.ui.player import Chunk
+    from vtop.ui.views.player import Chunk
 
     analysis, chunks = pass_over(two_incidents())
     times = [t for c in chunks for t in c.times]

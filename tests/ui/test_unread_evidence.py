@@ -23,7 +23,7 @@ from vtop.report.collect import Collector
 from vtop.signals.extract import PageReader
 from vtop.sim.twin import Twin
 from vtop.sources import discovery
-from vtop.ui import detail
+from vtop.ui.views import detail
 
 ROW = "API server CPU"
 PROCESS = {"api_cpu_seconds", "api_start_time"}

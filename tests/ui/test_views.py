@@ -16,9 +16,9 @@ from vtop.monitor import Monitor
 from vtop.signals.store import Store
 from vtop.sources.status import CONNECTED, ConnectionStatus
 from vtop.triage.engine import lacking
-from vtop.ui import chart, detail, panels, trend, verdict
-from vtop.ui.headline import headline, short_url
-from vtop.ui.thresholds import FALLBACK, from_rules, level, table_for
+from vtop.ui.views import chart, detail, panels, trend, verdict
+from vtop.ui.views.headline import headline, short_url
+from vtop.ui.views.thresholds import FALLBACK, from_rules, level, table_for
 
 # -- buckets -----------------------------------------------------------------------------------
 
@@ -459,7 +459,7 @@ def test_detail_of_an_accruing_finding_says_what_it_still_needs_and_gives_no_adv
 
 
 def test_fleet_row_says_likely_not_ok_while_a_warning_rule_accrues() -> None:
-    from vtop.ui import fleet
+    from vtop.ui.views import fleet
 
     monitor = Monitor()
     for frame in pages.frames([pages.Endpoint(EP)], 5):
@@ -484,7 +484,7 @@ def test_fleet_row_says_likely_not_ok_while_a_warning_rule_accrues() -> None:
 def test_fleet_row_and_panel_read_one_cap() -> None:
     """A cap given as a float (a targets file's label, a formula's result) is the same cap on
     the panel and on the fleet row; the row used to read only an int and dropped it."""
-    from vtop.ui import fleet
+    from vtop.ui.views import fleet
 
     v = view_of(fed_monitor())
     view = fed_monitor().endpoints[EP]
@@ -597,7 +597,7 @@ def test_rates_read_over_the_rate_span_and_latency_over_the_latency_span(
     the poll interval (the fleet row: the span it is given), latency percentiles over
     `figures.LATENCY_SPAN_S`; swapping them would show a minute's rate or ten seconds' p99."""
     from vtop import figures
-    from vtop.ui import fleet
+    from vtop.ui.views import fleet
 
     spans: list[tuple[str, float | None]] = []
     real_rate, real_latency = figures.rate, figures.latency

@@ -19,7 +19,7 @@ from vtop.report import render
 from vtop.report.collect import Collector
 from vtop.report.document import Document
 from vtop.triage.explain import RULE_MAX, RULE_MIN, explain
-from vtop.ui import detail
+from vtop.ui.views import detail
 
 BUDGET = (
     "min(min(ceil_to(demand_p95, 8), floor_to(known(kv_fit, 2 * max_num_seqs), 8), "

@@ -22,7 +22,7 @@ from vtop.report.text import SIGNAL_ORDER
 from vtop.report.window import CHART, EndpointStats
 from vtop.triage.columns import Columns
 from vtop.triage.schema import Operand
-from vtop.ui.panels import PANELS
+from vtop.ui.views.panels import PANELS
 from vtop.whatif.check import FAMILIES, FIGURES
 from vtop.whatif.check import figures as compared
 from vtop.whatif.watched import read_trace

@@ -168,3 +168,33 @@ def test_the_map_names_every_module() -> None:
 def _named(path: Path) -> str:
     """How the map names a module: its file's stem, or its package's folder for `__init__`."""
     return path.parent.name if path.stem == "__init__" else path.stem
+
+
+VIEWS = PACKAGE / "ui" / "views"
+DRAWING = ("textual", "rich")
+"""What draws on a terminal: the widgets' business, not the views'."""
+
+
+def view_violations(source: str, where: str) -> list[str]:
+    """A view that imports Textual (or Rich, which Textual draws with), or anything of
+    `vtop.ui` outside the views: a view model must be built and tested without a terminal."""
+    out = []
+    for line, target in imports(source):
+        drawing = any(target == d or target.startswith(d + ".") for d in DRAWING)
+        in_ui = target == "vtop.ui" or target.startswith("vtop.ui.")
+        if drawing or (in_ui and not target.startswith("vtop.ui.views")):
+            out.append(f"{where}:{line}: imports {target}")
+    return out
+
+
+def test_the_views_are_plain_values() -> None:
+    """vtop/ui/views: no Textual, no widget, screen or app; only lower layers and each other."""
+    found = [
+        v
+        for path in sorted(VIEWS.rglob("*.py"))
+        for v in view_violations(path.read_text(encoding="utf-8"), str(path.relative_to(PACKAGE)))
+    ]
+    assert not found, "views that reach up into the screen:\n" + "\n".join(found)
+    planted = "from textual.widget import Widget\nfrom vtop.ui import osc52\nimport rich.text\n"
+    assert len(view_violations(planted, "x.py")) == 3
+    assert not view_violations("from vtop.ui.views import verdict\nfrom vtop import fmt\n", "x")

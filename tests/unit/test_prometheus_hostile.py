@@ -33,7 +33,7 @@ from vtop.sources.live import is_local
 from vtop.sources.prometheus import PrometheusSource
 from vtop.sources.prometheus.client import RANGE_MAX_BYTES
 from vtop.sources.prometheus.series import Classifier, classify
-from vtop.ui.headline import short_url
+from vtop.ui.views.headline import short_url
 
 NOT_HOSTS = [
     "[::1",

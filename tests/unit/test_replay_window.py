@@ -110,7 +110,7 @@ def test_a_time_that_cannot_be_is_one_line(args: list[str], said: str) -> None:
 
 def test_the_players_go_to_still_reads_minutes_and_seconds_that_are_no_time_of_day() -> None:
     """`g 5:75` in a replay is 5 min 75 s into it: no time of day, so not refused as one."""
-    from vtop.ui.player import target
+    from vtop.ui.views.player import target
 
     assert target("5:75", START, END) == START + 375.0
     assert target("15:10", START, END) == pytest.approx(START + 108.998)  # a time of day in it

@@ -54,9 +54,9 @@ from vtop.ui.app_keys import INTERVALS, WINDOWS, KeysMixin
 from vtop.ui.app_layout import LayoutMixin
 from vtop.ui.app_polling import PollingMixin
 from vtop.ui.app_recording import RecordingMixin
-from vtop.ui.findings import FindingsProvider, monitor_findings
 from vtop.ui.prediction import Predictor
-from vtop.ui.thresholds import Table, table_for
+from vtop.ui.views.findings import FindingsProvider, monitor_findings
+from vtop.ui.views.thresholds import Table, table_for
 from vtop.ui.widgets.endpoint_list import EndpointList
 from vtop.ui.widgets.gpu_panel import GpuPanel
 from vtop.ui.widgets.header_bar import HeaderBar

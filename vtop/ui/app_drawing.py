@@ -14,11 +14,11 @@ from dataclasses import replace
 from vtop import durations, figures, fmt
 from vtop.monitor import EndpointView
 from vtop.sources.status import UNKNOWN, ConnectionStatus
-from vtop.ui import fleet, verdict
 from vtop.ui.app_host import DashboardHost
-from vtop.ui.headline import headline
-from vtop.ui.panels import View
 from vtop.ui.screens.engines import EnginesScreen
+from vtop.ui.views import fleet, verdict
+from vtop.ui.views.headline import headline
+from vtop.ui.views.panels import View
 
 
 class DrawingMixin(DashboardHost):

@@ -26,10 +26,10 @@ if TYPE_CHECKING:
     from vtop.sources.pacing import Pacer
     from vtop.sources.status import ConnectionStatus
     from vtop.trace.recorder import Recorder
-    from vtop.ui.findings import FindingsProvider
-    from vtop.ui.panels import View
     from vtop.ui.prediction import Predictor
-    from vtop.ui.thresholds import Table
+    from vtop.ui.views.findings import FindingsProvider
+    from vtop.ui.views.panels import View
+    from vtop.ui.views.thresholds import Table
     from vtop.ui.widgets.endpoint_list import EndpointList
     from vtop.ui.widgets.gpu_panel import GpuPanel
     from vtop.ui.widgets.header_bar import HeaderBar

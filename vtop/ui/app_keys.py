@@ -19,12 +19,13 @@ from textual.screen import Screen
 
 from vtop import fmt
 from vtop.sources.base import retime
-from vtop.ui import osc52, verdict
+from vtop.ui import osc52
 from vtop.ui.app_host import DashboardHost
 from vtop.ui.screens.engines import EnginesScreen
 from vtop.ui.screens.explain import ExplainScreen, explain_text
 from vtop.ui.screens.finding import FindingScreen
 from vtop.ui.screens.help import HelpScreen
+from vtop.ui.views import verdict
 from vtop.ui.widgets.endpoint_list import EndpointList
 from vtop.ui.widgets.gpu_panel import GpuPanel
 from vtop.ui.widgets.panel_column import PanelColumn

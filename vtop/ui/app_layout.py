@@ -15,8 +15,8 @@ import sys
 from textual import events
 from textual.geometry import Size
 
-from vtop.ui import room
 from vtop.ui.app_host import DashboardHost
+from vtop.ui.views import room
 
 RESIZE_SETTLE_S = 0.05
 """Quiet time after the last resize of a burst before the full repaint."""
@@ -62,7 +62,7 @@ class LayoutMixin(DashboardHost):
             self.post_message(events.Resize(size, size))
 
     def _choose_layout(self) -> None:
-        """Share the rows out (`vtop.ui.room`): compact (a row per panel) or roomy (boxed
+        """Share the rows out (`vtop.ui.views.room`): compact (a row per panel) or roomy (boxed
         panels), and in compact what gives way where rows are short (the GPU's notes, its
         box, a row per panel, the verdict's lines), so the screen never scrolls.
 

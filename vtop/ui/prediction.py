@@ -18,7 +18,7 @@ from collections.abc import Callable
 
 from vtop.model import Finding
 from vtop.monitor import Monitor
-from vtop.ui.detail import Row, prediction_rows, unavailable_rows
+from vtop.ui.views.detail import Row, prediction_rows, unavailable_rows
 from vtop.whatif.advice import Advisor, Reading, prediction_reading, twin_changes, twin_failed
 from vtop.whatif.search import Goals
 

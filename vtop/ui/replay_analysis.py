@@ -18,9 +18,9 @@ from textual.worker import get_current_worker
 from vtop.model import Finding
 from vtop.monitor import Monitor
 from vtop.trace.reader import TraceError
-from vtop.ui.player import Analysis, Cancelled, Chunk, analyse
 from vtop.ui.replay_host import ReplayHost
-from vtop.ui.training import Session
+from vtop.ui.views.player import Analysis, Cancelled, Chunk, analyse
+from vtop.ui.views.training import Session
 
 
 class AnalysisMixin(ReplayHost):

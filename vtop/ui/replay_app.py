@@ -4,9 +4,9 @@ The screen is the live dashboard (`VtopApp`) with its source swapped for a `Repl
 its clock for the trace's: the panels, charts, header and triage panel are the same widgets fed
 the same way, so a replay reads exactly like the incident did live. What is added:
 
-- a player (`vtop.ui.player.Player`): frames due on the virtual clock are fed at most ten times
-  a second, whatever the speed, so 1000× costs ten redraws a second, not a thousand; a seek
-  rebuilds the monitor from the history before the new position;
+- a player (`vtop.ui.views.player.Player`): frames due on the virtual clock are fed at most
+  ten times a second, whatever the speed, so 1000× costs ten redraws a second, not a
+  thousand; a seek rebuilds the monitor from the history before the new position;
 - the findings of one pass of the report's code over the whole trace, made in a worker thread
   and streamed in as it goes (`analyse`): the triage panel shows the findings of the last rule
   evaluation at or before the position, which is what `vtop --replay FILE --report --to T`
@@ -43,14 +43,14 @@ from vtop.sources.replay import ReplaySource
 from vtop.training.questions import Choice
 from vtop.triage.engine import Engine
 from vtop.ui.app import SelfCpu, VtopApp
-from vtop.ui.player import Analysis, Chunk, FindingsTimeline, Player
 from vtop.ui.replay_analysis import AnalysisMixin
 from vtop.ui.replay_controls import FASTER, SLOWER, PlayerControlsMixin
 from vtop.ui.replay_training import TrainingMixin
 from vtop.ui.replay_view import ReplayViewMixin, utc
 from vtop.ui.screens.question import QuestionScreen
-from vtop.ui.thresholds import table_for
-from vtop.ui.training import Session
+from vtop.ui.views.player import Analysis, Chunk, FindingsTimeline, Player
+from vtop.ui.views.thresholds import table_for
+from vtop.ui.views.training import Session
 from vtop.ui.widgets.timeline import Timeline
 from vtop.whatif.search import Goals
 

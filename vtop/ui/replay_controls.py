@@ -16,11 +16,11 @@ from textual.worker import get_current_worker
 
 from vtop import durations
 from vtop.monitor import Monitor
-from vtop.ui.player import Backfill, target
 from vtop.ui.replay_host import ReplayHost
 from vtop.ui.replay_view import utc
 from vtop.ui.screens.goto import GoToScreen
 from vtop.ui.screens.replay_help import ReplayHelpScreen
+from vtop.ui.views.player import Backfill, target
 
 FASTER = "greater_than_sign,right_square_bracket,plus,equals_sign"
 SLOWER = "less_than_sign,left_square_bracket,minus"

@@ -22,11 +22,11 @@ if TYPE_CHECKING:
     from vtop.sources.replay import ReplaySource
     from vtop.training.questions import Choice
     from vtop.triage.engine import Engine
-    from vtop.ui import verdict
     from vtop.ui.app import VtopApp
-    from vtop.ui.player import Analysis, Chunk, FindingsTimeline, Player
     from vtop.ui.screens.question import QuestionScreen
-    from vtop.ui.training import Session
+    from vtop.ui.views import verdict
+    from vtop.ui.views.player import Analysis, Chunk, FindingsTimeline, Player
+    from vtop.ui.views.training import Session
     from vtop.ui.widgets.timeline import Timeline
 
     class ReplayHost(VtopApp):

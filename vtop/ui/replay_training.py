@@ -10,13 +10,13 @@ Escape hides a question to study the screen; `a` brings it back. A mixin of `Rep
 from __future__ import annotations
 
 from vtop.training.grading import Verdict
-from vtop.ui.detail import Row
 from vtop.ui.prediction import Job
 from vtop.ui.replay_host import ReplayHost
 from vtop.ui.replay_view import utc
 from vtop.ui.screens.question import QuestionScreen
 from vtop.ui.screens.score import ScoreScreen
-from vtop.ui.training import Change
+from vtop.ui.views.detail import Row
+from vtop.ui.views.training import Change
 
 
 class TrainingMixin(ReplayHost):

@@ -13,8 +13,8 @@ from datetime import UTC, datetime
 from vtop import durations
 from vtop.model import Severity
 from vtop.sources.status import ConnectionStatus
-from vtop.ui import verdict
 from vtop.ui.replay_host import ReplayHost
+from vtop.ui.views import verdict
 from vtop.ui.widgets.timeline import Mark, TimelineState, marks_of
 
 

@@ -23,8 +23,8 @@ from textual.screen import ModalScreen
 from textual.widgets import DataTable, Static
 
 from vtop import durations, figures, fmt
-from vtop.ui import panels
-from vtop.ui.panels import View
+from vtop.ui.views import panels
+from vtop.ui.views.panels import View
 
 
 @dataclass(frozen=True, slots=True)

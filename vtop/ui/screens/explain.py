@@ -17,7 +17,7 @@ from textual.screen import ModalScreen
 from textual.widgets import Static
 
 from vtop.signals.catalog import BY_NAME
-from vtop.ui.thresholds import FALLBACK, Table
+from vtop.ui.views.thresholds import FALLBACK, Table
 
 
 def explain_text(

@@ -27,9 +27,9 @@ from textual.worker import Worker
 
 from vtop.model import Finding
 from vtop.monitor import Monitor
-from vtop.ui import detail
 from vtop.ui.prediction import Job, Predictor
 from vtop.ui.screens import predicting
+from vtop.ui.views import detail
 
 
 class DetailBody(Widget):

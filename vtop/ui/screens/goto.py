@@ -1,6 +1,6 @@
 """`g`: go to a time of the trace, typed; a time it cannot read keeps the dialog open and says why.
 
-Reading the text is `vtop.ui.player.target`'s job (the same forms as `--from`); this screen
+Reading the text is `vtop.ui.views.player.target`'s job (the same forms as `--from`); this screen
 only asks, shows the error, and hands back the time.
 """
 

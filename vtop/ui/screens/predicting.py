@@ -11,8 +11,8 @@ from typing import Any
 from textual.screen import Screen
 from textual.worker import Worker, WorkerState
 
-from vtop.ui.detail import Row, unavailable_rows
 from vtop.ui.prediction import Job
+from vtop.ui.views.detail import Row, unavailable_rows
 
 GROUP = "predict"
 """The worker group of the twin's run."""

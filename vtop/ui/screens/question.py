@@ -30,10 +30,10 @@ from textual.worker import Worker
 
 from vtop.training.grading import Verdict
 from vtop.training.questions import Question
-from vtop.ui.detail import Row, predicting_rows
 from vtop.ui.prediction import Job
 from vtop.ui.screens import predicting
-from vtop.ui.training import Change, answered, changes
+from vtop.ui.views.detail import Row, predicting_rows
+from vtop.ui.views.training import Change, answered, changes
 
 Grade = Callable[[Question, Change, str], Verdict]
 Predict = Callable[[], list[Row] | Job]

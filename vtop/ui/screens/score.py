@@ -12,7 +12,7 @@ from textual.screen import ModalScreen
 from textual.widgets import Static
 
 from vtop.training.grading import Score
-from vtop.ui.training import answered
+from vtop.ui.views.training import answered
 
 
 def body(score: Score) -> Content:

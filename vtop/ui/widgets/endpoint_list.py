@@ -8,7 +8,7 @@ in italics, not bold. Each line's figures are one field and its verdict another,
 token rate repaints only the figures. The columns that do not fit are left out
 (`fleet.visible`), least important first, so that every verdict reads whole, in its short
 form where need be (`CRIT memory-ceiling`: it was `CRIT KV cache i…` at 80 columns). Where
-the screen is short of rows (`vtop.ui.room`) the box shows the lines around the chosen
+the screen is short of rows (`vtop.ui.views.room`) the box shows the lines around the chosen
 endpoint under the header.
 """
 
@@ -24,9 +24,9 @@ from textual.geometry import Size
 from textual.message import Message
 
 from vtop.model import Severity
-from vtop.ui import fleet
-from vtop.ui.fleet import Row
-from vtop.ui.room import fitting
+from vtop.ui.views import fleet
+from vtop.ui.views.fleet import Row
+from vtop.ui.views.room import fitting
 from vtop.ui.widgets.fields import Field, FieldsWidget
 
 VERDICT_STYLE = {

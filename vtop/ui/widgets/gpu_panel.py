@@ -10,7 +10,7 @@ rewritten from the panel's edge to the end of the change, so the card's name, wh
 changes, goes last. A field that does not fit whole is left out (a narrow terminal shows
 fewer readings, never a cut `v…`).
 
-Where the screen is short of rows (`vtop.ui.room`) the notes go first, then the box: one
+Where the screen is short of rows (`vtop.ui.views.room`) the notes go first, then the box: one
 line without a border, the GPU's own readings or, with several, all of them together
 (`4 GPUs  util 71–92%  power 1.4k/1.8k W  max 72°C  mem 88.4/96.0 GiB`).
 """
@@ -23,8 +23,8 @@ from textual.geometry import Size
 from vtop import fmt
 from vtop.model import GpuReading, GpuStatus, Severity
 from vtop.signals.gpus import PAGE
-from vtop.ui.room import GpuForm
-from vtop.ui.thresholds import FALLBACK, Table, level
+from vtop.ui.views.room import GpuForm
+from vtop.ui.views.thresholds import FALLBACK, Table, level
 from vtop.ui.widgets.fields import Field, FieldsWidget
 
 MAX_GPUS = 8
@@ -134,7 +134,7 @@ class GpuPanel(FieldsWidget, can_focus=True):
 
     @property
     def needs(self) -> tuple[int, int]:
-        """GPU lines and note lines, in the box (`vtop.ui.room.Needs`)."""
+        """GPU lines and note lines, in the box (`vtop.ui.views.room.Needs`)."""
         return max(1, len(self._lines)), len(self._notes)
 
     @property

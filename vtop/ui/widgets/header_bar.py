@@ -30,8 +30,8 @@ from textual.containers import Horizontal
 from textual.content import Content
 
 from vtop.model import Severity
-from vtop.ui.headline import Headline, model_forms
-from vtop.ui.room import fitting
+from vtop.ui.views.headline import Headline, model_forms
+from vtop.ui.views.room import fitting
 from vtop.ui.widgets.field_row import GAP, FieldRow
 
 NARROW = 110

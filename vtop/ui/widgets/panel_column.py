@@ -27,9 +27,9 @@ from textual.geometry import Size
 from textual.message import Message
 
 from vtop.model import Severity
-from vtop.ui import chart, panels, trend
-from vtop.ui.panels import PanelSpec, Trend, View
-from vtop.ui.room import fitting
+from vtop.ui.views import chart, panels, trend
+from vtop.ui.views.panels import PanelSpec, Trend, View
+from vtop.ui.views.room import fitting
 from vtop.ui.widgets.fields import Field, FieldsWidget
 
 CHART_STYLES: dict[chart.RunStyle, str] = {
@@ -101,7 +101,7 @@ class PanelColumn(FieldsWidget, can_focus=True):
         self._view: View | None = None
         self._compact = False
         self._across = 1
-        """Compact panels per row: two where the screen is short of rows (`vtop.ui.room`)."""
+        """Compact panels per row: two where the screen is short of rows (`vtop.ui.views.room`)."""
         self._focused = False
         """The column has the focus: its cursor's panel is drawn active."""
 

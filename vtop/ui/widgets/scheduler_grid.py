@@ -13,7 +13,7 @@ from textual.app import ComposeResult
 from textual.containers import Container
 
 from vtop.model import Severity
-from vtop.ui.panels import PANELS, PanelSpec, Trend, View
+from vtop.ui.views.panels import PANELS, PanelSpec, Trend, View
 from vtop.ui.widgets.panel_column import PanelColumn
 
 COLUMNS = 3
@@ -34,7 +34,7 @@ class SchedulerGrid(Container):
         self.order = [spec.id for spec in PANELS]
         self.compact = False
         self.across = 1
-        """Compact panels to a row (`vtop.ui.room`): two where the screen is short of rows."""
+        """Compact panels to a row (`vtop.ui.views.room`): two where the screen is short of rows."""
 
     def compose(self) -> ComposeResult:
         yield from self.columns

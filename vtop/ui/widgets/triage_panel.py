@@ -38,7 +38,7 @@ from textual.geometry import Size
 from textual.message import Message
 
 from vtop.model import Finding, Severity
-from vtop.ui.verdict import Line
+from vtop.ui.views.verdict import Line
 from vtop.ui.widgets.fields import Field, FieldsWidget
 
 LABEL_STYLE = {

@@ -24,9 +24,9 @@ from typing import Literal
 from vtop import durations, figures, fmt
 from vtop.model import ALL, Knob, SeriesKey, Severity
 from vtop.signals.store import Store
-from vtop.ui import chart as draw
-from vtop.ui import trend
-from vtop.ui.thresholds import FALLBACK, Table, level
+from vtop.ui.views import chart as draw
+from vtop.ui.views import trend
+from vtop.ui.views.thresholds import FALLBACK, Table, level
 
 PanelKind = Literal["gauge", "rate", "latency"]
 

@@ -26,8 +26,8 @@ from vtop.model import ALL, Finding, Severity
 from vtop.monitor import EndpointView
 from vtop.signals.store import Store
 from vtop.sources.status import ConnectionStatus
-from vtop.ui.headline import short_url
-from vtop.ui.verdict import LABELS, judging, likely, order
+from vtop.ui.views.headline import short_url
+from vtop.ui.views.verdict import LABELS, judging, likely, order
 
 
 @dataclass(frozen=True, slots=True)

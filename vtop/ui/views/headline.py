@@ -14,7 +14,7 @@ from vtop import durations, fmt
 from vtop.model import Severity
 from vtop.monitor import EndpointView
 from vtop.sources.status import ConnectionStatus
-from vtop.ui.thresholds import FALLBACK, Table, level
+from vtop.ui.views.thresholds import FALLBACK, Table, level
 
 
 @dataclass(frozen=True, slots=True)

@@ -29,7 +29,7 @@ from vtop import durations, fmt
 from vtop.knobs import format_value
 from vtop.model import ACCRUING, Finding, Knob, Recommendation
 from vtop.triage.explain import is_literal
-from vtop.ui.verdict import LABELS, held_of
+from vtop.ui.views.verdict import LABELS, held_of
 from vtop.whatif.advice import Advice
 
 PROVENANCE = {

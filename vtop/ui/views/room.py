@@ -44,7 +44,7 @@ and the line after)."""
 TRIAGE_FLOOR = 3
 """The fewest: one line, a finding in one line."""
 PANEL_ROWS = 9
-"""The scheduler panels, one to a row (`vtop.ui.panels.PANELS`)."""
+"""The scheduler panels, one to a row (`vtop.ui.views.panels.PANELS`)."""
 FLEET_FLOOR = 4
 """The endpoints' box at its smallest: border, header and the chosen endpoint's row."""
 
