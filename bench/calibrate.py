@@ -39,11 +39,10 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import httpx
-from _realserver import measured_alone, start_alone, stop_on_sigterm
 
+from bench._realserver import measured_alone, start_alone, stop_on_sigterm
 from tests.simtools.realcpu import (
     CONFIGS,
     MEASURED,

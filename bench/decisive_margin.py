@@ -124,8 +124,8 @@ def main(argv: list[str] | None = None) -> int:
             minutes = args.minutes if interval >= 1 else args.minutes / 3
             sources.append((f"sim {name} @{interval:g}s", sc.rule, simulated(name, interval,
                                                                             minutes)))  # fmt: skip
-    for trace, rule in real_regimes().items():
-        sources.append((f"real {trace}", rule, recorded(REAL / trace)))
+    for trace, cause in real_regimes().items():
+        sources.append((f"real {trace}", cause, recorded(REAL / trace)))
     ok = True
     print(f"{'rule':24s} {'evidence':>8s} {'held (other problems)':>22s} {'longest run':>12s}  "
           "where")  # fmt: skip

@@ -28,6 +28,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Mapping
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -94,15 +95,15 @@ def main() -> None:
     page = healthy_answers().targets[("vllm", "127.0.0.1:8000")]
     down = Fleet({("vllm", f"10.0.{i // 250}.{i % 250}:8000"): page for i in range(args.targets)})
 
-    def latest(form: object) -> object:
+    def latest(form: Mapping[str, str]) -> dict[str, object]:
         """Each target's `up` (0) and scrape time: a target down has no other series."""
         t = time.time()
-        result: list[object] = []
+        result: list[dict[str, object]] = []
         for job, instance in down.targets:
-            target = {"job": job, "instance": instance}
-            result.append({"metric": {"__name__": "up", **target}, "value": [t, "0"]})
-            result.append({"metric": {"__name__": "vtop_scrape_timestamp", "vtop": "scrape_time",
-                                      **target}, "value": [t, f"{t:.3f}"]})  # fmt: skip
+            up = {"__name__": "up", "job": job, "instance": instance}
+            scraped = {**up, "__name__": "vtop_scrape_timestamp", "vtop": "scrape_time"}
+            result.append({"metric": up, "value": [t, "0"]})
+            result.append({"metric": scraped, "value": [t, f"{t:.3f}"]})
         return success("vector", result)
 
     with HostilePrometheus(down, latest=latest) as prom:

@@ -12,6 +12,7 @@ import re
 import statistics
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from prometheus_client.parser import text_string_to_metric_families
@@ -27,7 +28,7 @@ FIXTURE = ROOT / "tests/fixtures/metrics/vllm-0.32/kv-exhausted.txt"
 
 def data_parallel(page: str, engines: int) -> str:
     """The page as an N-engine server shows it: every engine-labelled line once per engine."""
-    out = []
+    out: list[str] = []
     for line in page.splitlines():
         if 'engine="0"' in line:
             out.extend(line.replace('engine="0"', f'engine="{e}"') for e in range(engines))
@@ -36,7 +37,7 @@ def data_parallel(page: str, engines: int) -> str:
     return "\n".join(out) + "\n"
 
 
-def best_of(fn, repeat: int, number: int) -> float:  # type: ignore[no-untyped-def]
+def best_of(fn: Callable[[], object], repeat: int, number: int) -> float:
     runs = []
     for _ in range(repeat):
         start = time.process_time()

@@ -124,7 +124,7 @@ def verdicts(names: list[str]) -> bool:
 
 def sweep(names: list[str], seconds: float, intervals: tuple[float, ...]) -> bool:
     ok = True
-    quiet = [n for n in names if SCENARIOS[n].rule is None or _info(SCENARIOS[n].rule)]
+    quiet = [n for n in names if (rule := SCENARIOS[n].rule) is None or _info(rule)]
     print(
         f"\nno warning over {seconds / 60:.0f} simulated minutes, attached warmed / just "
         "started, at each poll interval:"

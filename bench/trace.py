@@ -27,6 +27,7 @@ import statistics
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from tests.tracegen import BusyEngine
@@ -62,9 +63,9 @@ def without_footer(path: Path, out: Path) -> None:
         fh.truncate(end)
 
 
-def timed(fn: object, *args: object) -> float:
+def timed(fn: Callable[..., object], *args: object) -> float:
     t0 = time.perf_counter()
-    fn(*args)  # type: ignore[operator]
+    fn(*args)
     return time.perf_counter() - t0
 
 

@@ -19,6 +19,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from tests.sim.helpers import with_knobs
+from vtop.knobs import KnobValue
 from vtop.model import Finding, Frame, Knob
 from vtop.monitor import Monitor
 from vtop.signals.extract import PageReader
@@ -71,14 +73,14 @@ def run(scenario: Scenario, args: ServeArgs, rules: Engine) -> Result:
 
 
 def apply(args: ServeArgs, findings: list[Finding]) -> tuple[ServeArgs, list[str]]:
-    changes: dict[str, object] = {}
+    changes: dict[str, KnobValue] = {}
     flags = []
     for f in findings:
         for rec in f.recommendations:
             if rec.knob in SERVE_KNOBS and rec.knob not in changes:
                 changes[rec.knob] = rec.new_value
                 flags.append(rec.flag)
-    return dataclasses.replace(args, **changes), flags  # type: ignore[arg-type]
+    return with_knobs(args, changes), flags
 
 
 def show(label: str, r: Result) -> None:
@@ -104,7 +106,7 @@ def main(names: list[str]) -> None:
             print(f"    apply {' '.join(flags)}")
             final = run(scenario, args, Engine(engine_rules))
             show(f"restart {restarts}: {knob}={getattr(args, knob)}", final)
-        sweep = [(v, run(scenario, dataclasses.replace(scenario.args, **{knob: v}),
+        sweep = [(v, run(scenario, with_knobs(scenario.args, {knob: v}),
                          Engine(engine_rules))) for v in values]  # fmt: skip
         for v, r in sweep:
             show(f"sweep {knob}={v}", r)

@@ -109,8 +109,7 @@ def serve_pages() -> tuple[str, ThreadingHTTPServer]:
     server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
     server.daemon_threads = True
     threading.Thread(target=server.serve_forever, daemon=True).start()
-    host, port = server.server_address[:2]
-    return f"http://{host}:{port}", server
+    return f"http://127.0.0.1:{server.server_address[1]}", server
 
 
 def serve_sim(scenario: str) -> tuple[str, subprocess.Popen[str]]:

@@ -3,8 +3,9 @@
 # (its dependencies pinned by constraints.txt), and run from a folder outside the checkout, so
 # nothing can come from the source tree: the entry point, the packaged rules (vtop/_rules),
 # their tests (vtop/_rule_tests), the report schema, the example traces (vtop/_traces), the
-# completion scripts, the manual page (`man vtop`, share/man/man1/vtop.1); and a newcomer's
-# first mistakes (a malformed URL, a dead port) are one line and exit 3 at once.
+# completion scripts, the manual page (`man vtop`, share/man/man1/vtop.1), the browser view's
+# page (textual-serve's, `--web`); and a newcomer's first mistakes (a malformed URL, a dead
+# port) are one line and exit 3 at once.
 # scripts/test.sh runs this; it also runs alone: ./scripts/check_wheel.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -173,6 +174,33 @@ one_line_exit 2 --url 'http://[::1' --once
 
 step "a dead port: one line, exit 3, at once"
 one_line_exit 3 --url http://127.0.0.1:18999 --report
+
+# The browser view from the installed wheel: textual-serve's page and scripts come with the
+# dependency, the page is served under the printed token and nothing is served without it.
+step "vtop --demo --web 0: the page under the printed token, 403 without it"
+"$VTOP" --demo --web 127.0.0.1:0 > web.out 2> web.err &
+web_pid=$!
+for _ in $(seq 100); do grep -q "^vtop: dashboard at http" web.out && break; sleep 0.1; done
+url=$(grep -o 'http://[^ ]*' web.out || true)
+if [ -z "$url" ]; then
+    problem "vtop --web printed no URL in 10 s: $(head -c 300 web.err)"
+else
+    codes=$("$WORK/venv/bin/python" - "$url" <<'EOF'
+import sys, urllib.error, urllib.request
+def code(url):
+    try:
+        return urllib.request.urlopen(url, timeout=10).status
+    except urllib.error.HTTPError as exc:
+        return exc.code
+url = sys.argv[1]
+print(code(url), code(url + "static/js/textual.js"), code(url.rsplit("/", 2)[0] + "/"))
+EOF
+)
+    echo "page, its script, without the token: $codes"
+    [ "$codes" = "200 200 403" ] || problem "vtop --web: page, script, / answered $codes"
+fi
+kill -INT "$web_pid" 2>/dev/null || true
+wait "$web_pid" || problem "vtop --web did not exit 0 on Ctrl-C"
 
 step "the installed wheel works"
 if [ ${#PROBLEMS[@]} -gt 0 ]; then

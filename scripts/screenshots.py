@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import asyncio
 import sys
-from collections.abc import Sequence
 from dataclasses import dataclass, fields
 from pathlib import Path
 
@@ -25,12 +24,13 @@ sys.path.insert(0, str(ROOT))
 
 from tests.ui.scripted import (  # noqa: E402
     FINDINGS,
+    FOUR,
     ScriptedSource,
     for_endpoint,
+    merged,
     provider,
     sim_frames,
 )
-from vtop.model import Frame  # noqa: E402
 from vtop.monitor import EndpointView, Monitor  # noqa: E402
 from vtop.sources.status import SIMULATED  # noqa: E402
 from vtop.ui.app import VtopApp  # noqa: E402
@@ -55,20 +55,12 @@ SHOTS = (
     Shot("finding-detail-120x40", ("memory-ceiling",), (120, 40), keys=("enter",)),
     Shot("light-120x40", ("ttft-queueing",), (120, 40), theme="light"),
     Shot("endpoints-120x40", ("memory-ceiling", "healthy", "budget-too-small"), (120, 40)),
+    Shot("endpoints-80x24", FOUR, (80, 24)),
+    Shot("finding-detail-80x24", ("memory-ceiling",), (80, 24), keys=("enter",)),
     Shot("help-80x24", ("memory-ceiling",), (80, 24), keys=("question_mark",)),
 )
 
 TRIAGE_IN_MONITOR = "findings" in {f.name for f in fields(EndpointView)}
-
-
-def merged(frames: Sequence[Sequence[Frame]]) -> list[Frame]:
-    """Several scenarios' frames as one poll of several endpoints each."""
-    out = []
-    for polls in zip(*frames, strict=True):
-        first = polls[0]
-        scrapes = tuple(s for frame in polls for s in frame.scrapes)
-        out.append(Frame(first.t, scrapes, first.gpu, first.host))
-    return out
 
 
 def build(shot: Shot) -> VtopApp:
@@ -92,6 +84,7 @@ async def take(shot: Shot) -> Path:
         await pilot.pause()
         if shot.keys:
             await pilot.press(*shot.keys)
+            await app.workers.wait_for_complete()  # the finding's predicted effect
             await pilot.pause()
         path = OUT / f"{shot.name}.svg"
         app.save_screenshot(path.name, str(OUT))

@@ -3,7 +3,8 @@
 Why a pipe: `--remote-debugging-pipe` makes Chromium read protocol commands from its fd 3 and
 write answers to its fd 4, NUL-separated JSON, so a test needs no WebSocket library, opens no
 port and cannot meet another test's browser. What the tests need is small (open a URL at a
-window size, evaluate JavaScript, press a key, take a screenshot), so this is the whole client.
+window size, run a script before a page's own, evaluate JavaScript, click, press a key, take a
+screenshot), so this is the whole client.
 """
 
 from __future__ import annotations
@@ -150,6 +151,19 @@ class Browser:
             if time.monotonic() > deadline:
                 raise BrowserError(f"still false after {timeout_s:g} s: {expression}")
             time.sleep(0.1)
+
+    def before_each_page(self, script: str) -> None:
+        """Run `script` in every page this browser opens from now on, before the page's own."""
+        self.command("Page.enable")
+        self.command("Page.addScriptToEvaluateOnNewDocument", source=script)
+
+    def click(self, x: float, y: float) -> None:
+        """A left click at (x, y) of the viewport, as a mouse gives it (it focuses what is
+        there: a terminal in the page takes keys only once clicked)."""
+        for kind in ("mousePressed", "mouseReleased"):
+            self.command(
+                "Input.dispatchMouseEvent", type=kind, x=x, y=y, button="left", clickCount=1
+            )
 
     def press(self, key: str, *, text: str | None = None) -> None:
         """One key down and up, as a user's keyboard sends it (`"q"`, `"Enter"`)."""

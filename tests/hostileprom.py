@@ -37,6 +37,15 @@ Reply = Any
 Route = Callable[[Mapping[str, str]], Reply]
 
 
+def answering(reply: Reply) -> Route:
+    """A route that gives `reply` whatever vtop asked."""
+
+    def route(form: Mapping[str, str]) -> Reply:
+        return reply
+
+    return route
+
+
 def success(result_type: str, result: list[Any]) -> dict[str, Any]:
     return {"status": "success", "data": {"resultType": result_type, "result": result}}
 
@@ -117,6 +126,7 @@ class HostilePrometheus:
     def __init__(
         self,
         fleet: Fleet | None = None,
+        /,
         *,
         instances: Route | None = None,
         latest: Route | None = None,
@@ -187,8 +197,7 @@ class HostilePrometheus:
 
     @property
     def url(self) -> str:
-        host, port = self._server.server_address[:2]
-        return f"http://{host}:{port}"
+        return f"http://127.0.0.1:{self._server.server_address[1]}"
 
     def __enter__(self) -> HostilePrometheus:
         self._thread.start()

@@ -194,8 +194,7 @@ class PageServer:
 
     @property
     def url(self) -> str:
-        host, port = self._server.server_address[:2]
-        return f"{self.scheme}://{host}:{port}"
+        return f"{self.scheme}://127.0.0.1:{self.port}"
 
     def __enter__(self) -> PageServer:
         self._thread.start()

@@ -114,8 +114,7 @@ class ProxyServer:
 
     @property
     def url(self) -> str:
-        host, port = self._server.server_address[:2]
-        return f"http://{host}:{port}"
+        return f"http://127.0.0.1:{self._server.server_address[1]}"
 
     def __enter__(self) -> ProxyServer:
         self._thread.start()

@@ -121,8 +121,8 @@ class TraceFile:
         data = data[: -len(wire.SYNC_TAIL)]
         if keyframe:
             self.keyframes.append((self.t_us, len(self.data), self.polls))
-            head = wire.KEYFRAME_HEAD.pack(wire.KEYFRAME_SYNC, self.t_us, self.polls)
-            self.data += wire.frame_record(wire.KEYFRAME, head + data)
+            sync = wire.KEYFRAME_HEAD.pack(wire.KEYFRAME_SYNC, self.t_us, self.polls)
+            self.data += wire.frame_record(wire.KEYFRAME, sync + data)
         else:
             self.data += wire.frame_record(wire.DELTA, data)
         self.polls += 1

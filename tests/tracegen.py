@@ -10,6 +10,7 @@ frame here is exactly what the live path would have produced. Deterministic for 
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import random
 from bisect import bisect_left
@@ -300,12 +301,8 @@ class BusyEngine:
             knobs = discovery.merge(
                 cache_info=scrape.info, endpoint=server, gpu_mem_bytes=25_757_220_864
             )
-            scrape = Scrape(**{**_fields(scrape), "knobs": knobs, "server": server})
+            scrape = dataclasses.replace(scrape, knobs=knobs, server=server)
         return Frame(self.t + 0.008, (scrape,), self.gpu(), self.host())
-
-
-def _fields(scrape: Scrape) -> dict[str, object]:
-    return {name: getattr(scrape, name) for name in Scrape.__dataclass_fields__}
 
 
 def _poisson(rng: random.Random, lam: float) -> int:
@@ -319,9 +316,9 @@ def _poisson(rng: random.Random, lam: float) -> int:
         k += 1
 
 
-def busy_frames(n: int, seed: int = 1, **kw: float) -> Iterator[Frame]:
+def busy_frames(n: int, seed: int = 1) -> Iterator[Frame]:
     """`n` consecutive frames of a busy engine (the first carries knobs and server info)."""
-    engine = BusyEngine(seed, **kw)  # type: ignore[arg-type]
+    engine = BusyEngine(seed)
     for _ in range(n):
         engine.step()
         yield engine.frame()

@@ -16,6 +16,7 @@ TypedDicts of this module (`KnobDoc`, `RecommendationDoc`): the report's types
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any, Literal, NotRequired, TypedDict
 
 from vtop import figures
@@ -206,7 +207,7 @@ def finding(f: Finding) -> Json:
     }
 
 
-def knobs(values: dict[str, Knob]) -> dict[str, KnobDoc]:
+def knobs(values: Mapping[str, Knob]) -> dict[str, KnobDoc]:
     return {
         name: {"value": k.value, "provenance": k.provenance, "detail": k.detail}
         for name, k in sorted(values.items())

@@ -168,7 +168,7 @@ class FakeNvml:
         impl = getattr(type(self), "_c_" + name, None)
         if impl is None:
             raise AttributeError(name)
-        fns = self.__dict__["_fns"]
+        fns: dict[str, Callable[..., Any]] = self.__dict__["_fns"]
         if name not in fns:
             bound = impl.__get__(self)
 

@@ -21,14 +21,13 @@ import copy
 import json
 import os
 import resource
-from collections.abc import Callable
 from typing import Any
 
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
 from tests.boundedrun import Ran, run_vtop
-from tests.hostileprom import Fleet, HostilePrometheus, healthy_answers
+from tests.hostileprom import Fleet, HostilePrometheus, Route, answering, healthy_answers
 from vtop.model import Frame
 from vtop.monitor import Monitor
 from vtop.sources.prometheus import PrometheusSource
@@ -111,22 +110,19 @@ def broken(draw: st.DrawFn, name: str) -> Any:
 
 
 @st.composite
-def prometheus(draw: st.DrawFn) -> dict[str, Callable[[Any], Any]]:
+def prometheus(draw: st.DrawFn) -> dict[str, Route]:
     """Routes for the three answers: healthy, broken, arbitrary JSON, or bytes."""
-    routes: dict[str, Callable[[Any], Any]] = {}
+    routes: dict[str, Route] = {}
     for name in ROUTES:
         kind = draw(st.sampled_from(["healthy", "broken", "broken", "broken", "json", "bytes"]))
         if kind == "healthy":
             routes[name] = getattr(_FLEET, name)
         elif kind == "broken":
-            reply = draw(broken(name))
-            routes[name] = lambda form, reply=reply: reply
+            routes[name] = answering(draw(broken(name)))
         elif kind == "json":
-            reply = draw(JSON)
-            routes[name] = lambda form, reply=reply: reply
+            routes[name] = answering(draw(JSON))
         else:
-            raw = draw(st.binary(max_size=64) | st.just(b"{" * 50_000))
-            routes[name] = lambda form, raw=raw: raw
+            routes[name] = answering(draw(st.binary(max_size=64) | st.just(b"{" * 50_000)))
     return routes
 
 
@@ -156,7 +152,7 @@ def teardown_module() -> None:
 @settings(max_examples=EXAMPLES, deadline=None, database=None, phases=PHASES,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])  # fmt: skip
 @given(routes=prometheus())
-def test_a_broken_answer_is_one_line_or_read(routes: dict[str, Callable[[Any], Any]]) -> None:
+def test_a_broken_answer_is_one_line_or_read(routes: dict[str, Route]) -> None:
     prom, monitor = _shared()
     prom.routes.update(routes)
 
@@ -191,7 +187,7 @@ def vtop(*args: str) -> Ran:
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])  # fmt: skip
 @given(routes=prometheus(), form=st.sampled_from(["text", "json", "markdown", "html"]))
 def test_the_program_ends_with_a_verdict_code_and_no_traceback(
-    routes: dict[str, Callable[[Any], Any]], form: str
+    routes: dict[str, Route], form: str
 ) -> None:
     with HostilePrometheus(**routes) as prom:
         result = vtop("--prometheus", prom.url, "--report", "--duration", "1",

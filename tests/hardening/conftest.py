@@ -6,7 +6,7 @@ vtop as a user does (`python -m vtop ...`, the worktree's code first on the path
 `PageServer` that serves pages captured from a real vLLM 0.32 server
 (`tests/fixtures/metrics/vllm-0.32`). What reaches a terminal is judged on a real one: a
 detached tmux pane whose every byte is logged (`tmux pipe-pane` sees exactly what the program
-writes to its pty), and on what Textual would write (`terminal_text`) under Pilot. Everything
+writes to its pty), and on what Textual would write (`terminal`) under Pilot. Everything
 specific to a fault stays in its test file.
 """
 
@@ -25,9 +25,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from textual.app import App
 
 from tests.host_tools import require
 from tests.pageserver import Answer, Script
+from tests.ui.screen_text import terminal_bytes
 
 ROOT = Path(__file__).resolve().parents[2]
 REAL = ROOT / "tests" / "fixtures" / "metrics" / "vllm-0.32"
@@ -161,15 +163,9 @@ def tmux_vtop(tmp_path: Path) -> Iterator[Callable[..., Pane]]:
         pane.tmux("kill-server", check=False)
 
 
-def terminal_text(app: Any) -> str:
-    """Everything Textual would write to the terminal to draw the app's screen (and the screens
-    under a modal one) from scratch: the bytes a terminal gets, escape sequences included."""
-    screen = app.screen
-    update = screen._compositor.render_update(full=True, screen_stack=app._background_screens)
-    return str(update.render_segments(app.console))
-
-
 @pytest.fixture
-def terminal() -> Callable[[Any], str]:
-    """`terminal(app)`: see `terminal_text`."""
-    return terminal_text
+def terminal() -> Callable[[App[Any]], str]:
+    """`terminal(app)`: everything Textual would write to the terminal to draw the app's screen
+    (and the screens under a modal one) from scratch: the bytes a terminal gets, escape
+    sequences included (`tests.ui.screen_text.terminal_bytes`)."""
+    return terminal_bytes

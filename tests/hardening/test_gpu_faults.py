@@ -26,6 +26,7 @@ from tests.hardening.localfaults import ROOT, env, one_line, run_cli_tui, stderr
 from vtop import cli
 from vtop.model import SeriesKey
 from vtop.report import render
+from vtop.report.document import Document, signals_of
 from vtop.sim.server import SimServer, serve
 from vtop.sim.twin import Twin
 from vtop.sources.nvml import NvmlReader
@@ -86,7 +87,7 @@ def once(sim: SimServer, capsys: pytest.CaptureFixture[str]) -> tuple[int, dict[
     return code, json.loads(out), err
 
 
-def report(sim: SimServer, capsys: pytest.CaptureFixture[str]) -> tuple[dict[str, Any], str]:
+def report(sim: SimServer, capsys: pytest.CaptureFixture[str]) -> tuple[Document, str]:
     """`vtop --url URL --report --format json` over a second; (the document, stderr).
 
     The text report is `render(doc, "text")` of this very document (as the CLI prints it).
@@ -96,13 +97,13 @@ def report(sim: SimServer, capsys: pytest.CaptureFixture[str]) -> tuple[dict[str
     code = cli.main(["--url", sim.url, "--report", "--duration", "1s", "--interval", "0.1",
                      "--format", "json"])  # fmt: skip
     out, err = capsys.readouterr()
-    doc = json.loads(out)
+    doc: Document = json.loads(out)  # the JSON format is the document (docs/report-schema.json)
     assert code == doc["exit_code"]
     verdict = f"vtop: UNKNOWN: {doc['reason']}"
     return doc, "".join(line for line in err.splitlines(True) if line.rstrip("\n") != verdict)
 
 
-def gpu_rows(doc: dict[str, Any]) -> list[str]:
+def gpu_rows(doc: Document) -> list[str]:
     """The GPU lines of the text report, without their indentation."""
     text = render(doc, "text")
     return [line.strip() for line in text.splitlines() if line.startswith("  GPU ")]
@@ -153,13 +154,16 @@ def test_no_nvml_is_one_line_and_the_pages_gpus_still_show_everywhere(
             "the page's model name"
         )
         assert row.endswith(PAGE_NOTE), row
-        assert rep["signals"]["running"]["last"] is not None
+        signals = signals_of(rep["signals"])
+        assert signals is not None and signals["running"]["last"] is not None
 
 
 def test_a_driver_loaded_later_is_picked_up_by_the_running_dashboard(
     sim: SimServer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setitem(NvmlReader.__init__.__kwdefaults__, "retry_s", 0.5)  # not a minute
+    defaults = NvmlReader.__init__.__kwdefaults__
+    assert defaults is not None and "retry_s" in defaults
+    monkeypatch.setitem(defaults, "retry_s", 0.5)  # not a minute
     seen: dict[str, Any] = {}
 
     async def drive(app: Any, pilot: Any) -> None:
@@ -247,9 +251,12 @@ def test_a_gpu_lost_mid_run_in_once_and_the_report(
     assert err == ""
     assert [r.getMessage() for r in caplog.records] == [f"GPU 1 ({H200}): GPU lost"], "once"
     first, second = rep["gpus"]
-    assert first["error"] is None and first["util_pct"]["last"] == 87.0
-    assert second["error"] == "GPU lost" and second["error_since"] is not None
-    assert rep["window"]["from"] <= second["error_since"] <= rep["window"]["to"]
+    util = first.get("util_pct")
+    assert first["error"] is None and util is not None and util["last"] == 87.0
+    since, window = second.get("error_since"), rep["window"]
+    assert second["error"] == "GPU lost" and since is not None
+    assert window["from"] is not None and window["to"] is not None
+    assert window["from"] <= since <= window["to"]
     assert second["util_pct"] == {"avg": 87.0, "max": 87.0, "last": 87.0}, "readings kept"
     assert rep["gpu_unavailable"] is None
     (ep,) = rep["endpoints"]

@@ -310,7 +310,10 @@ def test_report_across_a_kill_and_restart(
     try:
         proc = vtop_process("--url", url, "--report", "--format", "json", "--duration", "4.5",
                             "--interval", "0.5")  # fmt: skip
-        metrics = lambda: sum(p == "/metrics" for p, _ in first.script.requests)  # noqa: E731
+
+        def metrics() -> int:
+            return sum(p == "/metrics" for p, _ in first.script.requests)
+
         _wait_for(lambda: metrics() >= 3, 15, "three polls before the kill")
         first.stop()
         time.sleep(0.7)  # down for longer than an interval: at least one poll is refused

@@ -12,6 +12,7 @@ included at 80×24. Each test runs its own tmux server (`-L`) and kills it at th
 
 from __future__ import annotations
 
+import functools
 import os
 import random
 import re
@@ -206,8 +207,8 @@ def test_a_resize_storm_leaves_the_dashboard_alive_and_drawn_for_its_last_size(
                     tmux.resize((80, 24) if i % 2 else (200, 60))
             for width, height in ((200, 60), (80, 24)):
                 tmux.resize((width, height))
-                screen = tmux.wait_screen(lambda s, w=width, h=height: layout_ok(s, w, h),
-                                          what=f"the layout at {width}×{height}")  # fmt: skip
+                fits = functools.partial(layout_ok, width=width, height=height)
+                screen = tmux.wait_screen(fits, what=f"the layout at {width}×{height}")
                 assert alive(pid)
                 verdict = screen[2]  # the triage box's first line
                 assert verdict.startswith(("│ ", "│▶")) and verdict.endswith("│")  # ▶: the cursor

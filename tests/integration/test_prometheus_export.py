@@ -255,10 +255,11 @@ def fleet(
                                        _states(monitor, scenario), knobs, monitor,
                                        readers[scenario])  # fmt: skip
     # the twins go on live, each on its own port; their history is Prometheus's past
-    for inst in instances.values():
-        inst.server = serve(inst.twin)
+    name: dict[str, str] = {}
+    for scenario, inst in instances.items():
+        inst.server = server = serve(inst.twin)
+        name[scenario] = f"127.0.0.1:{server.port}"
     try:
-        name = {s: f"127.0.0.1:{inst.server.port}" for s, inst in instances.items()}  # type: ignore[union-attr]
         om = tmp / "history.om"
         history_openmetrics({("vllm", name[s]): inst.pages for s, inst in instances.items()}, om)
         create_blocks(om, tmp / "data")

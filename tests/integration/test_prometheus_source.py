@@ -16,7 +16,8 @@ import os
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -25,6 +26,7 @@ from tests.pageserver import Answer, PageServer, Script
 from tests.prom import (
     MISSING,
     PrometheusServer,
+    Scraped,
     create_blocks,
     free_port,
     history_openmetrics,
@@ -59,7 +61,9 @@ def data_parallel(page: str) -> str:
     return "\n".join(out) + "\n"
 
 
-def poll_until(src: PrometheusSource, done: object, timeout_s: float = 20.0) -> list[Scrape]:
+def poll_until(
+    src: PrometheusSource, done: Callable[[list[Scrape]], bool], timeout_s: float = 20.0
+) -> list[Scrape]:
     """Poll every 0.25 s until `done(scrapes so far)`; returns every scrape seen."""
 
     polls = 0
@@ -71,7 +75,7 @@ def poll_until(src: PrometheusSource, done: object, timeout_s: float = 20.0) -> 
         try:
             while time.monotonic() < deadline:
                 seen.extend((await src.poll()).scrapes)
-                if done(seen):  # type: ignore[operator]
+                if done(seen):
                     break
                 await asyncio.sleep(0.25)
         finally:
@@ -155,8 +159,18 @@ SCENARIOS = {"127.0.0.1:18101": "memory-ceiling", "127.0.0.1:18102": "budget-too
              "127.0.0.1:18103": "healthy"}  # fmt: skip
 
 
+@dataclass(frozen=True)
+class History:
+    prom: str
+    """The URL of the Prometheus that holds it."""
+    pages: dict[tuple[str, str], list[Scraped]]
+    """Each (job, instance)'s pages, as Prometheus scraped them."""
+    end: float
+    """When the history ends (wall time)."""
+
+
 @pytest.fixture(scope="module")
-def history(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, object]]:
+def history(tmp_path_factory: pytest.TempPathFactory) -> Iterator[History]:
     """Prometheus holding 12 minutes of three simulated servers, scraped every 5 s, and
     scraping nothing now (their history is all there is)."""
     tmp = tmp_path_factory.mktemp("history")
@@ -170,16 +184,15 @@ def history(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, obje
     history_openmetrics(pages, om)
     create_blocks(om, tmp / "data")
     with PrometheusServer.start(tmp, data=tmp / "data") as prom:
-        yield {"prom": prom.url, "pages": pages, "end": end}
+        yield History(prom.url, pages, end)
 
 
-def test_backfill_reads_the_history_scrape_for_scrape(history: dict[str, object]) -> None:
-    src = PrometheusSource(str(history["prom"]), backfill_s=15 * 60)
+def test_backfill_reads_the_history_scrape_for_scrape(history: History) -> None:
+    src = PrometheusSource(history.prom, backfill_s=15 * 60)
     frame = asyncio.run(_first(src))
     assert [s.t for s in frame.scrapes] == sorted(s.t for s in frame.scrapes)
     step = backfill_step(15 * 60)
-    pages = history["pages"]
-    assert isinstance(pages, dict)
+    pages = history.pages
     monitor = Monitor()
     monitor.feed(frame)
     for inst in SCENARIOS:
@@ -203,14 +216,14 @@ def test_backfill_reads_the_history_scrape_for_scrape(history: dict[str, object]
     assert "memory-ceiling" in firing
 
 
-async def _first(src: PrometheusSource):  # type: ignore[no-untyped-def]
+async def _first(src: PrometheusSource) -> Frame:
     async with src:
         return await src.poll()
 
 
-def test_history_is_a_frame_per_step_and_then_poll_goes_on(history: dict[str, object]) -> None:
+def test_history_is_a_frame_per_step_and_then_poll_goes_on(history: History) -> None:
     async def run() -> tuple[list[Frame], Frame]:
-        async with PrometheusSource(str(history["prom"]), backfill_s=15 * 60) as src:
+        async with PrometheusSource(history.prom, backfill_s=15 * 60) as src:
             return await src.history(), await src.poll()
 
     frames, after = asyncio.run(run())
@@ -224,8 +237,8 @@ def test_history_is_a_frame_per_step_and_then_poll_goes_on(history: dict[str, ob
     assert after.scrapes == ()  # nothing newer: the history is all there is
 
 
-def test_a_report_over_prometheus_covers_the_past(history: dict[str, object]) -> None:
-    url = str(history["prom"])
+def test_a_report_over_prometheus_covers_the_past(history: History) -> None:
+    url = history.prom
     result = vtop("--prometheus", url, "--report", "--duration", "2", "--format", "json",
                   "--interval", "0.5")  # fmt: skip
     assert result.returncode in (0, 1, 2), result.stderr
@@ -240,20 +253,20 @@ def test_a_report_over_prometheus_covers_the_past(history: dict[str, object]) ->
     # the rules stepped through the past: the finding began firing minutes before vtop started
     found = {(f["endpoint"], f["rule"]): f for f in doc["findings"]}
     wall = found[("127.0.0.1:18101", "memory-ceiling")]
-    assert wall["first_t"] < float(history["end"]) - 120  # type: ignore[arg-type]
+    assert wall["first_t"] < history.end - 120
     assert result.returncode == 2  # it is critical: preempting more than once a second
     assert not any(ep == "127.0.0.1:18103" for ep, _ in found)  # the healthy one
 
 
 async def test_the_dashboard_over_prometheus_has_the_fleet_and_the_past(
-    history: dict[str, object],
+    history: History,
 ) -> None:
     """The TUI as `vtop --prometheus URL` builds it: a row per instance, connected, the
     verdicts of the past hour on the first screen."""
     from vtop.ui.app import VtopApp
 
     monitor = Monitor(capacity=3600)
-    app = VtopApp(PrometheusSource(str(history["prom"]), backfill_s=15 * 60), monitor,
+    app = VtopApp(PrometheusSource(history.prom, backfill_s=15 * 60), monitor,
                   interval=1.0)  # fmt: skip
     async with app.run_test(size=(120, 40)) as pilot:
         for _ in range(200):
@@ -300,8 +313,8 @@ def test_a_short_report_over_prometheus_judges_on_its_history(kv_full_history: s
     assert doc["window"]["duration_s"] > 150  # the history, not the 10 s
 
 
-def test_no_backfill_reads_only_the_latest(history: dict[str, object]) -> None:
-    src = PrometheusSource(str(history["prom"]), backfill_s=0)
+def test_no_backfill_reads_only_the_latest(history: History) -> None:
+    src = PrometheusSource(history.prom, backfill_s=0)
     frame = asyncio.run(_first(src))
     assert sorted(s.endpoint for s in frame.scrapes) == sorted(SCENARIOS)
     assert src.queries == 1
@@ -472,8 +485,8 @@ def vtop(*args: str) -> subprocess.CompletedProcess[str]:
                           cwd=ROOT, timeout=120, check=False)  # fmt: skip
 
 
-def test_once_reads_every_instance_from_prometheus(history: dict[str, object]) -> None:
-    result = vtop("--prometheus", str(history["prom"]), "--once", "--interval", "0.2")
+def test_once_reads_every_instance_from_prometheus(history: History) -> None:
+    result = vtop("--prometheus", history.prom, "--once", "--interval", "0.2")
     assert result.returncode == 0, result.stderr
     doc = json.loads(result.stdout)
     assert sorted(e["url"] for e in doc["endpoints"]) == sorted(SCENARIOS)
@@ -494,9 +507,9 @@ def test_bad_prometheus_arguments_are_one_line(args: list[str], message: str) ->
     assert result.stderr.startswith(message) and result.stderr.count("\n") == 1
 
 
-def test_all_of_a_store_is_unchanged_downstream(history: dict[str, object]) -> None:
+def test_all_of_a_store_is_unchanged_downstream(history: History) -> None:
     """The aggregate series exist as for a scraped server: the rules read the same keys."""
-    src = PrometheusSource(str(history["prom"]), backfill_s=5 * 60)
+    src = PrometheusSource(history.prom, backfill_s=5 * 60)
     monitor = Monitor()
     monitor.feed(asyncio.run(_first(src)))
     store = monitor.endpoints["127.0.0.1:18101"].store

@@ -76,4 +76,4 @@ def test_memory_ceiling_advises_one_max_num_seqs_poll_after_poll() -> None:
             for r in f.recommendations
             if r.knob == "max_num_seqs"
         ]
-        assert len(seen) > 300 and len(set(seen)) == 1, (seed, sorted(set(seen)))
+        assert len(seen) > 300 and len(set(seen)) == 1, (seed, set(seen))

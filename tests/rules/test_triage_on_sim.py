@@ -17,9 +17,12 @@ from dataclasses import dataclass
 
 import pytest
 
+from tests.sim.helpers import with_knobs
 from vtop.model import Finding, Frame, Knob, Severity
 from vtop.monitor import Monitor
 from vtop.signals.extract import PageReader
+from vtop.sim.scenarios import Scenario
+from vtop.sim.serve_args import ServeArgs
 from vtop.sim.twin import Twin
 from vtop.sources import discovery
 from vtop.triage.engine import Engine
@@ -64,7 +67,7 @@ def process_knobs(twin: object) -> dict[str, Knob]:
     return {k: Knob(k, v, "process", "sim command line") for k, v in knobs.items()}
 
 
-def run(name: str | object, seconds: float, seed: int = 0, monitor: Monitor | None = None,
+def run(name: Scenario | str, seconds: float, seed: int = 0, monitor: Monitor | None = None,
         start_s: float = 0.0) -> list[list[Finding]]:  # fmt: skip
     """Poll the twin once a virtual second (from `start_s` into its run); the findings after
     every poll."""
@@ -137,7 +140,7 @@ def test_following_the_advice_converges(name: str) -> None:
     scenario = SCENARIOS[name]
     fields = {f.name for f in dataclasses.fields(scenario.args)}
 
-    def once(args: object) -> tuple[list[Finding], float, float]:
+    def once(args: ServeArgs) -> tuple[list[Finding], float, float]:
         monitor = Monitor(engine=Engine(ENGINE_RULES))
         history = run(dataclasses.replace(scenario, args=args), 480.0, monitor=monitor)
         store = monitor.endpoints[EP].store
@@ -154,7 +157,7 @@ def test_following_the_advice_converges(name: str) -> None:
             break
         restarts += 1
         assert restarts <= 3, f"still advising after 3 restarts: {advice}"
-        args = dataclasses.replace(args, **advice)
+        args = with_knobs(args, advice)
         findings, tps, preempt = once(args)
     assert restarts >= 1
     assert preempt < 0.01

@@ -13,7 +13,9 @@ from functools import cache
 
 import pytest
 
+from tests.sim.helpers import with_knobs
 from tests.simtools.probe import Window, measure
+from vtop.knobs import KnobValue
 from vtop.sim.scenarios import SCENARIOS, Scenario, get_scenario
 from vtop.sim.serve_args import ServeArgs
 from vtop.sim.twin import Twin
@@ -28,9 +30,8 @@ def window(name: str) -> Window:
     return measure(twin, WINDOW_S, 1.0, scrape=True)
 
 
-def with_args(sc: Scenario, **changes: object) -> Scenario:
-    args = dataclasses.replace(sc.args, **changes)  # type: ignore[arg-type]
-    return dataclasses.replace(sc, args=args)
+def with_args(sc: Scenario, **changes: KnobValue) -> Scenario:
+    return dataclasses.replace(sc, args=with_knobs(sc.args, changes))
 
 
 def run(sc: Scenario, *, keep: bool = False) -> tuple[Twin, Window]:

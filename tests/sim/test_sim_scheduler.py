@@ -7,17 +7,28 @@ import pytest
 from vtop.sim.scheduler import Request, Scheduler, SchedulerConfig
 
 
-def sched(**kw: object) -> Scheduler:
-    base: dict[str, object] = {
-        "max_num_seqs": 8,
-        "max_num_batched_tokens": 64,
-        "block_size": 4,
-        "num_gpu_blocks": 64,
-        "max_model_len": 4096,
-        "enable_prefix_caching": False,
-    }
-    base.update(kw)
-    return Scheduler(SchedulerConfig(**base))  # type: ignore[arg-type]
+def sched(
+    *,
+    max_num_seqs: int = 8,
+    max_num_batched_tokens: int = 64,
+    block_size: int = 4,
+    num_gpu_blocks: int = 64,
+    max_model_len: int = 4096,
+    long_prefill_token_threshold: int = 0,
+    enable_prefix_caching: bool = False,
+) -> Scheduler:
+    """A small scheduler: 8 seats, 64 tokens a step, 64 blocks of 4."""
+    return Scheduler(
+        SchedulerConfig(
+            max_num_seqs=max_num_seqs,
+            max_num_batched_tokens=max_num_batched_tokens,
+            block_size=block_size,
+            num_gpu_blocks=num_gpu_blocks,
+            max_model_len=max_model_len,
+            long_prefill_token_threshold=long_prefill_token_threshold,
+            enable_prefix_caching=enable_prefix_caching,
+        )
+    )
 
 
 def step(s: Scheduler, t: float) -> tuple[list[tuple[int, int]], list[int]]:
@@ -166,7 +177,6 @@ def test_preempted_requests_do_not_count_in_prefix_stats() -> None:
     assert s.prefix_queries == queries  # re-admissions after preemption are not queries
 
 
-@pytest.mark.parametrize("bad", [{"max_num_seqs": 100, "max_num_batched_tokens": 64}])
-def test_budget_must_cover_max_num_seqs(bad: dict[str, int]) -> None:
+def test_budget_must_cover_max_num_seqs() -> None:
     with pytest.raises(ValueError, match="max_num_batched_tokens"):
-        SchedulerConfig(**bad)  # type: ignore[arg-type]
+        SchedulerConfig(max_num_seqs=100, max_num_batched_tokens=64)

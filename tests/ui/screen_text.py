@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import html
 import re
+from typing import Any
 
+from textual._compositor import CompositorUpdate
 from textual.app import App
 
 CELL_W = 12.2
@@ -20,7 +22,7 @@ _TEXT = re.compile(
 )
 
 
-def screen_lines(app: App[object]) -> list[str]:
+def screen_lines(app: App[Any]) -> list[str]:
     """Every row of the screen as plain text (trailing blanks removed)."""
     svg = app.export_screenshot()
     rows: dict[int, list[str]] = {}
@@ -35,19 +37,20 @@ def screen_lines(app: App[object]) -> list[str]:
     return ["".join(rows.get(y, [])).rstrip() for y in range(height)]
 
 
-def screen_text(app: App[object]) -> str:
+def screen_text(app: App[Any]) -> str:
     return "\n".join(screen_lines(app))
 
 
 _SGR = re.compile(r"\x1b\[([0-9;:]*)m")
 
 
-def terminal_bytes(app: App[object]) -> str:
+def terminal_bytes(app: App[Any]) -> str:
     """Everything Textual would write to the terminal to draw the screen from scratch: the
-    characters and the escape sequences, as `tests/hardening/conftest.py`'s `terminal_text`."""
+    characters and the escape sequences (the `terminal` fixture of tests/hardening)."""
     screen = app.screen
     update = screen._compositor.render_update(full=True, screen_stack=app._background_screens)
-    return str(update.render_segments(app.console))
+    assert isinstance(update, CompositorUpdate), "a full update always renders"
+    return update.render_segments(app.console)
 
 
 def colour_codes(terminal: str) -> set[str]:

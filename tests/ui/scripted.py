@@ -12,7 +12,7 @@ from dataclasses import replace
 from functools import lru_cache
 
 from tests.ui import pages
-from vtop.model import Finding, Frame, Knob, Recommendation, Severity
+from vtop.model import Finding, Frame, GpuStatus, Knob, Recommendation, Severity
 from vtop.monitor import Monitor
 from vtop.sources.status import CONNECTED, SIMULATED, ConnectionStatus
 from vtop.ui.app import VtopApp
@@ -171,18 +171,35 @@ def for_endpoint(findings: Sequence[Finding], endpoint: str) -> tuple[Finding, .
     return tuple(replace(f, endpoint=endpoint) for f in findings)
 
 
+def merged(frames: Sequence[Sequence[Frame]]) -> list[Frame]:
+    """Several scenarios' frames as one poll of several endpoints each (the first's GPUs)."""
+    out = []
+    for polls in zip(*frames, strict=True):
+        first = polls[0]
+        scrapes = tuple(s for frame in polls for s in frame.scrapes)
+        out.append(Frame(first.t, scrapes, first.gpu, first.host))
+    return out
+
+
+FOUR = ("memory-ceiling", "healthy", "budget-too-small", "ttft-queueing")
+"""Four simulated servers, each in its own state, for the screens of several endpoints."""
+
+
 def build_sim_app(
-    scenario: str,
+    scenario: str | Sequence[str],
     *,
     history: int = 300,
     findings: Sequence[Finding] | None = FINDINGS,
     theme: str = "dark",
     goals: Goals | None = None,
 ) -> VtopApp:
-    """An app over `history` seconds of a simulator scenario (no polling: frozen in time).
+    """An app over `history` seconds of a simulator scenario, or of several as as many
+    endpoints (no polling: frozen in time).
 
     `findings=None` shows what the triage engine (run by the monitor) concludes."""
-    frames = sim_frames(scenario, history + 1)
+    names = (scenario,) if isinstance(scenario, str) else tuple(scenario)
+    each = [sim_frames(name, history + 1) for name in names]
+    frames = merged(each) if len(each) > 1 else list(each[0])
     monitor = Monitor(capacity=3600)
     for frame in frames[:history]:
         monitor.feed(frame)
@@ -204,7 +221,7 @@ def build_app(
     findings: Sequence[Finding] = FINDINGS,
     status: Callable[[str], ConnectionStatus] | None = None,
     future: int = 20,
-    gpu: pages.GpuStatus = pages.GPU,
+    gpu: GpuStatus = pages.GPU,
     theme: str = "dark",
     window_s: float = 300.0,
 ) -> tuple[VtopApp, ScriptedSource]:

@@ -416,7 +416,9 @@ async def test_engines_breakdown_for_data_parallelism() -> None:
 
         table = app.screen.query_one(DataTable)
         assert table.row_count == 2
-        engines = [str(table.get_row_at(i)[1]) for i in range(2)]
+        # one model: no model column, the engine first
+        assert [str(k.value) for k in table.columns][:2] == ["engine", "running"]
+        engines = [str(table.get_row_at(i)[0]) for i in range(2)]
         assert engines == ["0", "1"]
         await pilot.press("escape")
         assert not isinstance(app.screen, EnginesScreen)

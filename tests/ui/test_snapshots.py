@@ -2,8 +2,11 @@
 
 The main screens (80×24 compact, 100×30 the boxed panels where they just fit) show five
 minutes of a fixed simulator scenario (fixed seed and epoch: the same frames at every run,
-through the real parser); the states the simulator does not produce (an outage, a second
-endpoint) come from scripted vLLM-shaped pages. Time on screen comes from the frames, vtop's
+through the real parser), for one endpoint and for four (four scenarios, a server each: at
+80×24 what gives way for their rows, `vtop.ui.room`); the finding's detail, the engines
+table and the help at 80×24 too. The states the simulator does not produce (an outage, data
+parallelism, a second endpoint) come from scripted vLLM-shaped pages. What a snapshot alone
+would not say (nothing cut mid-word, the GPU in view) is asserted in tests/ui/test_fit.py. Time on screen comes from the frames, vtop's
 own CPU is fixed and no timer runs (`autopoll=False`). The findings on the simulator screens
 are the triage engine's own, as the monitor computes them. A change in layout or wording
 fails here until the snapshots are reviewed and updated (`pytest tests/ui --snapshot-update`).
@@ -17,7 +20,7 @@ import pytest
 from textual.pilot import Pilot
 
 from tests.ui import pages
-from tests.ui.scripted import EP, build_app, build_attach_app, build_sim_app
+from tests.ui.scripted import EP, FOUR, build_app, build_attach_app, build_sim_app
 from vtop.sources.status import ConnectionStatus
 
 Compare = Callable[..., bool]
@@ -28,6 +31,11 @@ Compare = Callable[..., bool]
 )
 def test_main_screen(snap_compare: Compare, size: tuple[int, int]) -> None:
     assert snap_compare(build_sim_app("memory-ceiling", findings=None), terminal_size=size)
+
+
+@pytest.mark.parametrize("size", [(80, 24), (120, 40), (200, 60)], ids=lambda s: f"{s[0]}x{s[1]}")
+def test_four_endpoints(snap_compare: Compare, size: tuple[int, int]) -> None:
+    assert snap_compare(build_sim_app(FOUR, findings=None), terminal_size=size)
 
 
 def test_light_theme(snap_compare: Compare) -> None:
@@ -42,17 +50,25 @@ def test_reconnecting_compact(snap_compare: Compare) -> None:
     assert snap_compare(app, terminal_size=(80, 24))
 
 
-def test_finding_detail(snap_compare: Compare) -> None:
+async def predicted(pilot: Pilot[None]) -> None:
+    """Enter on the lead finding, and its predicted effect in: the twin runs on a worker, and
+    the snapshot waits for its answer, or it would catch "running the twin…" by chance."""
+    await pilot.press("enter")
+    await pilot.app.workers.wait_for_complete()
+    await pilot.pause()
+
+
+@pytest.mark.parametrize("size", [(80, 24), (120, 40)], ids=lambda s: f"{s[0]}x{s[1]}")
+def test_finding_detail(snap_compare: Compare, size: tuple[int, int]) -> None:
     app = build_sim_app("memory-ceiling", findings=None)
+    assert snap_compare(app, run_before=predicted, terminal_size=size)
 
-    async def predicted(pilot: Pilot[None]) -> None:
-        # The twin runs on a worker: the snapshot waits for its answer, or it would catch
-        # "running the twin…" or the prediction, by chance.
-        await pilot.press("enter")
-        await pilot.app.workers.wait_for_complete()
-        await pilot.pause()
 
-    assert snap_compare(app, run_before=predicted, terminal_size=(120, 40))
+@pytest.mark.parametrize("size", [(80, 24), (120, 40)], ids=lambda s: f"{s[0]}x{s[1]}")
+def test_engines(snap_compare: Compare, size: tuple[int, int]) -> None:
+    """`b` over an endpoint of two data-parallel engines."""
+    app, _ = build_app(endpoints=[pages.Endpoint(EP, maker=pages.PageMaker(engines=2))])
+    assert snap_compare(app, press=["b"], terminal_size=size)
 
 
 def test_help(snap_compare: Compare) -> None:

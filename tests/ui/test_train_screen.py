@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import io
 
+import pytest
 from textual.pilot import Pilot
 from textual.widgets import OptionList
 
@@ -203,7 +204,9 @@ async def test_no_skipping_past_an_open_question() -> None:
         assert not isinstance(app.screen, QuestionScreen)
 
 
-async def test_while_the_pass_runs_the_replay_plays_to_the_first_firing_and_says_how_far() -> None:
+async def test_while_the_pass_runs_the_replay_plays_to_the_first_firing_and_says_how_far(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     """`--train` showed an empty screen for the seconds the pass took to find the incidents.
     The triage line says how far the pass is (which trace, how much of it), and the replay
     plays meanwhile, held where a finding first fires, since no question can come before it:
@@ -221,7 +224,7 @@ async def test_while_the_pass_runs_the_replay_plays_to_the_first_firing_and_says
     clock_ = Clock()
     source = ReplaySource(TraceReader(two_incidents()), playing=False, clock=clock_)
     app = ReplayApp(source, fresh_engine(), train=True, self_cpu=lambda: 0.4)
-    app._analyse = lambda: None  # type: ignore[method-assign]  # the test hands the pass in
+    monkeypatch.setattr(app, "_analyse", lambda: None)  # the test hands the pass in
     async with app.run_test(size=SIZE) as pilot:
         await pilot.pause()
         assert app.replay.playing, "the replay starts while the pass runs"

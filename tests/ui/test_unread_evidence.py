@@ -52,7 +52,7 @@ def test_an_unread_api_server_cpu_is_a_dash_in_the_detail_and_every_report_forma
     text = " ".join(render(doc, "text").split())
     assert re.search(f"{ROW}: –(;| |$)", text), text
     assert f"  - {ROW}: –\n" in render(doc, "markdown")
-    assert f"<tr><th>{ROW}</th><td>–</td></tr>" in render(doc, "html")
+    assert f"<dt>{ROW}</dt><dd>–</dd>" in render(doc, "html")
     for fmt in ("text", "markdown", "html"):
         assert "0.00 cores" not in render(doc, fmt)
 

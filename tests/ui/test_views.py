@@ -127,9 +127,11 @@ def test_chart_rows_are_the_cell_by_cell_definition(
 # -- readings ----------------------------------------------------------------------------------
 
 
-def fed_monitor(n: int = 300, **kw: object) -> Monitor:
+def fed_monitor(
+    n: int = 300, *, maker: pages.PageMaker | None = None, restart_at: set[int] | None = None
+) -> Monitor:
     monitor = Monitor()
-    eps = [pages.Endpoint(EP, **kw)]  # type: ignore[arg-type]
+    eps = [pages.Endpoint(EP, maker or pages.PageMaker(), restart_at=restart_at or set())]
     for frame in pages.frames(eps, n):
         monitor.feed(frame)
     return monitor
@@ -367,6 +369,15 @@ def test_verdict_with_error_none_and_nothing() -> None:
     assert down[0].kind == "error" and down[0].label == "DOWN" and len(down) == 1
     absent = verdict.lines(None, polls=5)
     assert "not loaded" in absent[0].text
+
+
+def test_an_error_splits_after_its_url_never_inside_vllm_s_series_prefix() -> None:
+    # Issue 29: `…/metrics has no vllm: series` broke at `vllm: ` and lost its colon.
+    page = f"{EP}/metrics has no vllm: series (is the server started with --disable-log-stats?)"
+    (line,) = verdict.error_lines(page)
+    assert line.text == page
+    what, why = verdict.error_lines(f"cannot connect to {EP}/metrics: connection refused")
+    assert (what.text, why.text) == (f"cannot connect to {EP}/metrics", "connection refused")
 
 
 def test_recommended_flags_are_unique_and_firing_only() -> None:

@@ -318,7 +318,13 @@ def test_each_knob_range_admits_its_defaults_and_refuses_the_hostile_values() ->
         for hostile in (float("nan"), float("inf"), -5, 0 if spec.lo > 0 or spec.lo_open else -1):
             if spec.kind in (int, float):
                 assert not spec.admits(hostile), (name, hostile)
-    for name, value in [("max_num_seqs", 256), ("gpu_memory_utilization", 0.9),
-                        ("kv_cache_dtype", "auto"), ("enable_prefix_caching", True),
-                        ("long_prefill_token_threshold", 0), ("block_size", 16)]:  # fmt: skip
+    fine: list[tuple[str, knobs.KnobValue]] = [
+        ("max_num_seqs", 256),
+        ("gpu_memory_utilization", 0.9),
+        ("kv_cache_dtype", "auto"),
+        ("enable_prefix_caching", True),
+        ("long_prefill_token_threshold", 0),
+        ("block_size", 16),
+    ]
+    for name, value in fine:
         assert knobs.check(name, value) == value

@@ -73,7 +73,7 @@ def test_precedence_metrics_process_flags_defaults() -> None:
 
 
 def test_infer_cap_from_a_plateau_with_a_queue() -> None:
-    running: list[float | None] = [16.0] * 12 + [15.0] * 3
+    running: list[float | None] = [*[16.0] * 12, *[15.0] * 3]
     waiting: list[float | None] = [5.0] * 15
     assert discovery.infer_max_num_seqs(running, waiting) == 16
     assert discovery.infer_max_num_seqs(running, [0.0] * 15) is None  # no queue: proves nothing

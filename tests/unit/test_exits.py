@@ -11,7 +11,14 @@ from pathlib import Path
 import pytest
 
 from vtop.cli import exits as cli_exits
-from vtop.exits import VERDICTS, ExitCode, fail_on_code, fail_on_verdict, verdict_code
+from vtop.exits import (
+    VERDICTS,
+    ExitCode,
+    Verdict,
+    fail_on_code,
+    fail_on_verdict,
+    verdict_code,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -45,17 +52,17 @@ def test_the_verdicts_follow_the_monitoring_convention_in_order() -> None:
     [("OK", 0, 0), ("WARNING", 1, 0), ("CRITICAL", 2, 2), ("UNKNOWN", 3, 3)],
 )
 def test_fail_on_lets_pass_what_is_below_it_and_never_unknown(
-    status: str, warning: int, critical: int
+    status: Verdict, warning: int, critical: int
 ) -> None:
-    assert fail_on_code(status, "warning") == warning  # type: ignore[arg-type]
-    assert fail_on_code(status, "critical") == critical  # type: ignore[arg-type]
-    assert fail_on_code(status) == warning  # type: ignore[arg-type]
+    assert fail_on_code(status, "warning") == warning
+    assert fail_on_code(status, "critical") == critical
+    assert fail_on_code(status) == warning
 
 
 def test_a_misspelt_fail_on_is_refused_rather_than_passing_everything() -> None:
     assert fail_on_verdict("critical") == "CRITICAL"
     with pytest.raises(ValueError, match="warning or critical"):
-        fail_on_code("CRITICAL", "CRITICAL")  # type: ignore[arg-type]
+        fail_on_code("CRITICAL", "CRITICAL")  # type: ignore[arg-type]  # upper case: refused
 
 
 def test_the_command_line_names_are_the_enum() -> None:
@@ -79,5 +86,5 @@ def test_no_module_spells_an_exit_code_of_a_signal_itself() -> None:
                 spelt.append(f"{path.relative_to(ROOT)}:{node.lineno}")
             left = node.left if isinstance(node, ast.BinOp) else None
             if isinstance(left, ast.Constant) and left.value == 128:  # 128 + sig
-                spelt.append(f"{path.relative_to(ROOT)}:{node.lineno}")
+                spelt.append(f"{path.relative_to(ROOT)}:{left.lineno}")
     assert not spelt, spelt

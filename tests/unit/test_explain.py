@@ -12,12 +12,12 @@ import html
 import json
 import re
 from functools import cache
-from typing import Any
 
 from tests.ui.scripted import sim_frames
 from vtop.model import Finding, Frame
 from vtop.report import render
 from vtop.report.collect import Collector
+from vtop.report.document import Document
 from vtop.triage.explain import RULE_MAX, RULE_MIN, explain
 from vtop.ui import detail
 
@@ -76,7 +76,7 @@ def test_a_constant_needs_no_words() -> None:
 
 
 @cache
-def memory_ceiling() -> tuple[Finding, dict[str, Any]]:
+def memory_ceiling() -> tuple[Finding, Document]:
     frames: tuple[Frame, ...] = sim_frames("memory-ceiling", 301)
     collector = Collector(source_kind="demo", source_name="memory-ceiling")
     for frame in frames:

@@ -11,12 +11,13 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from vtop.model import SeriesKey
+from vtop.model import Scrape, SeriesKey
 from vtop.signals.catalog import WIRE, Kind
 from vtop.signals.extract import PageReader, clean_label
 
@@ -24,7 +25,20 @@ FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "metrics"
 PAGES = sorted(p for p in FIXTURES.rglob("*.txt") if p.is_file() and p.name != "log-lines.txt")
 
 
-def reference(text: str) -> tuple[dict[SeriesKey, float], dict[SeriesKey, tuple]]:  # type: ignore[type-arg]
+HistTuple = tuple[tuple[float, ...], tuple[float, ...], float, float | None]
+"""A histogram as (bounds, cumulative counts per bound, count, sum or None)."""
+
+
+@dataclass
+class HistParts:
+    """One histogram's samples as the page gives them, before they are put together."""
+
+    buckets: defaultdict[float, float] = field(default_factory=lambda: defaultdict(float))
+    count: float | None = None
+    sum: float | None = None
+
+
+def reference(text: str) -> tuple[dict[SeriesKey, float], dict[SeriesKey, HistTuple]]:
     """Canonical scalars and histograms via prometheus-client, the slow obvious way."""
     samples: dict[tuple[str, tuple[tuple[str, str], ...]], float] = {}
     for fam in text_string_to_metric_families(text):
@@ -33,7 +47,7 @@ def reference(text: str) -> tuple[dict[SeriesKey, float], dict[SeriesKey, tuple]
     scalar_parts: dict[SeriesKey, dict[int, list[tuple[bool, float]]]] = defaultdict(
         lambda: defaultdict(list)
     )
-    hist_parts: dict[SeriesKey, dict[int, dict[str, object]]] = defaultdict(dict)
+    hist_parts: dict[SeriesKey, dict[int, HistParts]] = defaultdict(dict)
     for (name, labels), value in samples.items():
         route = WIRE.get(name)
         if route is None or not math.isfinite(value):
@@ -51,11 +65,14 @@ def reference(text: str) -> tuple[dict[SeriesKey, float], dict[SeriesKey, tuple]
         le = lab.pop("le", None) if route.part == "bucket" else None
         extra = bool(lab)
         if sig.kind is Kind.HISTOGRAM:
-            parts = hist_parts[key].setdefault(route.rank, {"buckets": defaultdict(float)})
+            parts = hist_parts[key].setdefault(route.rank, HistParts())
             if route.part == "bucket":
-                parts["buckets"][float(le)] += value  # type: ignore[index]
-            else:
-                parts[route.part] = parts.get(route.part, 0.0) + value  # type: ignore[operator]
+                assert le is not None, f"{name}: a bucket without le"
+                parts.buckets[float(le)] += value
+            elif route.part == "count":
+                parts.count = (parts.count or 0.0) + value
+            elif route.part == "sum":
+                parts.sum = (parts.sum or 0.0) + value
         else:
             scalar_parts[key][route.rank].append((extra, value * sig.scale))
     scalars: dict[SeriesKey, float] = {}
@@ -69,16 +86,16 @@ def reference(text: str) -> tuple[dict[SeriesKey, float], dict[SeriesKey, tuple]
             scalars[key] = combine(merged + plain[-1:])
         else:
             scalars[key] = plain[-1]
-    hists: dict[SeriesKey, tuple] = {}  # type: ignore[type-arg]
-    for key, by_rank in hist_parts.items():
-        parts = by_rank[min(by_rank)]
-        buckets: dict[float, float] = dict(parts["buckets"])  # type: ignore[arg-type]
+    hists: dict[SeriesKey, HistTuple] = {}
+    for key, ranks in hist_parts.items():
+        parts = ranks[min(ranks)]
+        buckets = dict(parts.buckets)
         inf = buckets.pop(math.inf, None)
-        count = inf if inf is not None else parts.get("count")
+        count = inf if inf is not None else parts.count
         if count is None:
             continue
         bounds = tuple(sorted(buckets))
-        hists[key] = (bounds, tuple(buckets[b] for b in bounds), count, parts.get("sum"))
+        hists[key] = (bounds, tuple(buckets[b] for b in bounds), count, parts.sum)
     return scalars, hists
 
 
@@ -113,7 +130,7 @@ def test_a_second_read_with_warm_caches_is_identical(page: Path) -> None:
     assert first.scalars == second.scalars and first.histograms == second.histograms
 
 
-def read(rel: str):  # type: ignore[no-untyped-def]
+def read(rel: str) -> Scrape:
     return PageReader().read((FIXTURES / rel).read_text(), endpoint="e", t=0.0)
 
 

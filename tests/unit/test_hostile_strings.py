@@ -24,6 +24,7 @@ from tests.pageserver import Answer, PageServer, Script
 from tests.tracegen import busy_frames
 from vtop.cli.output import say, write_stdout
 from vtop.report import render
+from vtop.report.document import Document
 from vtop.report.text import _code, _md
 from vtop.sources.cmdline import parse_vllm_argv
 from vtop.sources.host import VllmProcess
@@ -209,7 +210,7 @@ def test_a_document_on_stdout_keeps_its_lines_and_loses_the_rest(
     assert capsys.readouterr().out == f"a {INERT}\n\tb ▇█\n"
 
 
-def document() -> dict[str, Any]:
+def document() -> Document:
     """The golden replay's document, with the server's words hostile where a server says them."""
     from tests.unit.test_report_golden import document as golden
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Mapping
 
-from vtop.model import Knob
+from vtop.model import Knob, Provenance
 from vtop.monitor import Monitor
 from vtop.sim.server import serve
 from vtop.sim.twin import Twin
@@ -67,8 +67,9 @@ def test_inferred_beats_default_and_loses_to_what_is_stated() -> None:
     default = {"max_num_seqs": Knob("max_num_seqs", 256, "default", "vLLM default")}
     got = discovery.with_inferred_max_num_seqs(default, running, waiting, roomy)
     assert (got["max_num_seqs"].value, got["max_num_seqs"].provenance) == (16, "inferred")
-    for provenance in ("metrics", "process", "flag"):
-        stated = {"max_num_seqs": Knob("max_num_seqs", 64, provenance, "stated")}  # type: ignore[arg-type]
+    stating: tuple[Provenance, ...] = ("metrics", "process", "flag")
+    for provenance in stating:
+        stated = {"max_num_seqs": Knob("max_num_seqs", 64, provenance, "stated")}
         assert discovery.with_inferred_max_num_seqs(stated, running, waiting, roomy) == stated
     full: list[float | None] = [0.97] * 12
     assert discovery.with_inferred_max_num_seqs(default, running, waiting, full) == default

@@ -19,6 +19,7 @@ from tests.tracegen import busy_frames
 from vtop.model import Finding
 from vtop.monitor import Monitor
 from vtop.report.collect import Collector
+from vtop.report.document import SourceKind
 from vtop.report.run import live_document
 from vtop.sources.live import LiveSource
 from vtop.sources.vllm import ScrapeOptions
@@ -54,8 +55,8 @@ async def test_the_window_counts_from_the_first_answer() -> None:
 
 
 def short_live_report(covered_s: int, expected_s: float, *, interrupted: bool = False,
-                      kind: str = "live") -> tuple[str, str]:  # fmt: skip
-    c = Collector(source_kind=kind, source_name="late", findings=nothing,  # type: ignore[arg-type]
+                      kind: SourceKind = "live") -> tuple[str, str]:  # fmt: skip
+    c = Collector(source_kind=kind, source_name="late", findings=nothing,
                   expected_s=expected_s)  # fmt: skip
     for frame in busy_frames(covered_s + 1, seed=3):  # one poll a second
         c.add(frame)

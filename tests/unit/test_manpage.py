@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from tests.host_tools import require
-from vtop.cli import manpage
+from vtop.cli import manpage, roff
 from vtop.cli.dispatch import COMMANDS
 from vtop.cli.examples import EXAMPLES
 from vtop.exits import ExitCode
@@ -37,7 +37,7 @@ def page() -> str:
 
 def roff_text(text: str) -> str:
     """`text` as the page writes it mid-line (a line's first word may have a `\\&` guard)."""
-    return manpage.escape(text).removeprefix("\\&")
+    return roff.escape(text).removeprefix("\\&")
 
 
 def chunk(page: str, start: str, stop: re.Pattern[str]) -> str:
@@ -177,10 +177,10 @@ def test_text_is_escaped_for_roff(page: str) -> None:
 
 
 def test_escape() -> None:
-    assert manpage.escape("--max-num-seqs") == "\\-\\-max\\-num\\-seqs"
-    assert manpage.escape("'{job=\"vllm\"}'") == "\\&'{job=\"vllm\"}'"
-    assert manpage.escape(".vtrace files") == "\\&.vtrace files"
-    assert manpage.escape("a\\b") == "a\\eb"
+    assert roff.escape("--max-num-seqs") == "\\-\\-max\\-num\\-seqs"
+    assert roff.escape("'{job=\"vllm\"}'") == "\\&'{job=\"vllm\"}'"
+    assert roff.escape(".vtrace files") == "\\&.vtrace files"
+    assert roff.escape("a\\b") == "a\\eb"
 
 
 def render(source: str, tmp_path: Path) -> tuple[str, str]:
@@ -215,7 +215,7 @@ def test_the_page_reads_at_80_columns(page: str, tmp_path: Path) -> None:
 
 def test_roff_keeps_text_that_looks_like_requests(tmp_path: Path) -> None:
     tricky = ["'quoted' first", ".hidden? no", "a \\ backslash", "--flag-with-hyphens"]
-    body = "\n.PP\n".join(manpage.escape(t) for t in tricky)
+    body = "\n.PP\n".join(roff.escape(t) for t in tricky)
     text, _ = render(f".TH T 1\n.SH TEST\n{body}\n", tmp_path)
     for t in tricky:
         assert t in text, t

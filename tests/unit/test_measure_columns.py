@@ -9,7 +9,18 @@ from hypothesis import strategies as st
 from vtop.model import Knob, Scrape, SeriesKey
 from vtop.signals.store import Store
 from vtop.triage.measure import Snapshot, compare, compare_column, holds
-from vtop.triage.schema import OPS, All, AnyOf, IfKnown, KnobIs, Measure, Not, Operand, Sample
+from vtop.triage.schema import (
+    OPS,
+    All,
+    AnyOf,
+    Cond,
+    IfKnown,
+    KnobIs,
+    Measure,
+    Not,
+    Operand,
+    Sample,
+)
 
 EP = "http://127.0.0.1:8000"
 gauge = st.sampled_from([None, 0.0, 0.0, 0.0, 1.0, 2.0])  # empty most of the time
@@ -49,16 +60,18 @@ def test_gauges_lie_is_an_empty_scheduler_that_generated_tokens(
     gen = store.values("generation_tokens")
     expected: list[float | None] = [None] * len(run)
     for i in range(1, len(run)):
-        seen = (run[i - 1], wait[i - 1], run[i], wait[i], gen[i - 1], gen[i])
-        if None not in seen:
+        generated, before = gen[i], gen[i - 1]
+        seen = (run[i - 1], wait[i - 1], run[i], wait[i])
+        if None not in seen and generated is not None and before is not None:
             empty = run[i - 1] == wait[i - 1] == run[i] == wait[i] == 0
-            expected[i] = float(empty and gen[i] > gen[i - 1])  # type: ignore[operator]
+            expected[i] = float(empty and generated > before)
     assert snap.column(Operand("gauges_lie"), 3600) == expected
 
 
-def plain_truth(cond: object, store: Store, i: int) -> bool | None:
+def plain_truth(cond: Cond, store: Store, i: int) -> bool | None:
     """One poll's truth of a share_over_time condition, by the catalog's definition."""
     if isinstance(cond, Sample):
+        assert isinstance(cond.threshold, float), "the generated conditions compare with numbers"
         return compare(store.values(cond.operand.name)[i], cond.op, cond.threshold)
     if isinstance(cond, Not):
         inner = plain_truth(cond.item, store, i)
@@ -83,17 +96,17 @@ conds = st.recursive(samples, lambda inner: st.one_of(
 @settings(max_examples=150)
 @given(rows, conds)
 def test_share_over_time_is_the_share_of_known_polls_where_the_condition_held(
-    data: list[tuple[float | None, float | None, float | None]], cond: object
+    data: list[tuple[float | None, float | None, float | None]], cond: Cond
 ) -> None:
     store = store_of(data)
     truths = [plain_truth(cond, store, i) for i in range(len(data))]
     known = [t for t in truths if t is not None]
     expected = sum(known) / len(known) if known else None
-    got = Snapshot(store, {}, None).measure(Measure("share_over_time", None, 3600, sub=cond))  # type: ignore[arg-type]
+    got = Snapshot(store, {}, None).measure(Measure("share_over_time", None, 3600, sub=cond))
     assert got == expected
 
 
-def plain_holds(cond: object, knobs: dict[str, Knob]) -> bool | None:
+def plain_holds(cond: Cond, knobs: dict[str, Knob]) -> bool | None:
     """A condition's three-valued truth by the catalog's definition: every item judged."""
     if isinstance(cond, KnobIs):
         knob = knobs.get(cond.knob)
@@ -125,8 +138,8 @@ knob_values = st.dictionaries(st.sampled_from(["a", "b", "c"]), st.sampled_from(
 @settings(max_examples=300)
 @given(knob_conds, knob_values)
 def test_a_condition_stops_at_its_deciding_item_with_the_truth_of_all_its_items(
-    cond: object, values: dict[str, int]
+    cond: Cond, values: dict[str, int]
 ) -> None:
     knobs = {name: Knob(name, v, "default") for name, v in values.items()}
     snap = Snapshot(Store(EP), knobs, None)
-    assert holds(cond, snap, active=False) == plain_holds(cond, knobs)  # type: ignore[arg-type]
+    assert holds(cond, snap, active=False) == plain_holds(cond, knobs)

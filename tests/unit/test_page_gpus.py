@@ -78,7 +78,7 @@ def test_a_trace_and_a_simulated_server_are_read_by_one_loop() -> None:
     """`from_frames`: the first endpoint's polls (another's are not mixed in), its last knobs
     and the last GPU a frame with one of its polls named; nothing polled is None; a trace with one poll is too
     few to fit a twin to."""
-    knob = Knob("max_num_seqs", 16, "page")
+    knob = Knob("max_num_seqs", 16, "metrics")
     gpu = GpuStatus((GpuReading(0, "NVIDIA GeForce RTX 4090"),))
     frames = [
         Frame(0.0, ()),

@@ -9,12 +9,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from vtop.model import SeriesKey
+from vtop.model import Scrape, SeriesKey
 from vtop.signals.extract import MAX_LABEL, PageReader, clean_label
 from vtop.signals.parser import ParseError, iter_samples, parse_head
 
 
-def read(text: str):  # type: ignore[no-untyped-def]
+def read(text: str) -> Scrape:
     return PageReader().read(text, endpoint="e", t=0.0)
 
 

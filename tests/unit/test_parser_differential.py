@@ -33,7 +33,7 @@ from vtop.signals.parser import iter_samples
 LABEL_NAME = st.from_regex(r"[a-zA-Z_][a-zA-Z0-9_]{0,12}", fullmatch=True).filter(
     lambda n: not n.startswith("__")
 )
-LABEL_VALUE = st.text(st.characters(exclude_categories=("Cs",)), max_size=16)
+LABEL_VALUE = st.text(st.characters(exclude_categories=["Cs"]), max_size=16)
 SUFFIX = st.from_regex(r"[a-zA-Z0-9_:]{0,16}", fullmatch=True)
 
 
@@ -69,10 +69,10 @@ TIMESTAMP = st.one_of(st.just(""), st.integers(0, 2**42).map(lambda t: f" {t}"))
 def labels(draw: st.DrawFn, fixed: tuple[tuple[str, str], ...] = ()) -> str:
     names = draw(st.lists(LABEL_NAME, max_size=4, unique=True))
     pairs = [(n, draw(LABEL_VALUE)) for n in names if n not in dict(fixed)] + list(fixed)
-    if not pairs and draw(st.booleans()):
-        return ""
+    if not pairs:
+        return "" if draw(st.booleans()) else "{}"
     body = ",".join(f'{n}="{escape_label(v)}"' for n, v in pairs)
-    return "{" + body + ("," if pairs and draw(st.booleans()) else "") + "}"
+    return "{" + body + ("," if draw(st.booleans()) else "") + "}"  # a trailing comma or not
 
 
 @st.composite
@@ -93,7 +93,9 @@ def page(draw: st.DrawFn) -> str:
             lines.append(f"{sample}{draw(labels())} {draw(VALUE)}{draw(TIMESTAMP)}")
         if draw(st.booleans()):
             lines.append(draw(st.sampled_from(["", "# a comment", "#", "# HELP"])))
-    return "\n".join(lines) + ("\n" if lines and draw(st.booleans()) else "")
+    if not lines:
+        return ""
+    return "\n".join(lines) + ("\n" if draw(st.booleans()) else "")
 
 
 def same(value: float) -> str:

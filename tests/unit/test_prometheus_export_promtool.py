@@ -45,10 +45,10 @@ def expected(rules: dict[str, Any], alert: str, severity: str) -> dict[str, Any]
 
 
 def promtool_test(
-    tmp_path: Path, tests: list[dict[str, Any]], rules: tuple[str, ...] = RULES
+    tmp_path: Path, tests: list[dict[str, Any]], ids: tuple[str, ...] = RULES
 ) -> tuple[dict[str, Any], str]:
     options = Options(knobs={"max_num_seqs": 64, "kv_capacity_tokens": 20000})
-    catalog = [r for r in Engine.from_catalog(user=False).rules if r.id in rules]
+    catalog = [r for r in Engine.from_catalog(user=False).rules if r.id in ids]
     text = rule_file(export(catalog, options))
     (tmp_path / "vtop.rules.yml").write_text(text)
     rules = yaml.safe_load(text)

@@ -21,6 +21,7 @@ import pytest
 from tests.hostileprom import (
     Fleet,
     HostilePrometheus,
+    answering,
     endless_matrix,
     healthy_answers,
     page_series,
@@ -114,7 +115,7 @@ def test_json_nested_past_the_parsers_depth_is_one_line(
     where: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
     nested = b"[" * 200_000 + b"]" * 200_000
-    with HostilePrometheus(**{where: lambda form: nested}) as prom:
+    with HostilePrometheus(**{where: answering(nested)}) as prom:
         code, doc = report(prom, "--backfill", "5m")
     err = capsys.readouterr().err
     assert "Traceback" not in err and "RecursionError" not in err
@@ -196,9 +197,8 @@ def test_backfill_points_whose_time_is_no_number_are_skipped() -> None:
             points = [[good, value], [[1], value], [{"t": 1}, value], ["soon", value],
                       [None, value], [1e999, value], [good]]  # fmt: skip
             result.append({"metric": metric, "values": points})
-        t = {"job": "vllm", "instance": "127.0.0.1:8000"}
-        result.append({"metric": {"__name__": "vtop_scrape_timestamp", **t},
-                       "values": [[good, str(good)], [[1], "x"]]})  # fmt: skip
+        stamp = {"__name__": "vtop_scrape_timestamp", "job": "vllm", "instance": "127.0.0.1:8000"}
+        result.append({"metric": stamp, "values": [[good, str(good)], [[1], "x"]]})
         return success("matrix", result)
 
     with HostilePrometheus(fleet, backfill=backfill) as prom:
@@ -232,5 +232,7 @@ def test_series_are_remembered_within_a_bound_however_many_a_prometheus_invents(
                     "instance": "127.0.0.1:8000", "model_name": f"m{i}"}  # fmt: skip
         assert classifier(invented) == classify(invented)
         assert len(classifier) <= 1000
-    for bad in ({"__name__": "up", "job": ["vllm"]}, {"__name__": "up", "job": {"a": 1}}):
+    # labels as a hostile server's JSON may hold them: not strings
+    hostile = ('{"__name__": "up", "job": ["vllm"]}', '{"__name__": "up", "job": {"a": 1}}')
+    for bad in map(json.loads, hostile):
         assert classifier(bad) is None and classify(bad) is None

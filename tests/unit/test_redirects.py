@@ -53,8 +53,10 @@ def secrets_in(script: Script) -> list[str]:
     return [s for s in (KEY, TOKEN, PASSWORD, BASIC[6:]) if s in seen]
 
 
-def scrape(url: str, **options: object) -> str | None:
-    opts = ScrapeOptions(headers=(("X-Api-Key", KEY),), api_key=TOKEN, **options)  # type: ignore[arg-type]
+def scrape(url: str, trusted_redirects: tuple[str, ...] = ()) -> str | None:
+    opts = ScrapeOptions(
+        headers=(("X-Api-Key", KEY),), api_key=TOKEN, trusted_redirects=trusted_redirects
+    )
 
     async def go() -> str | None:
         async with VllmScraper(url, opts) as s:

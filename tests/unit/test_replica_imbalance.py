@@ -10,6 +10,7 @@ as the live source delivers them. The model each server names comes from `/v1/mo
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import replace
 from pathlib import Path
 
@@ -45,7 +46,7 @@ def page(load: dict[str, float]) -> str:
 
 def run(
     loads: dict[str, dict[str, float] | list[dict[str, float]]],
-    models: dict[str, tuple[str, ...]] | None = None,
+    models: Mapping[str, tuple[str, ...]] | None = None,
     polls: int = 300,
 ) -> tuple[Monitor, dict[str, list[str]]]:
     """Feed `polls` frames of every endpoint; a load may change per poll (a list, cycled)."""

@@ -21,6 +21,7 @@ from vtop.model import Event, Frame
 from vtop.report import render
 from vtop.report.build import knobs_json
 from vtop.report.collect import Collector
+from vtop.report.document import Document
 from vtop.report.run import replay_document
 from vtop.trace import TraceReader
 from vtop.trace.recorder import Recorder
@@ -30,8 +31,13 @@ GOLDEN = ROOT / "tests" / "golden"
 SCHEMA = json.loads((ROOT / "docs" / "report-schema.json").read_text())
 
 
-def validate(doc: dict[str, Any]) -> None:
-    jsonschema.Draft202012Validator(SCHEMA).validate(json.loads(render(doc, "json")))
+def validate(doc: Document) -> None:
+    """`doc` as JSON, held to the published schema."""
+    conforms(json.loads(render(doc, "json")))
+
+
+def conforms(loaded: object) -> None:
+    jsonschema.Draft202012Validator(SCHEMA).validate(loaded)
 
 
 def vtop(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
@@ -66,10 +72,10 @@ def test_schema_is_a_valid_draft_2020_12_schema() -> None:
 
 
 def test_the_schema_test_can_fail() -> None:
-    doc = replay_document(str(GOLDEN / "busy.vtrace"))
-    del doc["signals"]["kv_usage"]
+    loaded = json.loads(render(replay_document(str(GOLDEN / "busy.vtrace")), "json"))
+    del loaded["signals"]["kv_usage"]
     with pytest.raises(jsonschema.ValidationError):
-        validate(doc)
+        conforms(loaded)
 
 
 def test_exit_codes_follow_the_monitoring_convention() -> None:
@@ -87,6 +93,7 @@ def test_findings_fire_set_the_status_and_carry_their_advice() -> None:
     assert f["rule"] == "kv-cache-full" and f["severity"] == "CRITICAL"
     assert not f["active_at_end"]  # pressure ended at poll 420 of 600
     start = doc["window"]["start_t"]
+    assert start is not None
     assert 200 < f["first_t"] - start < 260 and 400 < f["last_t"] - start < 460
     (r,) = f["recommendations"]
     assert r == {
@@ -136,7 +143,12 @@ def test_skipped_polls_hand_their_knobs_to_the_monitor_and_events_to_the_next_ev
         return []
 
     c = Collector(source_kind="replay", source_name="x", findings=spy)
-    c.monitor.feed = lambda frame: seen.append(frame) or []  # type: ignore[method-assign]
+
+    def feed(frame: Frame) -> list[Event]:
+        seen.append(frame)
+        return []
+
+    c.monitor.feed = feed  # type: ignore[method-assign]  # a spy on what the monitor is fed
     first = frames[0].scrapes[0]
     note = Event(frames[2].t, "note", first.endpoint, "hello")
     frames[2] = Frame(frames[2].t, frames[2].scrapes, frames[2].gpu, frames[2].host, (note,))
@@ -408,7 +420,7 @@ def test_a_demo_recording_with_a_duration_runs_flat_out(tmp_path: Path) -> None:
         # one poll a second for ten minutes, and four a second for the first 15 s (the
         # warm-up: the simulated server answers at once): 601 + 45, the sim's answer delays
         # moving a poll across the warm-up's end at most
-        assert 644 <= r.stats().polls <= 646 and r.indexed
+        assert 644 <= r.stats().polls <= 646 and r.indexed and r.start is not None
         first = [p.t for p in r.polls(r.start, r.start + 10.0)]
         gaps = [b - a for a, b in itertools.pairwise(first)]
         assert len(gaps) >= 38 and all(0.25 <= g < 0.26 for g in gaps), gaps

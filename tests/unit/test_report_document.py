@@ -116,7 +116,7 @@ def check_value(hint: object, node: dict[str, Any], where: str) -> list[str]:
     # Objects: a TypedDict for each schema object with properties (or none at all), a dict for
     # a map.
     objects = [leaf for leaf in alts if "object" in schema_types(leaf)]
-    dicts = [m for m in members(hint) if typing.is_typeddict(m)]
+    dicts = [m for m in members(hint) if isinstance(m, type) and typing.is_typeddict(m)]
     maps = [m for m in members(hint) if get_origin(m) is dict]
     records = [td for td in dicts if typing.get_type_hints(td)]
     shaped = [leaf for leaf in objects if "properties" in leaf or leaf.get("maxProperties") == 0]

@@ -11,12 +11,12 @@ import os
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from tests.fakerules import kv_full
 from vtop.report import render
+from vtop.report.document import Document
 from vtop.report.run import replay_document
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -24,9 +24,9 @@ GOLDEN = ROOT / "tests" / "golden"
 SUFFIX = {"text": "txt", "markdown": "md"}
 
 
-def document(trace: str, with_rule: bool) -> dict[str, Any]:
-    kw = {"findings": kv_full} if with_rule else {}
-    doc = replay_document(str(GOLDEN / f"{trace}.vtrace"), **kw)  # type: ignore[arg-type]
+def document(trace: str, with_rule: bool) -> Document:
+    path = str(GOLDEN / f"{trace}.vtrace")
+    doc = replay_document(path, findings=kv_full) if with_rule else replay_document(path)
     doc["vtop"] = "X.Y.Z"  # a release must not churn the goldens
     return doc
 

@@ -35,6 +35,7 @@ from tests.pageserver import PageServer, Script
 from tests.unit.test_hostile_strings import document as hostile_document
 from vtop.cli.shipped_traces import shipped
 from vtop.report import render
+from vtop.report.document import Document
 from vtop.report.run import live_document, replay_document, simulated_document
 from vtop.sources.live import LiveSource
 from vtop.sources.sim import SimSource
@@ -134,7 +135,7 @@ def test_a_live_report_of_a_hostile_server_does_not_scroll_sideways(
     assert_fits(browser, html, tmp_path, "live")
 
 
-def long_strings_document() -> dict[str, Any]:
+def long_strings_document() -> Document:
     """The hostile golden document with every string a reader cannot break at a space made
     long: the URL, the trace's path, the model, a rule's name, a flag, a knob, an event."""
     doc = hostile_document()
@@ -147,7 +148,13 @@ def long_strings_document() -> dict[str, Any]:
     doc["source"]["name"] = "/" + "folder/" * 30 + model + ".vtrace"
     doc["gpus"][0]["name"] = model
     doc["events"] = [
-        {"time": doc["window"]["from"], "kind": "restart", "endpoint": url, "message": model}
+        {
+            "t": 0.0,
+            "time": doc["window"]["from"] or "",
+            "kind": "restart",
+            "endpoint": url,
+            "message": model,
+        }
     ]
     for f in doc["findings"]:
         f["rule"], f["endpoint"] = "r" * 120, url
@@ -158,7 +165,7 @@ def long_strings_document() -> dict[str, Any]:
 
 
 def test_long_unbreakable_strings_wrap_inside_their_boxes(browser: Browser, tmp_path: Path) -> None:
-    html = render(long_strings_document(), "html")  # type: ignore[arg-type]
+    html = render(long_strings_document(), "html")
     assert "M" * 200 in html and "f" * 150 in html
     assert_fits(browser, html, tmp_path, "long-strings")
 

@@ -14,15 +14,15 @@ import subprocess
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import jsonschema
 
 from tests.tracegen import busy_frames
-from vtop.model import Finding, Recommendation, Severity
+from vtop.model import Finding, FindingState, Recommendation, Severity
 from vtop.monitor import Monitor
 from vtop.report import render
 from vtop.report.collect import Collector, monitor_findings
+from vtop.report.document import Document, FindingDoc
 from vtop.sources.sim import SimSource
 from vtop.triage.engine import Engine, lacking
 
@@ -33,16 +33,16 @@ EP = FRAMES[0].scrapes[0].endpoint
 Script = Callable[[int], list[Finding]]
 
 
-def finding(rule: str, state: str = "firing", severity: Severity = Severity.WARNING,
+def finding(rule: str, state: FindingState = "firing", severity: Severity = Severity.WARNING,
             by: str | None = None) -> Finding:  # fmt: skip
     rec = Recommendation("max_num_seqs", None, 64, "raise", "demand", {})
     return Finding(
-        rule=rule, title=rule, endpoint=EP, severity=severity, state=state,  # type: ignore[arg-type]
+        rule=rule, title=rule, endpoint=EP, severity=severity, state=state,
         summary=f"{rule} says so", recommendations=() if by else (rec,), suppressed_by=by,
     )  # fmt: skip
 
 
-def collect(script: Script) -> dict[str, Any]:
+def collect(script: Script) -> Document:
     """A report over FRAMES where poll i's findings are `script(i)`, the engine's order."""
     polls = iter(range(len(FRAMES)))
     current: list[Finding] = []
@@ -59,7 +59,7 @@ def collect(script: Script) -> dict[str, Any]:
     return doc
 
 
-def by_rule(doc: dict[str, Any]) -> dict[str, dict[str, Any]]:
+def by_rule(doc: Document) -> dict[str, FindingDoc]:
     return {f["rule"]: f for f in doc["findings"]}
 
 

@@ -8,7 +8,7 @@ import json
 import pytest
 
 from tests.pageserver import Answer, PageServer, Script
-from vtop.model import SeriesKey
+from vtop.model import EndpointInfo, Scrape, SeriesKey
 from vtop.sources.urls import redact_url
 from vtop.sources.vllm import ScrapeOptions, VllmScraper, parse_header
 
@@ -22,11 +22,10 @@ vllm:generation_tokens_total{engine="0",model_name="qwen"} 1234.0
 SECRET = "sk-very-secret-token"
 
 
-def run(coro):  # type: ignore[no-untyped-def]
-    return asyncio.run(coro)
+run = asyncio.run
 
 
-async def one(url: str, options: ScrapeOptions | None = None):  # type: ignore[no-untyped-def]
+async def one(url: str, options: ScrapeOptions | None = None) -> Scrape:
     async with VllmScraper(url, options or ScrapeOptions(timeout_s=0.5)) as s:
         return await s.scrape()
 
@@ -163,25 +162,25 @@ def test_info_reads_version_and_models() -> None:
     with serve(metrics=Answer(PAGE), version=Answer(b'{"version": "0.32.0"}'),
                v1_models=Answer(json.dumps(models).encode())) as srv:  # fmt: skip
 
-        async def go() -> object:
+        async def go() -> EndpointInfo:
             async with VllmScraper(srv.url) as s:
                 return await s.info()
 
         info = run(go())
-    assert info.version == "0.32.0"  # type: ignore[attr-defined]
-    assert info.models == ("qwen",)  # type: ignore[attr-defined]
-    assert info.max_model_len == 4096  # type: ignore[attr-defined]
+    assert info.version == "0.32.0"
+    assert info.models == ("qwen",)
+    assert info.max_model_len == 4096
 
 
 def test_info_survives_a_server_without_those_paths() -> None:
     with serve(metrics=Answer(PAGE)) as srv:
 
-        async def go() -> object:
+        async def go() -> EndpointInfo:
             async with VllmScraper(srv.url) as s:
                 return await s.info()
 
         info = run(go())
-    assert info.version is None and info.models == ()  # type: ignore[attr-defined]
+    assert info.version is None and info.models == ()
 
 
 def test_info_survives_json_nested_past_the_parsers_depth() -> None:
@@ -190,9 +189,9 @@ def test_info_survives_json_nested_past_the_parsers_depth() -> None:
     models = b'{"data": ' + b"[" * 200_000 + b"]" * 200_000 + b"}"
     with serve(metrics=Answer(PAGE), version=Answer(nested), v1_models=Answer(models)) as srv:
 
-        async def go() -> object:
+        async def go() -> EndpointInfo:
             async with VllmScraper(srv.url) as s:
                 return await s.info()
 
         info = run(go())
-    assert info.version is None and info.models == ()  # type: ignore[attr-defined]
+    assert info.version is None and info.models == ()

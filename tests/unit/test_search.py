@@ -35,6 +35,13 @@ from vtop.whatif.watched import read_trace
 WINDOW_S = 300.0
 
 
+def seats_in(changes: Mapping[str, KnobValue]) -> int:
+    """The max_num_seqs a trial sets (every trial of these searches sets it)."""
+    seats = changes["max_num_seqs"]
+    assert isinstance(seats, int), changes
+    return seats
+
+
 @cache
 def fitted(name: str) -> WhatIf:
     return prepare(read_trace(shipped_traces.resolve(name)), WINDOW_S)
@@ -53,12 +60,12 @@ def prediction(changes: Mapping[str, KnobValue], **after: float) -> Prediction:
 
 def test_the_default_goals_are_the_sweet_spot() -> None:
     goals = Goals()
-    ok = prediction({}, generation_tokens_per_s=100, preemptions_per_s=0.0, itl_p50=1.4)
+    ok = prediction({}, generation_tokens_per_s=100, preemptions_per_s=0.0, itl_mean=1.4)
     assert goals.misses(ok) == ()
-    preempting = prediction({}, generation_tokens_per_s=120, preemptions_per_s=0.5, itl_p50=1.0)
+    preempting = prediction({}, generation_tokens_per_s=120, preemptions_per_s=0.5, itl_mean=1.0)
     assert goals.misses(preempting) == ("0.5 preemptions/s",)
-    slow = prediction({}, generation_tokens_per_s=120, preemptions_per_s=0.0, itl_p50=1.6)
-    assert goals.misses(slow) == ("ITL p50 1.6x today's",)
+    slow = prediction({}, generation_tokens_per_s=120, preemptions_per_s=0.0, itl_mean=1.6)
+    assert goals.misses(slow) == ("ITL mean 1.6x today's",)
     assert Goals(allow_preemption=True).misses(preempting) == ()
     assert "no sustained preemption" in goals.describe()
     assert "preemption" not in Goals(allow_preemption=True).describe()
@@ -71,7 +78,7 @@ def test_a_bound_the_user_gave_needs_its_figure_predicted() -> None:
     late = prediction({}, generation_tokens_per_s=100, preemptions_per_s=0.0, ttft_p90=3.0)
     assert Goals(max_ttft_s=2.0).misses(late) == ("TTFT p90 3s > 2s",)
     assert Goals(max_itl_s=0.05).misses(prediction({}, generation_tokens_per_s=1)) == (
-        "preemptions not predicted", "ITL p50 not predicted")  # fmt: skip
+        "preemptions not predicted", "ITL mean not predicted")  # fmt: skip
 
 
 # -- on the shipped traces -------------------------------------------------------------------
@@ -90,7 +97,7 @@ def test_on_the_kv_bound_trace_the_choice_is_the_dense_sweeps_optimum() -> None:
     today = whatif.args.max_num_seqs
     assert today is not None
     for t in choice.trials:  # the KV wall: no raise without FP8 KV
-        assert t.changes.get("kv_cache_dtype") == "fp8" or int(t.changes["max_num_seqs"]) <= today
+        assert t.changes.get("kv_cache_dtype") == "fp8" or seats_in(t.changes) <= today
     # Without FP8 the best plain setting is shown beside the choice, with its cost.
     plain = [a for a in choice.alternatives if "kv_cache_dtype" not in a.changes]
     assert plain and plain[0].meets and (plain[0].tokens or 0) < (choice.chosen.tokens or 0)
@@ -115,7 +122,7 @@ def test_on_the_budget_bound_trace_the_raise_is_chosen_by_the_curve() -> None:
     assert choice.checked and choice.chosen.meets
     tokens = [t.tokens or 0 for t in choice.trials if t.meets]
     assert choice.chosen.tokens == max(tokens) or not choice.moved
-    assert int(choice.chosen.changes["max_num_seqs"]) > today  # it is a raise that pays
+    assert seats_in(choice.chosen.changes) > today  # it is a raise that pays
 
 
 def test_a_twin_the_self_check_distrusts_does_not_choose() -> None:
@@ -132,13 +139,39 @@ def test_a_gain_inside_the_twins_error_keeps_the_formulas_value() -> None:
     formula: dict[str, KnobValue] = {"max_num_seqs": 48}
 
     def flat(changes: Mapping[str, KnobValue]) -> Prediction:
-        seats = int(changes["max_num_seqs"])  # 5 % more tokens/s per doubling: under the floor
-        return prediction(changes, generation_tokens_per_s=100 + seats / 20,
+        seats = seats_in(changes)  # from 48 to today's 256 seats, 5 % more: under the floor
+        return prediction(changes, generation_tokens_per_s=100 + seats / 40,
                           preemptions_per_s=0.0)  # fmt: skip
 
     choice = search(whatif, formula, Goals(), kv_wall=False, run=flat)
     assert choice.checked and not choice.moved
     assert "the twin's own error" in choice.note
+
+
+def test_when_every_other_value_misses_the_goals_the_twin_keeps_todays() -> None:
+    """Budget-bound, but any wider batch slows every token past the ITL bound (a compute-bound
+    CPU): the choice is today's value, the finding recommends no knob, and the refused raise
+    is shown as the trade-off it is."""
+    whatif = fitted("budget-too-small")
+    today = whatif.args.max_num_seqs
+    assert today is not None
+    formula: dict[str, KnobValue] = {"max_num_seqs": today * 4}
+
+    def compute_bound(changes: Mapping[str, KnobValue]) -> Prediction:
+        seats = seats_in(changes)  # more tokens/s with seats, and twice the ITL above today's
+        p = prediction(changes, generation_tokens_per_s=10.0 * seats, preemptions_per_s=0.0)
+        slow = 1.0 if seats <= today else 2.0
+        itl = Band(1.0, slow, slow, slow)
+        return dataclasses.replace(p, figures={**p.figures, "itl_mean": itl})
+
+    choice = search(whatif, formula, Goals(), kv_wall=False, run=compute_bound)
+    assert choice.checked and choice.keeps_today
+    assert seats_in(choice.chosen.changes) == today
+    assert choice.note.startswith("today's configuration")
+    assert choice.alternatives and all(seats_in(t.changes) > today for t in choice.alternatives)
+    assert all(t.misses for t in choice.alternatives)  # each refused for a goal it misses
+    raises = [t for t in choice.trials if seats_in(t.changes) > today]
+    assert raises and all(any("ITL mean 2x" in m for m in t.misses) for t in raises)
 
 
 def test_kv_is_the_wall_on_the_finding_or_on_the_figures() -> None:
@@ -178,7 +211,7 @@ def test_the_search_holds_the_rules_and_the_goals_whatever_the_twin_says(
     assert choice.trials[0].changes == formula
     if kv_wall:
         for t in choice.trials:
-            raised = int(t.changes["max_num_seqs"]) > today
+            raised = seats_in(t.changes) > today
             assert not raised or t.changes.get("kv_cache_dtype") == "fp8" or t is choice.formula
     meeting = [t.tokens or 0 for t in choice.trials if t.meets]
     if choice.moved:
@@ -219,7 +252,9 @@ def test_every_report_format_shows_the_choice_its_goals_and_the_trade_offs() -> 
     goals = Goals(max_itl_s=1.0)
     doc = replay_document(str(shipped_traces.resolve("memory-ceiling")), goals=goals)
     (finding,) = [f for f in doc["findings"] if f["rule"] == "memory-ceiling"]
-    search_doc = finding["prediction"]["search"]
+    prediction = finding.get("prediction")
+    assert prediction is not None
+    search_doc = prediction["search"]
     assert search_doc["checked"] and search_doc["goals"] == goals.describe()
     assert search_doc["tried"] <= MAX_TRIALS
     alternatives = [a for r in finding["recommendations"] for a in r.get("alternatives", [])]

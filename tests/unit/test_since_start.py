@@ -12,7 +12,7 @@ from vtop.model import Histogram, Scrape, SeriesKey
 from vtop.signals.store import Store
 from vtop.triage.counts import SINCE_START_MIN_S
 from vtop.triage.measure import Snapshot
-from vtop.triage.schema import Measure, Operand
+from vtop.triage.schema import Function, Measure, Operand
 
 EP = "http://127.0.0.1:8000"
 T0 = 10_000.0
@@ -38,10 +38,10 @@ def store(*, start: float | None = T0 - 1000.0, tokens_per_s: float = 500.0, pol
     return s
 
 
-def since_start(s: Store, fn: str, name: str, q: float | None = None) -> float | None:
+def since_start(s: Store, fn: Function, name: str, q: float | None = None) -> float | None:
     restarts = s.restarts()
     snap = Snapshot(s, {}, restarts[-1] if restarts else None)
-    return snap.measure(Measure(fn, Operand(name), 0.0, q, since_start=True))  # type: ignore[arg-type]
+    return snap.measure(Measure(fn, Operand(name), 0.0, q, since_start=True))
 
 
 def test_a_steady_server_says_at_once_what_it_has_counted() -> None:

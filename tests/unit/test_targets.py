@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Literal
 
 import pytest
 
@@ -100,12 +101,14 @@ def test_file_level_errors(tmp_path: Path) -> None:
     assert [t.url for t in load_targets(ok)] == ["http://a:1"]
 
 
-def _proc(pid: int, port: int, host: str | None, matched: str = "socket") -> VllmProcess:
+def _proc(
+    pid: int, port: int, host: str | None, matched: Literal["socket", "argv"] = "socket"
+) -> VllmProcess:
     knobs = {"port": Knob("port", port, "process")}
     if host is not None:
         knobs["host"] = Knob("host", host, "process")
     return VllmProcess(pid, (pid,), ("vllm", "serve", "m", "--port", str(port)), port,
-                       matched, knobs)  # type: ignore[arg-type]  # fmt: skip
+                       matched, knobs)  # fmt: skip
 
 
 def test_discovered_servers_become_targets() -> None:

@@ -15,8 +15,9 @@ import os
 import ssl
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -81,7 +82,8 @@ def once(url: str, *extra: str, env: dict[str, str] | None = None, mode: str = "
     )  # fmt: skip
 
 
-def endpoint(result: subprocess.CompletedProcess[str]) -> dict[str, object]:
+def endpoint(result: subprocess.CompletedProcess[str]) -> dict[str, Any]:
+    """The one endpoint of `vtop --once`'s JSON (as parsed: no type holds it)."""
     (ep,) = json.loads(result.stdout)["endpoints"]
     assert isinstance(ep, dict)
     return ep
@@ -91,7 +93,7 @@ def read_fine(result: subprocess.CompletedProcess[str]) -> None:
     assert result.returncode == 0, result.stdout + result.stderr
     ep = endpoint(result)
     assert ep["status"] == "ok" and ep["error"] is None
-    assert ep["signals"]["running"]["last"] == 7.0  # type: ignore[index]
+    assert ep["signals"]["running"]["last"] == 7.0
 
 
 def test_a_self_signed_certificate_is_refused_with_one_clear_line(
@@ -102,7 +104,7 @@ def test_a_self_signed_certificate_is_refused_with_one_clear_line(
     result = once(https_server.url)
     assert result.returncode == 3, result.stderr
     ep = endpoint(result)
-    assert ep["status"] == "error" and "running" not in ep["signals"]  # type: ignore[operator]
+    assert ep["status"] == "error" and "running" not in ep["signals"]
     assert ep["error"] == (
         f"cannot connect to {https_server.url}/metrics: TLS certificate not trusted "
         "(self-signed certificate); --ca-cert FILE trusts a private CA, "
@@ -114,7 +116,7 @@ def test_a_self_signed_certificate_is_refused_with_one_clear_line(
 def test_insecure_reads_the_page(https_server: PageServer) -> None:
     result = once(https_server.url, "--insecure")
     read_fine(result)
-    assert endpoint(result)["server"]["version"] == "0.32.0"  # type: ignore[index]
+    assert endpoint(result)["server"]["version"] == "0.32.0"
 
 
 def test_a_private_ca_is_not_trusted_by_default(behind_private_ca: PageServer) -> None:
@@ -169,9 +171,9 @@ def test_ssl_cert_dir_is_honoured(
     ids=["missing", "not PEM", "FIFO"],
 )  # fmt: skip
 def test_a_ca_cert_that_cannot_be_used_is_one_usage_line(
-    make: object, message: str, tmp_path: Path
+    make: Callable[[Path], Path], message: str, tmp_path: Path
 ) -> None:
-    path = make(tmp_path)  # type: ignore[operator]
+    path = make(tmp_path)
     if path.name == "notes.txt":
         path.write_text("not a certificate\n")
     elif path.name == "fifo.pem":

@@ -366,7 +366,12 @@ def _index_trace(summary: dict[str, object], edit: Callable[[Entries], Entries] 
     return f.finish(summary=summary)
 
 
-GOOD = {"polls": 3, "samples": 0, "t_first": 1750000001.0, "t_last": 1750000003.0}
+GOOD: dict[str, object] = {
+    "polls": 3,
+    "samples": 0,
+    "t_first": 1750000001.0,
+    "t_last": 1750000003.0,
+}
 
 
 @pytest.mark.parametrize(

@@ -71,7 +71,9 @@ def polls_in(path: Path) -> int:
         return 0
 
 
-def wait_for_polls(path: Path, n: int, proc: subprocess.Popen[str], timeout: float = 30) -> int:
+def wait_for_polls(
+    path: Path, n: int, proc: subprocess.Popen[str] | subprocess.Popen[bytes], timeout: float = 30
+) -> int:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         seen = polls_in(path)

@@ -12,6 +12,7 @@ import pytest
 from tests.fakerules import kv_full
 from vtop import knobs
 from vtop.cli import train as train_cli
+from vtop.knobs import KnobValue
 from vtop.model import Finding, Knob, Recommendation, Severity
 from vtop.report.train import (
     COMMON_KNOBS,
@@ -49,9 +50,9 @@ def test_a_rule_missing_from_the_catalog_is_still_offered() -> None:
     assert [c.rule for c in q.choices] == ["budget-too-small", "kv-cache-full"]
 
 
-def _question(new_value: object, *, change: bool = True) -> Question:
+def _question(new_value: KnobValue, *, change: bool = True) -> Question:
     current = Knob("max_num_seqs", 16, "process")
-    rec = Recommendation("max_num_seqs", current, new_value, "raise", "x2", {})  # type: ignore[arg-type]
+    rec = Recommendation("max_num_seqs", current, new_value, "raise", "x2", {})
     f = Finding(
         "budget-too-small",
         "t",

@@ -72,8 +72,8 @@ def test_a_fresh_connection_dropped_without_an_answer_is_one_line() -> None:
 
 
 def test_chunked_and_gzipped_bodies_are_read_whole() -> None:
-    routes = {"/metrics": Answer(PAGE * 50, chunked=True, gzip=True)}
-    with PageServer(Script(routes), keep_alive_s=5) as srv:
+    script = Script({"/metrics": Answer(PAGE * 50, chunked=True, gzip=True)})
+    with PageServer(script, keep_alive_s=5) as srv:
         got = polls(srv.url, 3)
     assert [s.size_bytes for s in got] == [len(PAGE * 50)] * 3
     assert srv.script.connections == 1
@@ -81,8 +81,10 @@ def test_chunked_and_gzipped_bodies_are_read_whole() -> None:
 
 def test_a_redirect_is_followed_on_the_same_connection() -> None:
     # vLLM versions that mount prometheus_client's app answer /metrics with 307 to /metrics/.
-    routes = {"/metrics": Answer(status=307, location="/metrics/"), "/metrics/": Answer(PAGE)}
-    with PageServer(Script(routes), keep_alive_s=5) as srv:
+    script = Script(
+        {"/metrics": Answer(status=307, location="/metrics/"), "/metrics/": Answer(PAGE)}
+    )
+    with PageServer(script, keep_alive_s=5) as srv:
         got = polls(srv.url, 2)
     assert [running(s) for s in got] == [7.0] * 2
     assert [path for path, _ in srv.script.requests] == ["/metrics", "/metrics/"] * 2

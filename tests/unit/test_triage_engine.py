@@ -5,11 +5,12 @@ from __future__ import annotations
 import textwrap
 from dataclasses import dataclass, field
 
-from vtop.model import Frame, Knob, Scrape, SeriesKey
+from vtop.model import Finding, Frame, Knob, Scrape, SeriesKey
 from vtop.monitor import Monitor
 from vtop.signals.store import Store
 from vtop.triage.engine import Engine
 from vtop.triage.loader import load_catalog, load_text
+from vtop.triage.schema import Rule
 
 EP = "http://10.0.0.9:8000"
 
@@ -40,7 +41,7 @@ def rule(rid: str, order: int, direction: str, value: str, extra: str = "") -> s
 
 
 def engine_of(*texts: str) -> Engine:
-    rules = []
+    rules: list[Rule] = []
     for i, text in enumerate(texts):
         loaded = load_text(text, f"r{i}.yaml")
         assert not loaded.errors, loaded.errors
@@ -48,10 +49,11 @@ def engine_of(*texts: str) -> Engine:
     return Engine(rules)
 
 
-def run(engine: Engine, polls: int, knobs: dict[str, Knob] | None = None, **values: float
-        ) -> list:  # type: ignore[type-arg]  # fmt: skip
+def run(
+    engine: Engine, polls: int, knobs: dict[str, Knob] | None = None, **values: float
+) -> list[Finding]:
     view = View(Store(EP), knobs or {"max_num_seqs": Knob("max_num_seqs", 64, "flag")})
-    findings = []
+    findings: list[Finding] = []
     for i in range(polls):
         view.store.ingest(scrape(float(i), **values))
         findings = engine.evaluate(view)

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import pytest
 
-from vtop.triage.expr import ExprError, compile_expr
+from vtop.triage.expr import ExprError, Value, compile_expr
 
 KNOWN = {"max_num_seqs", "kv_fit", "x", "kv_cache_dtype"}
 
 
-def ok(text: str, **names: object) -> object:
-    return compile_expr(text, KNOWN.__contains__).eval(names)  # type: ignore[arg-type]
+def ok(text: str, **names: Value) -> Value:
+    return compile_expr(text, KNOWN.__contains__).eval(names)
 
 
 def test_arithmetic_and_whitelisted_functions() -> None:

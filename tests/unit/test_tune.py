@@ -13,6 +13,7 @@ from collections.abc import Mapping
 
 import pytest
 
+from tests.sim.helpers import with_knobs
 from vtop.knobs import KnobValue
 from vtop.report.document import Document
 from vtop.report.run import simulated_document
@@ -21,7 +22,7 @@ from vtop.sim.twin import Twin
 from vtop.sources.sim import SimSource
 from vtop.tune.flags import edit_file_text, file_flags, with_changes
 from vtop.tune.loop import Figures as F
-from vtop.tune.loop import Trial, Tuner, better
+from vtop.tune.loop import Plan, Trial, Tuner, better
 from vtop.whatif.search import Goals
 
 # -- the flags edit --------------------------------------------------------------------------
@@ -54,6 +55,7 @@ class SimServer:
         self.scenario = SCENARIOS[scenario]
         self.sabotage = dict(sabotage or {})
         self.asked: list[dict[str, KnobValue]] = []
+        self.goals: list[Goals] = []
         self.running: dict[str, KnobValue] = {}
 
     def restart(self, changes: Mapping[str, KnobValue]) -> None:
@@ -63,12 +65,13 @@ class SimServer:
     def describe(self) -> str:
         return f"{self.scenario.name} {self.running}"
 
-    def observe(self) -> Document:
-        args = dataclasses.replace(self.scenario.args, **self.running)  # type: ignore[arg-type]
+    def observe(self, goals: Goals) -> Document:
+        self.goals.append(goals)
+        args = with_knobs(self.scenario.args, self.running)
         twin = Twin(dataclasses.replace(self.scenario, args=args), seed=len(self.asked))
         twin.warm_up()
         source = SimSource([twin], interval_s=1.0)
-        return simulated_document(source, name=self.scenario.name, duration_s=30.0)
+        return simulated_document(source, name=self.scenario.name, duration_s=30.0, goals=goals)
 
 
 def test_the_loop_applies_the_twins_choice_and_stops_when_nothing_is_left() -> None:
@@ -76,10 +79,19 @@ def test_the_loop_applies_the_twins_choice_and_stops_when_nothing_is_left() -> N
     outcome = Tuner(server, server.observe, Goals(), max_restarts=3).run()
     start = outcome.trials[0]
     assert start.verdict.endswith("budget-too-small") and start.changes == {}
-    assert server.asked and server.asked[0]["max_num_seqs"] > 16, server.asked
+    assert server.asked, "no restart asked for"
+    seats = server.asked[0]["max_num_seqs"]
+    assert isinstance(seats, int) and seats > 16, server.asked
+    # trial 0 under the user's goals; every later one with the ITL bound fixed at the start's
+    assert server.goals[0] == Goals()
+    start_itl = start.measured.itl_mean_s
+    assert start_itl is not None
+    assert all(g.max_itl_s == pytest.approx(1.5 * start_itl) for g in server.goals[1:])
+    assert "the start's" in server.goals[-1].describe()
     best = outcome.best
     assert best is not None and best.number >= 1
-    assert best.measured.tokens_per_s > 1.3 * (start.measured.tokens_per_s or 0)
+    tokens = best.measured.tokens_per_s
+    assert tokens is not None and tokens > 1.3 * (start.measured.tokens_per_s or 0)
     assert best.predicted is not None and best.error() is not None
     assert outcome.restarts == len(server.asked) <= 3
     assert outcome.stopped, outcome
@@ -112,12 +124,12 @@ def test_ctrl_c_restores_the_best_configuration_measured() -> None:
     server = SimServer("budget-too-small", sabotage={"max_num_seqs": 4})
     calls = 0
 
-    def observe() -> Document:
+    def observe(goals: Goals) -> Document:
         nonlocal calls
         calls += 1
         if calls == 2:
             raise KeyboardInterrupt
-        return server.observe()
+        return server.observe(goals)
 
     tuner = Tuner(server, observe, Goals(), max_restarts=3)
     with pytest.raises(KeyboardInterrupt):
@@ -128,11 +140,16 @@ def test_ctrl_c_restores_the_best_configuration_measured() -> None:
 
 def test_nothing_restarts_without_a_yes() -> None:
     server = SimServer("budget-too-small")
-    asked = []
-    outcome = Tuner(
-        server, server.observe, Goals(), confirm=lambda p: asked.append(p) or False
-    ).run()
-    assert asked and asked[0].changes.get("max_num_seqs", 0) > 16
+    asked: list[Plan] = []
+
+    def refuse(plan: Plan) -> bool:
+        asked.append(plan)
+        return False
+
+    outcome = Tuner(server, server.observe, Goals(), confirm=refuse).run()
+    assert asked, "no restart proposed"
+    seats = asked[0].changes.get("max_num_seqs")
+    assert isinstance(seats, int) and seats > 16, asked[0]
     assert server.asked == [] and outcome.stopped == "the restart was not confirmed"
 
 

@@ -20,7 +20,7 @@ import argparse
 import asyncio
 import subprocess
 import sys
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -39,7 +39,7 @@ class Regime:
     rule: str | None
     what: str
     server: dict[str, Any]
-    load: Callable[[str, float], Awaitable[LoadResult]]
+    load: Callable[[str, float], Coroutine[Any, Any, LoadResult]]
     before: float = 15.0
     record: float = 75.0
     extra: dict[str, Any] = field(default_factory=dict)

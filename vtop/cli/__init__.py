@@ -10,6 +10,7 @@ typed errors; they never import this package. Its modules:
     monitor.py     the monitor's parser and modes (`--once`; screens and headless below)
     sources.py     the source the flags ask for       screens.py   the dashboard, the replay
     headless.py    --report, --record, --replay …     train.py     the text training quiz
+    web.py         --web: the dashboard to browsers (the server: vtop.ui.web)
     rules.py, rules_export.py, trace.py, sim.py, completion.py   the commands
     prometheus_args.py, targets_args.py   the flags that name what to watch
     connection_args.py   how to reach a server (--header, --ca-cert), the knobs it hides

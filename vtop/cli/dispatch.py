@@ -109,4 +109,4 @@ def _main(words: list[str]) -> int:
     except config.ConfigError as exc:
         return fail(str(exc), exits.usage)
     args = parser.parse_args(words)
-    return run_monitor(args, exits)
+    return run_monitor(args, exits, words)

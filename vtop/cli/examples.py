@@ -16,6 +16,7 @@ EXAMPLES: dict[str, tuple[str, ...]] = {
         "vtop --url http://gpu-box:8000 --once              # two polls, one JSON document",
         "vtop --url localhost:8000 --report --wait-for 2m   # a verdict, once the server is up",
         "vtop --demo memory-ceiling                         # no GPU, no vLLM: the simulator",
+        "vtop --url localhost:8000 --web 0.0.0.0:6006       # in a browser (prints its URL)",
     ),
     "vtop sim": (
         "vtop sim                                        # healthy, on :8000",

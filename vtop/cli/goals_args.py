@@ -2,8 +2,8 @@
 
 The twin's search (`vtop.whatif.search`) picks, for each finding, the configuration with the
 most generated tokens/s that meets the goals: by default the seeds' sweet spot (no sustained
-preemption, ITL p50 no more than 1.5x today's). `--max-ttft-s` and `--max-itl-ms` bound TTFT
-p90 and ITL p50; `--allow-preemption` lifts the preemption bound. The dashboard, the report,
+preemption, the mean ITL no more than 1.5x today's). `--max-ttft-s` and `--max-itl-ms` bound TTFT
+p90 and the mean ITL; `--allow-preemption` lifts the preemption bound. The dashboard, the report,
 training and `vtop whatif` take them with the same words, from here; a config file's `[goals]`
 table (`vtop.cli.config`) gives their defaults.
 """
@@ -29,7 +29,7 @@ def add_goals(group: argparse._ArgumentGroup, *, what: str = "the advice") -> No
         metavar="MS",
         type=ranges.MAX_ITL_MS,
         help=ranges.ranged(
-            f"{what}: keep the predicted ITL p50 at most MS (default: 1.5x today's)",
+            f"{what}: keep the predicted mean ITL at most MS (default: 1.5x today's)",
             ranges.MAX_ITL_MS,
         ),
     )

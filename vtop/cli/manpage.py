@@ -22,9 +22,8 @@ continuation indents, and a word broken at its hyphen comes out as "sub- folders
 sub-commands land under POSITIONAL ARGUMENTS; and EXIT STATUS, ENVIRONMENT and the rest could
 only come in as raw roff include files. Walking the parsers (as `vtop.cli.completion` does for
 shtab) takes argparse's own formatter for what it knows (a flag's metavar, `%(default)s`), and
-leaves this module the roff: every text escaped once (`\\`, `-` as `\\-`, a leading `.` or
-`'`), hyphenation off (`.nh`) so a flag never breaks across lines, and no preformatted line
-that could run past 80 columns.
+writes in `vtop.cli.roff`'s markup (every text escaped once, no preformatted line that could
+run past 80 columns), with hyphenation off (`.nh`) so a flag never breaks across lines.
 """
 
 from __future__ import annotations
@@ -33,13 +32,12 @@ import argparse
 import ast
 import inspect
 import sys
-import textwrap
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from importlib import metadata
 
 from vtop import __version__, exits
-from vtop.cli import examples
+from vtop.cli import examples, roff
 from vtop.cli.exits import EXIT_OK
 from vtop.cli.usage import OneLineParser
 
@@ -47,10 +45,6 @@ OUTPUT = "man/vtop.1"
 """Where the page is committed (pyproject installs it as share/man/man1/vtop.1)."""
 REFRESH = f"python -m vtop.cli.manpage -o {OUTPUT}"
 """The command that rewrites the committed page from the parsers."""
-_COLUMNS = 80
-"""The page must read at this width (`MANWIDTH=80 man vtop`): nothing unfilled runs past it."""
-_INDENT = 7
-"""Where man puts a section's text (a `.TP` tag too); `.RS N` adds N."""
 _WIDE = 10_000
 """argparse's formatter is asked for usage text at this width: one line, which roff fills."""
 
@@ -109,33 +103,7 @@ def shown_actions(parser: argparse.ArgumentParser, *, root: bool) -> list[argpar
     return out
 
 
-# -- roff ------------------------------------------------------------------------------------
-
-
-def escape(text: str) -> str:
-    """`text` as roff prints it: backslashes and hyphens escaped (`\\-` is the ASCII minus a
-    flag is typed with), and a leading `.` or `'`, which would make the line a request,
-    guarded by `\\&`."""
-    out = text.replace("\\", "\\e").replace("-", "\\-")
-    return "\\&" + out if out[:1] in (".", "'") else out
-
-
-def _arg(text: str) -> str:
-    """`text` as a quoted macro argument (`.SH "VTOP RULES"`)."""
-    return '"' + escape(text).replace('"', "\\(dq") + '"'
-
-
-def _bold(text: str) -> str:
-    return f"\\fB{escape(text)}\\fR"
-
-
-def _italic(text: str) -> str:
-    return f"\\fI{escape(text)}\\fR"
-
-
-def _prose(text: str) -> str:
-    """A paragraph's text on one line (argparse folds its whitespace too; roff fills it)."""
-    return escape(" ".join(text.split()))
+# -- argparse's text, in roff -----------------------------------------------------------------
 
 
 def _text(parser: argparse.ArgumentParser, text: str) -> list[str]:
@@ -144,41 +112,7 @@ def _text(parser: argparse.ArgumentParser, text: str) -> list[str]:
     type) kept whole and indented, a `  # comment` on the line after its command."""
     kind = parser.formatter_class
     raw = isinstance(kind, type) and issubclass(kind, argparse.RawDescriptionHelpFormatter)
-    if not raw:
-        return [".PP", _prose(text)]
-    lines: list[str] = [".PP"]
-    indented = False
-    for line in textwrap.dedent(text).splitlines():
-        if not line.strip():
-            lines += [".RE"] if indented else []
-            lines.append(".PP")
-            indented = False
-        elif line[0].isspace():
-            lines += [] if indented else [".RS 2"]
-            command, _, comment = line.partition("  #")
-            lines += _shell(command.strip(), _INDENT + 2)
-            lines += [_prose("# " + comment), ".br"] if comment.strip() else []
-            indented = True
-        else:
-            if indented:
-                lines.append(".RE")
-            indented = False
-            lines.append(_prose(line))
-    return [*lines, ".RE"] if indented else lines
-
-
-def _shell(command: str, indent: int, style: Callable[[str], str] = escape) -> list[str]:
-    """A command to type, unfilled so roff never breaks it: one line where it fits in 80
-    columns at `indent`, else broken between words with the shell's ` \\` continuations (so it
-    still pastes as one command), the rest indented by two."""
-    parts = [command]
-    if indent + len(command) > _COLUMNS:
-        room = _COLUMNS - indent - 2  # two for " \\"
-        parts = textwrap.wrap(
-            command, room, subsequent_indent="  ", break_long_words=False, break_on_hyphens=False
-        )
-    last = len(parts) - 1
-    return [".nf", *(style(p) + (" \\e" if i < last else "") for i, p in enumerate(parts)), ".fi"]
+    return roff.paragraphs(text, raw=raw)
 
 
 def _formatter(prog: str) -> argparse.HelpFormatter:
@@ -204,18 +138,18 @@ def invocation(action: argparse.Action, prog: str) -> str:
     formatter = _formatter(prog)
     if not action.option_strings:
         if action.nargs == argparse.REMAINDER and isinstance(action.metavar, str):
-            return _italic(action.metavar)  # argparse writes `...` for the rest of the line
-        return _italic(formatter._format_args(action, action.dest))
-    flags = ", ".join(_bold(flag) for flag in action.option_strings)
+            return roff.italic(action.metavar)  # argparse writes `...` for the rest of the line
+        return roff.italic(formatter._format_args(action, action.dest))
+    flags = ", ".join(roff.bold(flag) for flag in action.option_strings)
     if action.nargs == 0:
         return flags
     metavar = formatter._format_args(action, formatter._get_default_metavar_for_optional(action))
-    return f"{flags} {_italic(metavar)}"
+    return f"{flags} {roff.italic(metavar)}"
 
 
 def _entry(action: argparse.Action, prog: str) -> list[str]:
     help_ = _formatter(prog)._expand_help(action) if action.help else ""
-    return [".TP", invocation(action, prog), *([_prose(help_)] if help_ else [])]
+    return [".TP", invocation(action, prog), *([roff.prose(help_)] if help_ else [])]
 
 
 _GROUP_TITLES = {"positional arguments": None, "options": None, "optional arguments": None}
@@ -234,9 +168,13 @@ def _groups(node: Node, *, root: bool, heading: str) -> list[str]:
         title = _GROUP_TITLES.get(group.title or "", group.title)
         if title:
             title = title[0].upper() + title[1:]
-            lines += [f".SS {_arg(title)}"] if heading == ".SS" else [".PP", _italic(title) + ":"]
+            lines += (
+                [f".SS {roff.quoted(title)}"]
+                if heading == ".SS"
+                else [".PP", roff.italic(title) + ":"]
+            )
         if group.description:
-            lines += [".PP", _prose(group.description)]
+            lines += [".PP", roff.prose(group.description)]
         for action in actions:
             lines += _entry(action, node.prog)
     return lines
@@ -261,8 +199,8 @@ def _synopsis(root: Node) -> list[str]:
             "[OPTION]..." if optional else "",
             _usage(node.parser, positional),
         ]
-        rest = escape(" ".join(w for w in words if w)).replace("[OPTION]", "[\\fIOPTION\\fR]")
-        lines += [_bold(node.prog) + (f" {rest}" if rest else ""), ".br"]
+        rest = roff.escape(" ".join(w for w in words if w)).replace("[OPTION]", "[\\fIOPTION\\fR]")
+        lines += [roff.bold(node.prog) + (f" {rest}" if rest else ""), ".br"]
     return lines[:-1]
 
 
@@ -277,17 +215,17 @@ def _description(root: Node) -> list[str]:
     lines = [".SH DESCRIPTION", *_text(root.parser, root.parser.description or "")]
     lines += [
         ".PP",
-        escape(
+        roff.escape(
             "Without a command word, vtop is the monitor: the dashboard, --once, --report and "
             "the rest of OPTIONS below. A first word that names a command runs that command, "
             "with its own options (each in its section below):"
         ),
     ]
     for command in root.children:
-        lines += [".TP", _bold(command.prog.split()[-1]), _prose(command.help)]
+        lines += [".TP", roff.bold(command.prog.split()[-1]), roff.prose(command.help)]
     lines += [
         ".PP",
-        escape(
+        roff.escape(
             "Every command takes -h, --help: its options and examples. A usage error is one "
             "line on stderr naming the argument."
         ),
@@ -303,11 +241,13 @@ def _command(node: Node, *, level: int) -> list[str]:
     """A command's section (`.SH "VTOP RULES"`), or a sub-command's (`.SS "vtop rules list"`)
     within it: what it does, its arguments, its epilog, then its own sub-commands."""
     parser = node.parser
-    lines = [f".SH {_arg(node.prog.upper())}" if level == 1 else f".SS {_arg(node.prog)}"]
+    lines = [
+        f".SH {roff.quoted(node.prog.upper())}" if level == 1 else f".SS {roff.quoted(node.prog)}"
+    ]
     if parser.description:
         lines += _text(parser, parser.description)
     elif node.help:
-        lines += [".PP", _prose(node.help)]
+        lines += [".PP", roff.prose(node.help)]
     lines += _groups(node, root=False, heading=".SS" if level == 1 else ".PP")
     if parser.epilog:
         lines += _text(parser, parser.epilog)
@@ -342,7 +282,7 @@ def _exit_status() -> list[str]:
     lines = [
         ".SH EXIT STATUS",
         ".PP",
-        escape(
+        roff.escape(
             "A report's verdict follows the monitoring-plugin convention (0 to 3; --fail-on "
             "critical lets warnings pass); the rest follow the usual conventions of "
             "command-line tools, so 1 and 2 mean one thing under --report and another "
@@ -350,7 +290,7 @@ def _exit_status() -> list[str]:
         ),
     ]
     for code, name, meaning in exit_codes():
-        lines += [".TP", f"\\fB{code}\\fR {escape(name)}", _prose(meaning)]
+        lines += [".TP", f"\\fB{code}\\fR {roff.escape(name)}", roff.prose(meaning)]
     return lines
 
 
@@ -398,7 +338,7 @@ def environment() -> list[tuple[str, str]]:
 def _environment() -> list[str]:
     lines = [".SH ENVIRONMENT"]
     for name, meaning in environment():
-        lines += [".TP", _bold(name), _prose(meaning)]
+        lines += [".TP", roff.bold(name), roff.prose(meaning)]
     return lines
 
 
@@ -436,7 +376,7 @@ _FILES = (
 def _files() -> list[str]:
     lines = [".SH FILES"]
     for name, meaning in _FILES:
-        lines += [".TP", _italic(name), _prose(meaning)]
+        lines += [".TP", roff.italic(name), roff.prose(meaning)]
     return lines
 
 
@@ -452,9 +392,9 @@ def _examples(root: Node) -> list[str]:
             if command in seen:
                 continue
             seen.add(command)
-            lines += [".PP", *_shell(command, _INDENT, _bold)]
+            lines += [".PP", *roff.shell(command, roff.INDENT, roff.bold)]
             if comment.strip():
-                lines += [".RS 4", _prose(comment), ".RE"]
+                lines += [".RS 4", roff.prose(comment), ".RE"]
     return lines
 
 
@@ -466,11 +406,14 @@ def _see_also() -> list[str]:
             home = url.strip()
     lines = [
         ".SH SEE ALSO",
-        escape("vtop --help and vtop COMMAND --help (the same options, with examples); "),
-        escape("vtop completion bash|zsh|fish (shell completion from the same parsers)."),
+        roff.escape("vtop --help and vtop COMMAND --help (the same options, with examples); "),
+        roff.escape("vtop completion bash|zsh|fish (shell completion from the same parsers)."),
     ]
     if home:
-        lines += [".PP", escape(f"The README and docs/ at {home} (the rules: rules/README.md).")]
+        lines += [
+            ".PP",
+            roff.escape(f"The README and docs/ at {home} (the rules: rules/README.md)."),
+        ]
     return lines
 
 
@@ -479,12 +422,12 @@ def page() -> str:
     root = tree()
     summary = metadata.metadata("vtop")["Summary"] or ""
     lines = [
-        f'.TH VTOP 1 "" {_arg(f"vtop {__version__}")} "User Commands"',
+        f'.TH VTOP 1 "" {roff.quoted(f"vtop {__version__}")} "User Commands"',
         f'.\\" Generated from the argparse parsers; do not edit. Refresh: {REFRESH}',
         ".nh",
         ".ad l",
         ".SH NAME",
-        escape(f"vtop - {summary[:1].lower()}{summary[1:]}" if summary else "vtop"),
+        roff.escape(f"vtop - {summary[:1].lower()}{summary[1:]}" if summary else "vtop"),
         *_synopsis(root),
         *_description(root),
         *_options(root),

@@ -5,6 +5,7 @@
     vtop --url URL --report         a verdict, exit 0/1/2/3 (`vtop.cli.headless`)
     vtop --demo --record FILE       the dashboard, recording (headless without a terminal)
     vtop --replay FILE [--train]    the replay screen, or `--report` / the text quiz headless
+    vtop --demo --web 6006          the dashboard (or replay) in browsers (`vtop.cli.web`)
 
 `--replay FILE` (with or without `--train`) opens the replay screen when stdout is a terminal;
 elsewhere it is headless: `--report`, or the text quiz for `--train` on a pipe. `--record FILE`
@@ -22,6 +23,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+from collections.abc import Sequence
 
 from vtop import __version__, untrusted
 from vtop.cli import (
@@ -32,6 +34,7 @@ from vtop.cli import (
     prometheus_args,
     ranges,
     targets_args,
+    web,
 )
 from vtop.cli.actions import VersionAction
 from vtop.cli.dispatch import COMMANDS
@@ -128,6 +131,14 @@ def build_parser(exit_code: int = EXIT_USAGE) -> argparse.ArgumentParser:
         help="poll twice, one interval apart, print one JSON document and exit",
     )
     out.add_argument(
+        "--web",
+        type=web.address,
+        metavar="[HOST:]PORT",
+        help="serve the dashboard (or a replay) to browsers on 127.0.0.1:PORT, or HOST:PORT "
+        "(0.0.0.0: every address); prints the URL to open, with its secret token, once "
+        "(docs/security.md)",
+    )
+    out.add_argument(
         "--headless",
         action="store_true",
         help="with --record: record without the dashboard even on a terminal, until Ctrl-C "
@@ -167,8 +178,9 @@ async def once(
     }
 
 
-def run_monitor(args: argparse.Namespace, exits: Exits) -> int:
-    """Run the mode the flags choose; an error is one line, its code `exits`'."""
+def run_monitor(args: argparse.Namespace, exits: Exits, words: Sequence[str] = ()) -> int:
+    """Run the mode the flags choose; an error is one line, its code `exits`'. `words` are
+    the command line's, which `--web` runs again for each browser session (less itself)."""
     if args.headless and not args.record:
         return fail(
             "--headless goes with --record FILE (it records without the dashboard)", exits.usage
@@ -182,6 +194,8 @@ def run_monitor(args: argparse.Namespace, exits: Exits) -> int:
             "with --report, --record or --replay",
             exits.usage,
         )
+    if args.web is not None:
+        return web.run(args, words, exits)
     if replay_screen_wanted(args):
         return run_replay_tui(args, exits)
     if record_screen_wanted(args):

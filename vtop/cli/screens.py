@@ -3,9 +3,11 @@
 Which runs is the terminal's choice as much as the flags': `--record FILE` shows the dashboard
 while it records only when stdout and stderr are a terminal, `--replay FILE` the replay (or,
 with `--train`, the training) screen only when stdout is one; elsewhere those modes are
-headless (`vtop.cli.headless`). Textual is imported only when a screen is about to run, so the
-headless modes never load it. When a screen closes, what it did is one line on stderr (what
-was recorded, the training score), as the headless modes say it.
+headless (`vtop.cli.headless`). In a browser session's app (`vtop --web`) stdout is
+textual-serve's pipe, yet the replay is still a screen (`served`). Textual is imported only
+when a screen is about to run, so the headless modes never load it. When a screen closes, what
+it did is one line on stderr (what was recorded, the training score), as the headless modes
+say it.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import math
+import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -119,8 +122,15 @@ def replay_screen_wanted(args: argparse.Namespace) -> bool:
     return (
         bool(args.replay)
         and not (args.report or args.record or args.once)
-        and (sys.stdout.isatty())
+        and (sys.stdout.isatty() or served())
     )
+
+
+def served() -> bool:
+    """True in the app process of a browser session (`vtop --web`): textual-serve names
+    Textual's web driver in `TEXTUAL_DRIVER`, and stdout is its pipe, not a terminal, yet a
+    screen is what is wanted (and any TEXTUAL_DRIVER a user sets asks for one as much)."""
+    return bool(os.environ.get("TEXTUAL_DRIVER"))
 
 
 def run_replay_tui(args: argparse.Namespace, exits: Exits) -> int:

@@ -247,7 +247,7 @@ def _reach(args: argparse.Namespace) -> argparse.Namespace:
 
 def _observer(
     url: str, args: argparse.Namespace, goals: Goals, server: Server, load: Load | None
-) -> Callable[[], Document]:
+) -> Callable[[Goals], Document]:
     """One trial's watch: wait for the server to answer (then start `--load`, once) and for a
     request to show on it (within `--wait`), then the `--watch` window, as a report of it."""
     watch_s = durations.parse(args.watch)
@@ -255,7 +255,8 @@ def _observer(
     settle_s = durations.parse(args.settle)
     advisor = Advisor(goals)  # one for every trial: each fit sees the steps of the ones before
 
-    async def observe() -> Document:
+    async def observe(goals: Goals) -> Document:
+        advisor.goals = goals
         startup = Startup(wait_s)
         deadline = time.monotonic() + wait_s
         while True:
@@ -279,7 +280,7 @@ def _observer(
             await _watch(url, args, settle_s, goals, None, server)
         return await _watch(url, args, watch_s, goals, None, server, advisor)
 
-    return lambda: asyncio.run(observe())
+    return lambda goals: asyncio.run(observe(goals))
 
 
 async def _watch(
@@ -380,7 +381,7 @@ def _tps(x: float | None) -> str:
 def markdown(outcome: Outcome) -> str:
     rows = [
         "| # | flags | predicted tok/s | measured tok/s | error | preempt/s | TTFT p90 | "
-        "ITL p50 | verdict | goals |",
+        "ITL mean | verdict | goals |",
         "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for t in outcome.trials:
@@ -396,7 +397,7 @@ def markdown(outcome: Outcome) -> str:
                     "-" if error is None else f"{error:+.0%}",
                     "-" if m.preemptions_per_s is None else f"{m.preemptions_per_s:.2f}",
                     "-" if m.ttft_p90_s is None else f"{m.ttft_p90_s:.2f} s",
-                    "-" if m.itl_p50_s is None else f"{m.itl_p50_s * 1000:.0f} ms",
+                    "-" if m.itl_mean_s is None else f"{m.itl_mean_s * 1000:.0f} ms",
                     t.verdict,
                     ("meets" if t.meets else "; ".join(t.misses)) + " |",
                 ]

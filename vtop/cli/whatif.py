@@ -71,6 +71,7 @@ COLUMNS = (
     ("ttft_p50", "TTFT p50"),
     ("ttft_p90", "TTFT p90"),
     ("itl_p50", "ITL p50"),
+    ("itl_mean", "ITL mean"),
 )
 """The figures the table prints, and their headings."""
 BEST_MARK = "◀ best"

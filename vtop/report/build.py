@@ -297,6 +297,7 @@ def search_doc(choice: Choice) -> SearchDoc:
         "goals": choice.goals.describe(),
         "checked": choice.checked,
         "moved": choice.moved,
+        "keeps_today": choice.keeps_today,
         "formula": dict(choice.formula.changes),
         "note": choice.note,
         "tried": len(choice.trials),

@@ -1,11 +1,12 @@
 """Record bodies back into polls, as fast as a day-long trace needs and trusting nothing.
 
 The format is `codec`'s: per poll, dense lanes of integer deltas. The decoder keeps each lane's
-values in one list and applies a poll's deltas lazily: a poll's arrays wait in `pending` and are
-added in one C-level `sum` per slot only when a full frame (or `MAX_PENDING`) needs them, while
-the slots that light frames read are *watched* and kept current poll by poll. `frame(only=...)`
-builds, once per set of signals and layout, a plan of where each value lives, so a report that
-reads a dozen values per poll does not touch the other few hundred.
+values in one list (`lanes` keeps the order of its series) and applies a poll's deltas lazily: a
+poll's arrays wait in `pending` and are added in one C-level `sum` per slot only when a full
+frame (or `MAX_PENDING`) needs them, while the slots that light frames read are *watched* and
+kept current poll by poll. `frame(only=...)` asks `plan` once per set of signals and layout
+where each value lives, so a report that reads a dozen values per poll does not touch the other
+few hundred.
 
 Nothing in a body is trusted: every count is checked against the limits in `wire` before it
 allocates, and the JSON parts (metadata, extras, series paths) are checked by `metadata`, which
@@ -17,8 +18,6 @@ from __future__ import annotations
 import math
 import re
 from array import array
-from collections.abc import Iterator
-from dataclasses import dataclass, field
 from itertools import accumulate
 from operator import add, ge
 from typing import Any, Final, cast
@@ -33,7 +32,6 @@ from vtop.model import (
     HostReading,
     Knob,
     Scrape,
-    SeriesKey,
 )
 from vtop.trace import wire
 from vtop.trace.codec import (
@@ -49,13 +47,10 @@ from vtop.trace.codec import (
     OP_TOGGLE,
     SCALAR,
 )
+from vtop.trace.lanes import DecodedSeries, Lane
 from vtop.trace.metadata import (
-    GPU_INT,
-    HOST_INT,
-    GpuMeta,
     Meta,
     Path,
-    ScrapeMeta,
     parse_event,
     parse_json,
     parse_knobs,
@@ -63,6 +58,7 @@ from vtop.trace.metadata import (
     parse_path,
     parse_servers,
 )
+from vtop.trace.plan import Plan, plan_frame
 from vtop.trace.wire import Cursor, Damaged
 
 # What decoding costs, in work units of about a nanosecond each on a slow core: an estimate
@@ -100,103 +96,6 @@ one C-level `sum` per slot when a full frame (or the limit) needs them. A report
 dozen values per poll of a day-long trace so skips adding the other few hundred each poll."""
 
 
-@dataclass(slots=True, eq=False)
-class _DecSeries:
-    sid: int
-    path: Path
-    kind: int
-    lane: int
-    div: float
-    bounds: tuple[float, ...]
-    n: int
-    pos: int = -1
-    """Its place in its lane's `order` (set when the lane takes it in)."""
-    values: list[int] | None = None
-    """Its slots' values while it waits, within one body, to be appended to its lane."""
-
-
-class _Lane:
-    """One lane's series in slot order, and where each one's slots start.
-
-    A redefinition or a move takes a series out of the middle of its lane and appends it at
-    the end, shifting the slots of every series after it. Renumbering them all made a body
-    that redefines every series cost series² (a 1 MB file, 40 minutes). Here the offsets are
-    prefix sums in a Fenwick tree over `order`: taking one out costs log(series), a removed
-    series leaves a hole (None) and the holes are swept out once they are half of `order`."""
-
-    __slots__ = ("dead", "order", "tree")
-
-    def __init__(self) -> None:
-        self.order: list[_DecSeries | None] = []
-        self.tree: list[int] = [0]
-        self.dead = 0
-
-    def __iter__(self) -> Iterator[_DecSeries]:
-        return (s for s in self.order if s is not None)
-
-    def start(self, pos: int) -> int:
-        """Slots before `order[pos]`."""
-        tree, total = self.tree, 0
-        while pos > 0:
-            total += tree[pos]
-            pos &= pos - 1
-        return total
-
-    def append(self, s: _DecSeries) -> None:
-        s.pos = len(self.order)
-        self.order.append(s)
-        i = s.pos + 1  # the tree counts from 1: its node i sums the slots of (i - lowbit i, i]
-        tree, v, j, stop = self.tree, s.n, i - 1, i - (i & -i)
-        while j > stop:
-            v += tree[j]
-            j &= j - 1
-        tree.append(v)
-
-    def discard(self, pos: int, n: int) -> None:
-        """Take `order[pos]` (of `n` slots) out; positions stay valid until `sweep`."""
-        self.order[pos] = None
-        self.dead += 1
-        tree, i = self.tree, pos + 1
-        while i < len(tree):
-            tree[i] -= n
-            i += i & -i
-
-    def sweep(self) -> None:
-        """Drop the holes once they are half of `order` (each costs O(1) amortised)."""
-        if self.dead <= 64 or 2 * self.dead <= len(self.order):
-            return
-        alive = [s for s in self.order if s is not None]
-        tree = [0, *(s.n for s in alive)]
-        for i, s in enumerate(alive, 1):
-            s.pos = i - 1
-            j = i + (i & -i)
-            if j < len(tree):
-                tree[j] += tree[i]
-        self.order, self.tree, self.dead = list(alive), tree, 0
-
-
-Ref = tuple[int, int, float]
-"""lane, index in the lane, divisor."""
-
-
-@dataclass(slots=True)
-class _ScrapePlan:
-    meta: ScrapeMeta
-    latency: Ref | None = None
-    size: Ref | None = None
-    scalars: list[tuple[SeriesKey, int, int, float]] = field(default_factory=list)
-    hists: list[tuple[SeriesKey, tuple[float, ...], Ref, int, Ref | None]] = field(
-        default_factory=list
-    )
-
-
-@dataclass(slots=True)
-class _Plan:
-    scrapes: list[_ScrapePlan]
-    gpus: list[tuple[GpuMeta, list[tuple[str, Ref, bool]]]]
-    host: list[tuple[str, Ref, bool]] | None
-
-
 class Decoder:
     """Applies record bodies in order; `frame()` materialises the current poll."""
 
@@ -211,8 +110,8 @@ class Decoder:
         self.reset()
 
     def reset(self) -> None:
-        self.series: dict[int, _DecSeries] = {}
-        self.lanes: list[_Lane] = [_Lane(), _Lane(), _Lane(), _Lane()]
+        self.series: dict[int, DecodedSeries] = {}
+        self.lanes: list[Lane] = [Lane(), Lane(), Lane(), Lane()]
         self.vals: list[list[int]] = [[], [], [], []]
         self.pending: list[list[array[int]]] = [[], [], [], []]
         self.watched: list[dict[int, int]] = [{}, {}, {}, {}]
@@ -227,12 +126,12 @@ class Decoder:
         self.frame_server: dict[str, EndpointInfo] = {}
         self.events: tuple[Event, ...] = ()
         self.offsets: list[int] = []
-        self._plans: dict[frozenset[str] | None, _Plan] = {}
+        self._plans: dict[frozenset[str] | None, Plan] = {}
         self._slots = 0
         # One body's relayout, applied at its end (`_commit`): slots taken out of each lane
         # (start, count, position in the lane) and the series to append, in order.
         self._taken: list[list[tuple[int, int, int]]] = [[], [], [], []]
-        self._added: list[list[_DecSeries]] = [[], [], [], []]
+        self._added: list[list[DecodedSeries]] = [[], [], [], []]
         self._touched: set[int] = set()
 
     @property
@@ -397,7 +296,7 @@ class Decoder:
         values = [cur.svarint() for _ in range(n)]
         if old is not None:
             self._take(old)
-        s = _DecSeries(sid, path, kind, lane, 10.0**exp, bounds, n, values=values)
+        s = DecodedSeries(sid, path, kind, lane, 10.0**exp, bounds, n, values=values)
         self.series[sid] = s
         self._added[lane].append(s)
         self._touched.add(sid)
@@ -406,7 +305,7 @@ class Decoder:
         if sid in self.present:
             self.samples += n + kind - (old.n + old.kind if old is not None else 0)
 
-    def _take(self, s: _DecSeries) -> list[int]:
+    def _take(self, s: DecodedSeries) -> list[int]:
         """Schedule `s`'s slots out of its lane (at the body's end); returns their values."""
         if s.sid in self._touched:
             raise Damaged(f"series {s.sid} defined or moved twice in one poll")
@@ -503,7 +402,9 @@ class Decoder:
         after a seek must bring the configuration the skipped frames announced)."""
         plan = self._plans.get(only)
         if plan is None:
-            plan = self._plans[only] = self._plan(only)
+            plan = self._plans[only] = plan_frame(
+                self.meta, self.series, self.present, self.lanes, only
+            )
         if only is None or any(sp.hists for sp in plan.scrapes):
             self._fold()
         vals, pending, watched = self.vals, self.pending, self.watched
@@ -567,65 +468,3 @@ class Decoder:
             host = HostReading(**hkw)
         gpu = GpuStatus(tuple(gpus), self.meta.gpu_unavailable)
         return Frame(t, tuple(scrapes), gpu, host, self.events)
-
-    def _plan(self, only: frozenset[str] | None) -> _Plan:
-        by_ep = {m.endpoint: _ScrapePlan(m) for m in self.meta.scrapes}
-        gpu_fields: dict[int, list[tuple[str, Ref, bool]]] = {}
-        host: list[tuple[str, Ref, bool]] = []
-        sums: dict[tuple[str | int, ...], Ref] = {}
-        hists: list[_DecSeries] = []
-        skip = set() if only is None else {"g", "o", "l", "b"} - {_EXTRA_PARTS.get(x) for x in only}
-        start = [lane.start for lane in self.lanes]
-        for sid in self.present:
-            s = self.series[sid]
-            p = s.path
-            kind = p[0]
-            if kind in skip or (only is not None and kind in _SIGNAL_KINDS and p[2] not in only):
-                continue
-            ref = (s.lane, start[s.lane](s.pos), s.div)
-            if kind == "g":
-                name = cast(str, p[2])
-                gpu_fields.setdefault(cast(int, p[1]), []).append((name, ref, name in GPU_INT))
-            elif kind == "o":
-                name = cast(str, p[1])
-                host.append((name, ref, name in HOST_INT))
-            else:
-                sp = by_ep.get(cast(str, p[1]))
-                if sp is None:
-                    continue
-                if kind == "l":
-                    sp.latency = ref
-                elif kind == "b":
-                    sp.size = ref
-                elif kind == "s":
-                    sp.scalars.append((_key(p), *ref))
-                elif kind == "hs":
-                    sums[p[1:]] = ref
-                else:
-                    hists.append(s)
-        for s in hists:
-            sp = by_ep[cast(str, s.path[1])]
-            ref = (s.lane, start[s.lane](s.pos), s.div)
-            sp.hists.append((_key(s.path), s.bounds, ref, s.n, sums.get(s.path[1:])))
-        for sp in by_ep.values():
-            sp.scalars.sort(key=lambda x: x[0])
-            sp.hists.sort(key=lambda x: x[0])
-        gpus = (
-            []
-            if "g" in skip
-            else [(g, sorted(gpu_fields.get(g.index, []))) for g in self.meta.gpus]
-        )
-        return _Plan(
-            [by_ep[m.endpoint] for m in self.meta.scrapes],
-            gpus,
-            sorted(host) if self.meta.host and "o" not in skip else None,
-        )
-
-
-_SIGNAL_KINDS = frozenset(("s", "h", "hs"))
-_EXTRA_PARTS = {"gpu": "g", "host": "o", "scrape_latency": "l", "scrape_bytes": "b"}
-"""Names `only` takes for what is not a vLLM signal: without them a light frame skips these."""
-
-
-def _key(p: Path) -> SeriesKey:
-    return SeriesKey(cast(str, p[2]), cast(str, p[3]), cast(str, p[4]), cast(str, p[5]))

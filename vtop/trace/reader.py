@@ -3,7 +3,8 @@
 The file is memory-mapped, so opening a day-long trace costs the index, not the file: the
 footer lists every keyframe (time, offset), and a seek decodes forward from the last keyframe
 before the target, at most `KEYFRAME_EVERY` polls. Without a footer (the recorder was killed or
-the disk filled) the index is rebuilt by walking the record headers, checking each CRC.
+the disk filled), or with one that says the impossible (`index` checks it), the index is
+rebuilt by walking the record headers, checking each CRC.
 
 Damage is expected, not exceptional: a truncated or garbled tail, or a bad region inside, ends
 or skips decoding at that record (resuming at the next keyframe, found by its sync marker and
@@ -19,10 +20,8 @@ from __future__ import annotations
 import bisect
 import contextlib
 import json
-import math
 import mmap
 import os
-import struct
 import zlib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -33,6 +32,7 @@ from vtop.files import NotRegularFile, open_regular
 from vtop.model import Frame
 from vtop.trace import wire
 from vtop.trace.decoder import Decoder
+from vtop.trace.index import Keyframe, TraceStats, is_time, read_index, shown
 from vtop.trace.wire import Damaged
 
 
@@ -41,22 +41,6 @@ class TraceError(Exception):
 
 
 Warn = Callable[[str], None]
-
-
-@dataclass(frozen=True, slots=True)
-class Keyframe:
-    t: float
-    offset: int
-    poll: int
-
-
-@dataclass(slots=True)
-class TraceStats:
-    polls: int
-    samples: int
-    t_first: float | None
-    t_last: float | None
-    bytes: int
 
 
 @dataclass(slots=True)
@@ -213,76 +197,14 @@ class TraceReader:
             return False
         payload = bytes(rec[1])
         rec[1].release()
-        problem = self._index(payload, index_at)
-        if problem is not None:  # a sound record that says the impossible: read the records
-            self.keyframes, self.totals = [], None
-            self.warn(f"{self.name}: its index {problem}; rebuilding it from the records")
+        index = read_index(payload, index_at=index_at, data_start=self.data_start, size=self.size)
+        if isinstance(index, str):  # a sound record that says the impossible: read the records
+            self.warn(f"{self.name}: its index {index}; rebuilding it from the records")
             return False
+        self.keyframes, self.totals = index.keyframes, index.totals
+        self._end, self._end_known = index.end, True
         self.data_end = index_at
         return True
-
-    def _index(self, payload: bytes, index_at: int) -> str | None:
-        """Read the index record into `keyframes`, `totals` and the end; None when every field
-        holds, else what does not (the caller rebuilds the index by scanning)."""
-        if len(payload) < 4:
-            return "is too short"
-        (n,) = struct.unpack_from("<I", payload, 0)
-        if n > wire.MAX_INDEX or 4 + n * wire.INDEX_ENTRY.size > len(payload):
-            return f"lists {n} keyframes, more than it holds"
-        entries = [
-            wire.INDEX_ENTRY.unpack_from(payload, 4 + i * wire.INDEX_ENTRY.size) for i in range(n)
-        ]
-        try:
-            summary = json.loads(payload[4 + n * wire.INDEX_ENTRY.size :])
-        except (ValueError, RecursionError):
-            return "has unreadable totals"
-        if not isinstance(summary, dict):
-            return "has totals that are not a JSON object"
-        polls, samples = summary.get("polls"), summary.get("samples")
-        for name, count in (("polls", polls), ("samples", samples)):
-            if not isinstance(count, int) or isinstance(count, bool) or count < 0:
-                return f"says {name} is {_shown(count)}, not a count"
-        assert isinstance(polls, int) and isinstance(samples, int)
-        if polls < n:
-            return f"lists {n} keyframes for {polls} polls"
-        times = {}
-        for name in ("t_first", "t_last"):
-            t = summary.get(name)
-            if t is not None and not _is_time(t):
-                return f"says {name} is {_shown(t)}, not a time"
-            times[name] = None if t is None else float(t)
-        t_first, t_last = times["t_first"], times["t_last"]
-        if (t_first is None) != (t_last is None) or (t_first is None) != (polls == 0):
-            return "has a span that does not match its polls"
-        if t_first is not None and t_last is not None and t_first > t_last:
-            return "says the last poll comes before the first"
-        if polls and not entries:
-            return f"lists no keyframe for {polls} polls"
-        last_offset, last_poll = self.data_start - 1, -1
-        for t_us, offset, poll in entries:
-            if not last_offset < offset < index_at:
-                return f"puts a keyframe at byte {offset}, outside the polls"
-            if not last_poll < poll < polls:
-                return f"numbers a keyframe {poll}, out of order"
-            if not 0 <= t_us <= wire.MAX_T_US:
-                return "has a keyframe time out of range"
-            last_offset, last_poll = offset, poll
-        # The writer's first poll is a keyframe, right after the header: the trace's start.
-        if entries:
-            t_us, offset, poll = entries[0]
-            if (
-                (offset, poll) != (self.data_start, 0)
-                or t_first is None
-                or t_us != round(t_first * 1e6)
-            ):
-                return "has a first keyframe that is not the first poll"
-        self.keyframes = [Keyframe(t / 1e6, off, poll) for t, off, poll in entries]
-        self.totals = TraceStats(polls, samples, t_first, t_last, self.size)
-        # The footer holds the recorded float; frames decode from whole microseconds, so the
-        # end is that microsecond, or `frames(t, reader.end)` would miss the last poll.
-        self._end = round(t_last * 1e6) / 1e6 if t_last is not None else None
-        self._end_known = True
-        return None
 
     def _scan(self) -> None:
         """Rebuild the index by walking the records; note damage (warned once, later)."""
@@ -501,20 +423,6 @@ class TraceReader:
         return self.totals
 
 
-def _is_time(v: Any) -> bool:
-    """A number that can be a poll's time: finite, between 1970 and year 9999."""
-    if isinstance(v, bool) or not isinstance(v, int | float):
-        return False
-    return 0 <= v <= wire.MAX_T_US / 1e6
-
-
-def _shown(v: Any) -> str:
-    """A value from the file, as an error line may quote it: short, one line, printable."""
-    return untrusted.clean(
-        json.dumps(v) if isinstance(v, float) and not math.isfinite(v) else repr(v), 40
-    )
-
-
 def _parse_header(payload: memoryview, path: str) -> Header:
     """The header, each field a vtop writes checked: a wrong one is a `TraceError` naming it
     (unknown fields are kept, unread, in `raw`)."""
@@ -526,7 +434,7 @@ def _parse_header(payload: memoryview, path: str) -> Header:
         raise TraceError(f"{path} has a header that is not a JSON object")
 
     def bad(key: str, what: str) -> TraceError:
-        return TraceError(f"{path}: header field {key} is {_shown(doc[key])}, not {what}")
+        return TraceError(f"{path}: header field {key} is {shown(doc[key])}, not {what}")
 
     def text(key: str, limit: int = 200) -> str:
         v = doc.get(key)
@@ -546,7 +454,7 @@ def _parse_header(payload: memoryview, path: str) -> Header:
     if not isinstance(fmt, int) or isinstance(fmt, bool) or not 1 <= fmt <= wire.FORMAT_VERSION:
         raise bad("format", f"a format this vtop reads (1 to {wire.FORMAT_VERSION})")
     start = doc.get("start_t")
-    if start is not None and not _is_time(start):
+    if start is not None and not is_time(start):
         raise bad("start_t", "a time")
     interval = doc.get("interval_s")
     if interval is not None and not (

@@ -41,16 +41,16 @@ class Figures:
     tokens_per_s: float | None = None
     preemptions_per_s: float | None = None
     ttft_p90_s: float | None = None
-    itl_p50_s: float | None = None
+    itl_mean_s: float | None = None
 
     def line(self) -> str:
-        """`1.2k tok/s, 0.50 preempt/s, TTFT p90 2.1s, ITL p50 39ms`."""
+        """`1.2k tok/s, 0.50 preempt/s, TTFT p90 2.1s, ITL mean 39ms`."""
         return ", ".join(
             [
                 f"{fmt.num(self.tokens_per_s)} tok/s",
                 f"{_num(self.preemptions_per_s)} preempt/s",
                 f"TTFT p90 {_seconds(self.ttft_p90_s)}",
-                f"ITL p50 {_seconds(self.itl_p50_s)}",
+                f"ITL mean {_seconds(self.itl_mean_s)}",
             ]
         )
 
@@ -64,7 +64,8 @@ def _seconds(x: float | None) -> str:
 
 
 def measured(doc: Document) -> Figures:
-    """The figures a watch measured (window averages; TTFT p90 and ITL p50 over the window)."""
+    """The figures a watch measured (window averages; TTFT p90 and the mean ITL over the
+    window)."""
     signals: Any = doc["signals"]
     latency = doc["latency"]
 
@@ -76,7 +77,7 @@ def measured(doc: Document) -> Figures:
         avg("generation_tokens_per_s"),
         avg("preemptions_per_s"),
         latency["ttft"]["p90"] if "ttft" in latency else None,
-        latency["itl"]["p50"] if "itl" in latency else None,
+        latency["itl"]["mean"] if "itl" in latency else None,
     )
 
 
@@ -121,7 +122,7 @@ def _plan_of(f: FindingDoc, changes: dict[str, KnobValue]) -> Plan:
             after.get("generation_tokens_per_s"),
             after.get("preemptions_per_s"),
             after.get("ttft_p90"),
-            after.get("itl_p50"),
+            after.get("itl_mean"),
         )
         if after
         else None
@@ -187,8 +188,8 @@ def misses(goals: Goals, m: Figures, start: Figures) -> tuple[str, ...]:
     return goals.missed(
         tokens=m.tokens_per_s,
         preemptions=m.preemptions_per_s,
-        itl=m.itl_p50_s,
-        itl_today=start.itl_p50_s,
+        itl=m.itl_mean_s,
+        itl_today=start.itl_mean_s,
         ttft=m.ttft_p90_s,
         unknown="not measured",
     )
@@ -207,6 +208,17 @@ def unapplied(doc: Document, changes: Mapping[str, KnobValue]) -> list[str]:
             shown = knobs.format_value(k["value"])
             out.append(f"{name} {shown}, not {knobs.format_value(wanted)}")
     return out
+
+
+def _kept_today(doc: Document) -> str:
+    """The first counting finding whose search chose the server's own configuration, as
+    `rule: how the twin chose`; "" when none did."""
+    for f in doc["findings"]:
+        p = f.get("prediction")
+        search = p.get("search") if p else None
+        if f["state"] == "firing" and f["counts"] and search and search.get("keeps_today"):
+            return f"{f['rule']}: {search['note']}"
+    return ""
 
 
 def verdict(doc: Document) -> str:
@@ -236,12 +248,14 @@ class Outcome:
 
 class Tuner:
     """The loop over a `Server`; `observe` watches the server once it answers and carries
-    load, and returns the report of the window."""
+    load, and returns the report of the window, advised under the goals it is given: the
+    user's, with a relative ITL bound made absolute at the start's ITL once trial 0 has
+    measured it (each trial's own "today" would let the bound creep up 1.5x a restart)."""
 
     def __init__(
         self,
         server: Server,
-        observe: Callable[[], Document],
+        observe: Callable[[Goals], Document],
         goals: Goals,
         *,
         max_restarts: int = 3,
@@ -262,7 +276,7 @@ class Tuner:
     def _measure(
         self, changes: dict[str, KnobValue], predicted: Figures | None, note: str
     ) -> tuple[Trial, Document]:
-        doc = self.observe()
+        doc = self.observe(self.goals)
         m = measured(doc)
         start = self.outcome.trials[0].measured if self.outcome.trials else m
         trial = Trial(
@@ -303,6 +317,7 @@ class Tuner:
         out = self.outcome
         trial, doc = self._measure({}, None, "start")
         out.best = trial
+        self.goals = self.goals.anchored(trial.measured.itl_mean_s)
         while True:
             step = plan(doc)
             pending = [f["rule"] for f in doc["findings"] if f["state"] == "pending"]
@@ -311,6 +326,10 @@ class Tuner:
                     f"no verdict in the window ({', '.join(pending)} still "
                     "pending): watch longer (--watch)"
                 )
+                return
+            kept = _kept_today(doc)
+            if step is None and kept:
+                out.stopped = f"the twin keeps today's configuration under the goals ({kept})"
                 return
             if step is None:
                 out.stopped = "no finding left that a knob the twin sets would fix"

@@ -106,8 +106,8 @@ class DrawingMixin(DashboardHost):
         title = f"Scheduler · {durations.exact(self.window_s)}"
         if self.grid.border_title != title:
             self.grid.border_title = title  # a new title repaints the whole widget: on change
-        self._choose_layout()  # the GPU lines or the endpoints' rows may have changed
         local = [e.local for e in self.monitor.endpoints.values()]
         self.gpus.show(
             self.monitor.gpus, remote_only=bool(local) and not any(local), table=self.thresholds
         )
+        self._choose_layout()  # the GPU lines or the endpoints' rows may have changed

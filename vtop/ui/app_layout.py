@@ -15,17 +15,11 @@ import sys
 from textual import events
 from textual.geometry import Size
 
+from vtop.ui import room
 from vtop.ui.app_host import DashboardHost
 
 RESIZE_SETTLE_S = 0.05
 """Quiet time after the last resize of a burst before the full repaint."""
-ROOMY_MIN_W = 100
-"""The narrowest screen for the grid of boxed panels (three columns of 32)."""
-ROOMY_ROWS = 15
-"""Rows the grid of boxed panels needs: three rows of boxes with a value, a chart and a note
-(and the statistics from 18)."""
-TALL_H = 34
-"""From this height the boxed panels are used at any content (`VERTICAL_BREAKPOINTS`)."""
 
 
 class LayoutMixin(DashboardHost):
@@ -68,30 +62,33 @@ class LayoutMixin(DashboardHost):
             self.post_message(events.Resize(size, size))
 
     def _choose_layout(self) -> None:
-        """Compact (a row per panel) or roomy (boxed panels): roomy where the screen is wide
-        enough and the boxes fit under the rest, with the verdict at its short height.
+        """Share the rows out (`vtop.ui.room`): compact (a row per panel) or roomy (boxed
+        panels), and in compact what gives way where rows are short (the GPU's notes, its
+        box, a row per panel, the verdict's lines), so the screen never scrolls.
 
-        The size classes alone put 100×30 in the compact layout, whose nine rows left eight
-        empty ones under the GPU; the boxes fit there, with their statistics. Counted from
-        what the rest takes (GPU lines, endpoints, a replay's timeline) and the verdict's
-        cap, not its lines now, so a longer diagnosis does not flip the layout.
+        Counted from what the rest takes (the header, the footer, a replay's timeline, the
+        endpoints' rows, the GPU lines), never from the verdict's lines now, so a longer
+        diagnosis does not flip the layout. Runs after every poll: each change is applied only
+        when it is one (a style set is a relayout).
         """
         screen = self.screen_stack[0] if self.screen_stack else None
         width, height = self.size
         if screen is None or width <= 0 or height <= 0:
             return
-        compact = width < ROOMY_MIN_W
-        if not compact and height < TALL_H:
-            cap = self.triage.styles.max_height
-            triage = int(cap.value) if cap is not None and cap.is_cells else 10
-            rest = sum(
-                w.outer_size.height
-                for w in screen.children
-                if w.display
-                and w not in (self.triage, self.grid)
-                and not (w.styles.layer or "").startswith("_")
-            )
-            compact = height - rest - triage < ROOMY_ROWS
-        if screen.has_class("-compact") != compact:
-            screen.set_class(compact, "-compact")
-            self.grid.assign()
+        mine = (self.endpoint_list, self.triage, self.grid, self.gpus)
+        fixed = sum(
+            w.outer_size.height
+            for w in screen.children
+            if w.display and w not in mine and not (w.styles.layer or "").startswith("_")
+        )
+        gpus, notes = self.gpus.needs
+        fleet = self.endpoint_list.needs if self.endpoint_list.display else 0
+        plan = room.plan(room.Needs(width, height, fixed, fleet, gpus, notes))
+        self.gpus.set_form(plan.gpu)
+        for widget, rows in ((self.triage, plan.triage), (self.endpoint_list, plan.fleet)):
+            cap = widget.styles.max_height
+            if rows and (cap is None or not cap.is_cells or int(cap.value) != rows):
+                widget.styles.max_height = rows
+        if screen.has_class("-compact") != plan.compact or self.grid.across != plan.across:
+            screen.set_class(plan.compact, "-compact")
+            self.grid.assign(plan.across)

@@ -1,5 +1,6 @@
-"""A finding's detail as text: evidence, rule, each recommendation's arithmetic in words and
-numbers, its inputs with where every input came from, and its raw formula (no Textual here).
+"""A finding's detail as text: the diagnosis, the change (each flag and the formula that gave
+its value), the evidence, and each recommendation's arithmetic in words and numbers with
+where every input came from (no Textual here).
 
 Provenance is the point: a recommendation computed from `max_num_seqs 256 (default, assumed)`
 deserves less trust than one computed from the server's command line, and the screen says
@@ -9,10 +10,13 @@ A finding whose evidence is still accruing says what it waits for (seconds more,
 to finish) and that its advice comes with the verdict: "no flag change" there would read as
 "nothing to change".
 
-The predicted effect (`vtop.whatif.advice`) comes last, as rows of its own (`prediction_rows`,
-`predicting_rows`, `unavailable_rows`): the twin takes about a second, so the screen shows the
-rest at once and these rows when the twin is done; which thread runs it is the screen's
-business, not this module's.
+The order is what a user reads first at 80×24, where the screen holds some twenty rows: what
+is wrong, what to change (and the formula behind each number), what that will buy, then the
+evidence and the arithmetic below. The predicted effect (`vtop.whatif.advice`) is rows of its
+own (`prediction_rows`, `predicting_rows`, `unavailable_rows`), put after the change
+(`with_prediction`): the twin takes about a second, so the screen shows the rest at once and
+these rows when the twin is done; which thread runs it is the screen's business, not this
+module's.
 """
 
 from __future__ import annotations
@@ -36,6 +40,7 @@ PROVENANCE = {
     "default": "version default, assumed",
 }
 PREDICTED = "Predicted effect"
+CHANGE = "Change"
 EVIDENCE_NAME_W = 32
 """Evidence names wider than this push their value right instead of widening the column."""
 MIN_TEXT_W = 24
@@ -65,15 +70,34 @@ def _input(v: Knob | float | None) -> str:
     return fmt.num(v, digits=4)
 
 
-def recommendation_rows(r: Recommendation) -> list[Row]:
-    """The `vllm serve` flag (and whether it takes the knob down or up, from what) and the
-    engine argument (`LLM(...)`, `AsyncEngineArgs`) it sets, then the current value, the
-    arithmetic in words and numbers (`why`), every input with where it came from, the
-    trade-off, and last, folded under the rest, the raw formula for those who want it."""
-    current = knob_text(r.current) if r.current else fmt.DASH + " (unknown)"
+def flag_row(r: Recommendation) -> Row:
+    """The `vllm serve` flag, whether it takes the knob down or up and from what."""
     moved = f"{r.change}; " if r.change else ""
+    return Row(f"  {r.flag}    ({moved}{r.direction} {r.knob}; confidence {r.confidence})", 4)
+
+
+def change_rows(f: Finding) -> list[Row]:
+    """The change, first after the diagnosis: each flag and the formula that gave its value
+    (none for a literal one, `fp8`), so that a screen of 80×24 shows what to change and
+    why that number with the predicted effect, the arithmetic below."""
+    if not f.recommendations:
+        return []
+    out = [Row(""), Row(CHANGE)]
+    for r in f.recommendations:
+        moved = r.change or f"{r.direction} {r.knob}"  # `down from 256`, else `set kv_cache_dtype`
+        out.append(Row(f"  {r.flag}    ({moved}; confidence {r.confidence})", 4))
+        if r.formula and not is_literal(r.formula):
+            out.append(Row(f"    formula   {r.formula}", 14))
+    return out
+
+
+def recommendation_rows(r: Recommendation) -> list[Row]:
+    """The `vllm serve` flag and the engine argument (`LLM(...)`, `AsyncEngineArgs`) it
+    sets, then the current value, the arithmetic in words and numbers (`why`), every input
+    with where it came from and the trade-off (the raw formula is in the change above)."""
+    current = knob_text(r.current) if r.current else fmt.DASH + " (unknown)"
     out = [
-        Row(f"  {r.flag}    ({moved}{r.direction} {r.knob}; confidence {r.confidence})", 4),
+        flag_row(r),
         Row(f"    engine    {r.engine_arg}", 14),
         Row(f"    current   {current}", 14),
     ]
@@ -83,8 +107,6 @@ def recommendation_rows(r: Recommendation) -> list[Row]:
         out.append(Row(f"      {name} = {_input(value)}", 9 + len(name)))
     if r.tradeoff:
         out.append(Row(f"    tradeoff  {r.tradeoff}", 14))
-    if r.formula and not is_literal(r.formula):
-        out.append(Row(f"    formula   {r.formula}", 14))
     return out
 
 
@@ -123,6 +145,7 @@ def rows(f: Finding, now: float | None = None) -> list[Row]:
         out.append(Row(f"since {durations.compact(now - f.since)} ago"))
     if f.suppressed_by:
         out.append(Row(f"suppressed: explained by {f.suppressed_by}, so it gives no advice"))
+    out += change_rows(f)
     out += [Row(""), Row("Evidence")]
     if f.evidence:
         w = min(max(len(name) for name, _ in f.evidence), EVIDENCE_NAME_W)
@@ -142,7 +165,7 @@ def rows(f: Finding, now: float | None = None) -> list[Row]:
 
 def with_prediction(rows: list[Row], predicted: list[Row]) -> list[Row]:
     """`rows` (a finding's detail) with the `predicted` block (blank line first) just before
-    its evidence, or at the end of a detail without any."""
+    its evidence, after the change, or at the end of a detail without any."""
     at = next((i for i, r in enumerate(rows) if r.text == "Evidence"), len(rows) + 1) - 1
     return [*rows[:at], *predicted, *rows[at:]]
 

@@ -48,7 +48,8 @@ COLUMNS = (
 """Widths fit the values `fmt` writes (`1.23k`, `98.7%`, `38.4s`, `475ms`)."""
 DROP_ORDER = ("pre", "ttft", "gen", "wait")
 """Left out first when the row is too narrow: preemptions follow KV usage (which stays), then
-latency and throughput; running against its cap and KV usage always stay."""
+latency and throughput; running against its cap and KV usage always stay. The verdict reads
+whole before any of them stays (in its short form where its full one would take a column)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,6 +72,14 @@ class Row:
     likely: bool = False
     """The verdict is a likely cause whose evidence is still accruing, not a firing finding
     (drawn apart from one)."""
+    short: str = ""
+    """The verdict in fewer words, for a narrow row: the rule's id for its title
+    (`CRIT memory-ceiling`), the connection's state without its detail (`reconnecting`)."""
+
+    @property
+    def verdicts(self) -> tuple[str, ...]:
+        """The verdict's forms, longest first (`room.fitting` picks one)."""
+        return (self.verdict, self.short) if self.short else (self.verdict,)
 
 
 def cap_text(cap: figs.Cap | None) -> str:
@@ -143,15 +152,18 @@ def row(
     firing = [f for f in order(findings or ()) if f.state == "firing"]
     cause = likely(findings)
     up = status.healthy
+    short = ""
     if not up:
         verdict, sev = status.text, Severity.CRITICAL
+        short = status.state
     elif firing:
         worst = firing[0]
-        verdict, sev = f"{LABELS[worst.severity]} {worst.title}", worst.severity
-        if len(firing) > 1:
-            verdict += f" (+{len(firing) - 1})"
+        more = f" (+{len(firing) - 1})" if len(firing) > 1 else ""
+        verdict, sev = f"{LABELS[worst.severity]} {worst.title or worst.rule}{more}", worst.severity
+        short = f"{LABELS[worst.severity]} {worst.rule}{more}"
     elif cause is not None:
         verdict, sev = f"likely {cause.title or cause.rule}", cause.severity
+        short = f"likely {cause.rule}"
     elif judging(seen := watched(s), quickest_s) is not None:
         verdict, sev = f"judging {seen:.0f} of {quickest_s:.0f} s", Severity.OK
     else:
@@ -165,6 +177,7 @@ def row(
         sev,
         engine_rows(s, cap, rate_span_s),
         likely=up and cause is not None,
+        short=short if short and len(short) < len(verdict) else "",
     )
 
 

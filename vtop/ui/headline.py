@@ -59,6 +59,15 @@ def model_of(view: EndpointView) -> str:
     return name + (f" +{len(models) - 1}" if len(models) > 1 else "")
 
 
+def model_forms(model: str) -> tuple[str, ...]:
+    """The model's name and its shorter forms, cut at its dashes, longest first:
+    `Qwen2.5-7B-Instruct +1` -> `Qwen2.5-7B +1` -> `Qwen2.5 +1` (the `+N` of other models kept)."""
+    name, sep, more = model.partition(" +")
+    tail = f"{sep}{more}" if sep else ""
+    parts = name.split("-")
+    return tuple("-".join(parts[:n]) + tail for n in range(len(parts), 0, -1))
+
+
 def headline(view: EndpointView, status: ConnectionStatus, table: Table = FALLBACK) -> Headline:
     """The header for one endpoint; `status` is how the source says its connection stands."""
     store = view.store

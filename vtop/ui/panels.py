@@ -131,10 +131,24 @@ class Reading:
 @dataclass(frozen=True, slots=True)
 class Summary:
     """A panel's window text (statistics and a note), computed when a chart bucket completes,
-    so it repaints with the chart rather than on every poll. Empty: nothing to say."""
+    so it repaints with the chart rather than on every poll. Empty: nothing to say.
+
+    Each has shorter forms, shortest last, for a narrow row or box: a field too narrow for
+    the full text shows the longest form that fits (`room.fitting`), fewer words rather than a
+    word cut in half (`cap: max_num_seqs (defaul…` was the running panel at 80 columns)."""
 
     stats: str
     note: str = ""
+    stats_short: tuple[str, ...] = ()
+    note_short: tuple[str, ...] = ()
+
+    @property
+    def stats_forms(self) -> tuple[str, ...]:
+        return (self.stats, *self.stats_short)
+
+    @property
+    def note_forms(self) -> tuple[str, ...]:
+        return (self.note, *self.note_short)
 
 
 def read(spec: PanelSpec, v: View) -> Reading:
@@ -175,59 +189,72 @@ def _gauge_summary(spec: PanelSpec, v: View) -> Summary:
     s, k, w = v.store, v.key(spec.signal, spec.label), v.window_s
     show = fmt.pct if spec.ratio else fmt.num
     g = figures.gauge_window(s, k, w)
-    stats = f"{v.window_label} avg {show(g.avg)}  min {show(g.min)}  max {show(g.max)}"
-    note = ""
+    spread = f"avg {show(g.avg)}  min {show(g.min)}  max {show(g.max)}"
+    stats = (f"{v.window_label} {spread}", spread, f"avg {show(g.avg)}  max {show(g.max)}")
+    note: tuple[str, ...] = ("",)
     if spec.id == "running":
         cap = figures.cap(v.knobs)
-        if cap is not None:
-            knob = cap.knob
-            note = "cap: max_num_seqs" + (f" ({knob.provenance}, assumed)" if knob.assumed else "")
+        if cap is not None and cap.knob.assumed:
+            provenance = cap.knob.provenance
+            note = (f"cap: max_num_seqs ({provenance}, assumed)", "max_num_seqs (assumed)")
+        elif cap is not None:
+            note = ("cap: max_num_seqs",)
     elif spec.id == "kv":
         pool = figures.cap(v.knobs, "kv_capacity_tokens")
         if pool is not None:
-            note = f"pool of {fmt.num(pool.value)} tokens"
+            note = (f"pool of {fmt.num(pool.value)} tokens",)
         if (g.max is not None and g.max > 1.0) or (g.min is not None and g.min < 0.0):
-            note = "values out of 0..1: engine bug?"
+            note = ("values out of 0..1: engine bug?", "out of 0..1: engine bug?")
     elif spec.id == "waiting":
         share = figures.busy_share(s, k, w)
         if share is not None:
-            note = f"queue non-empty {share * 100:.0f}% of {v.window_label}"
-    return Summary(stats, note)
+            pct = f"{share * 100:.0f}%"
+            note = (
+                f"queue non-empty {pct} of {v.window_label}",
+                f"queued {pct} of {v.window_label}",
+            )
+    return Summary(stats[0], note[0], stats[1:], note[1:])
 
 
 def _rate_summary(spec: PanelSpec, v: View) -> Summary:
     s, k, w = v.store, v.key(spec.signal, spec.label), v.window_s
     c = figures.counter_window(s, k, w)
     avg = c.per_s
-    stats = f"{v.window_label} avg {fmt.num(avg)}  total {fmt.num(c.total)}"
-    note = ""
+    spread = f"avg {fmt.num(avg)}  total {fmt.num(c.total)}"
+    stats = (f"{v.window_label} {spread}", spread, f"avg {fmt.num(avg)}")
+    note: tuple[str, ...] = ("",)
     if spec.id == "prompt":
         hit = figures.prefix_hit_ratio(s, v.scope, w)
         if hit is not None:
-            note = f"prefix cache hit {fmt.pct(hit)}"
+            note = (f"prefix cache hit {fmt.pct(hit)}", f"prefix hit {fmt.pct(hit)}")
     elif spec.id == "finished" and avg:
-        parts = figures.by_label(s, v.scope, spec.signal, w)
-        note = "  ".join(f"{reason} {fmt.pct(r / avg)}" for r, reason in parts[:3])
-    return Summary(stats, note)
+        parts = [
+            f"{reason} {fmt.pct(r / avg)}"
+            for r, reason in figures.by_label(s, v.scope, spec.signal, w)[:3]
+        ]
+        note = tuple("  ".join(parts[:n]) for n in range(len(parts), 0, -1)) or ("",)
+    return Summary(stats[0], note[0], stats[1:], note[1:])
 
 
 def _latency_summary(spec: PanelSpec, v: View) -> Summary:
     s, k, w = v.store, v.key(spec.signal), v.window_s
     window = figures.latency(s, k, w)
-    stats = f"{v.window_label} p50 {fmt.seconds(window.p50)}  p99 {fmt.seconds(window.p99)}"
-    note = ""
+    spread = f"p50 {fmt.seconds(window.p50)}  p99 {fmt.seconds(window.p99)}"
+    stats = (f"{v.window_label} {spread}", spread, f"p99 {fmt.seconds(window.p99)}")
+    note: tuple[str, ...] = ("",)
     if spec.id == "ttft":
         split = figures.ttft_split(s, v.scope, w)
         if split is not None:
-            note = (
-                f"queue {fmt.seconds(split.queue_s)} ({split.queue_share * 100:.0f}%)  "
-                f"prefill {fmt.seconds(split.prefill_s)}"
-            )
+            queue = f"queue {fmt.seconds(split.queue_s)}"
+            share = f"({split.queue_share * 100:.0f}%)"
+            prefill = f"prefill {fmt.seconds(split.prefill_s)}"
+            # The share says where the time goes; the prefill's own time is the first to go.
+            note = (f"{queue} {share}  {prefill}", f"{queue} {share}")
     elif spec.id == "itl":
         tpot = figures.latency(s, v.key("tpot"), w).mean
         if tpot is not None:
-            note = f"mean per request {fmt.seconds(tpot)}"
-    return Summary(stats, note)
+            note = (f"mean per request {fmt.seconds(tpot)}", f"per request {fmt.seconds(tpot)}")
+    return Summary(stats[0], note[0], stats[1:], note[1:])
 
 
 @dataclass(frozen=True, slots=True)

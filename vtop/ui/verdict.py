@@ -25,6 +25,7 @@ a likely line nor stop the all-clear.
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
@@ -132,6 +133,12 @@ def likely_line(finding: Finding) -> Line:
     )
 
 
+SEPARATOR = re.compile(r"(?<!\bvllm): ")
+"""Where what failed ends and why begins: the first `: ` that is not vLLM's series prefix
+(`…/metrics has no vllm: series` broke at that colon, and dropped it: "has no vllm" then
+"series …" on the next line)."""
+
+
 def error_lines(error: str | None) -> list[Line]:
     """What failed and where on one line; why, and the hint, on the next (after the URL's `: `).
 
@@ -140,7 +147,10 @@ def error_lines(error: str | None) -> list[Line]:
     """
     if not error:
         return []
-    what, sep, why = error.partition(": ")
+    split = SEPARATOR.search(error)
+    what, sep, why = (
+        (error[: split.start()], ": ", error[split.end() :]) if split else (error, "", "")
+    )
     out = [Line("error", what if sep else error, Severity.CRITICAL, label="DOWN")]
     if sep:
         out.append(Line("error", why, Severity.CRITICAL, label=""))

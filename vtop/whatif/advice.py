@@ -115,6 +115,11 @@ class Advice:
         p = self.prediction
         if not p.figures:
             return f"prediction withheld: {p.reason or 'nothing the twin can predict'}"
+        if self.choice is not None and self.choice.keeps_today:
+            return (
+                "no change: today's configuration is the best the twin found under the goals "
+                f"(confidence {p.confidence})"
+            )
         names = [n for n in (self.promised, *SHOWN) if n is not None]
         parts = []
         for name in dict.fromkeys(names):
@@ -140,7 +145,10 @@ class Advice:
         c = self.choice
         if c is None or self.prediction.confidence == "withheld":
             return []
-        out = [("the twin's choice", c.chosen.label())] if c.moved else []
+        if c.keeps_today:
+            out = [("the twin's choice", f"no change ({c.chosen.label()}, as today)")]
+        else:
+            out = [("the twin's choice", c.chosen.label())] if c.moved else []
         out.append(("chosen" if c.checked else "unchecked", c.line()))
         return out + [("instead", t.line()) for t in c.alternatives]
 
@@ -148,6 +156,8 @@ class Advice:
         """The sentence that demotes the advice; "" when the twin backs it."""
         if not self.demoted or self.promised is None or self.gain is None:
             return ""
+        if self.choice is not None and self.choice.keeps_today:
+            return ""  # the choice's own lines say why nothing changes
         band = self.prediction.figures[self.promised]
         label = LABELS[self.promised]
         return (
@@ -185,10 +195,13 @@ def _limit(p: Prediction, promised: str) -> str:
 
 def chosen_recommendations(finding: Finding, advice: Advice | None) -> tuple[Recommendation, ...]:
     """The finding's recommendations as the twin's choice sets them: a knob it chose another
-    value for carries that value (its explanation says the formula's), a knob the choice left
-    as it is today is dropped, a knob only the choice sets is added; the finding's own when
-    the twin kept the formula's configuration or made no choice."""
+    value for carries that value (its explanation says the formula's), a knob only the choice
+    sets is added; none the twin sets when its choice is the server's own configuration (no
+    change meets the goals better: `Choice.keeps_today`); the finding's own when the twin kept
+    the formula's configuration or made no choice."""
     choice = advice.choice if advice is not None else None
+    if choice is not None and choice.keeps_today:
+        return tuple(r for r in finding.recommendations if r.knob not in KNOB_FIELDS)
     if choice is None or not choice.moved:
         return finding.recommendations
     chosen = choice.chosen.changes
@@ -282,7 +295,11 @@ class Advisor:
             self._fits[reading.endpoint] = (reading.stamp, whatif)
             self._remember(reading, whatif)
         key = (finding.endpoint, finding.rule)
-        stamp = (reading.stamp, tuple(sorted((k, str(v)) for k, v in changes.items())))
+        stamp = (
+            reading.stamp,
+            tuple(sorted((k, str(v)) for k, v in changes.items())),
+            self.goals,
+        )
         cached = self._advice.get(key)
         if cached is not None and cached[0] == stamp:
             return cached[1]

@@ -56,6 +56,7 @@ FIGURES = (
     "ttft_p50",
     "ttft_p90",
     "itl_p50",
+    "itl_mean",
 )
 """What the self-check compares and a prediction states, by the name the report will use."""
 
@@ -70,6 +71,7 @@ FLOORS: dict[str, float] = {
     "ttft_p50": 0.05,
     "ttft_p90": 0.05,
     "itl_p50": 0.002,
+    "itl_mean": 0.002,
 }
 """Each figure's floor: an error is relative to the observed value or this, whichever is larger."""
 
@@ -92,7 +94,9 @@ class Family:
 FAMILIES = (
     Family("throughput", ("generation_tokens_per_s",)),
     Family("occupancy", ("running", "waiting", "kv_usage"), ("preemptions_per_s",)),
-    Family("latency", ("queue_p50", "ttft_p50", "ttft_p90", "itl_p50"), ("queue_p90",), True),
+    Family(
+        "latency", ("queue_p50", "ttft_p50", "ttft_p90", "itl_p50"), ("queue_p90", "itl_mean"), True
+    ),
 )
 """Every figure of `FIGURES` in exactly one family."""
 
@@ -107,6 +111,7 @@ LABELS = {
     "ttft_p50": "TTFT p50",
     "ttft_p90": "TTFT p90",
     "itl_p50": "ITL p50",
+    "itl_mean": "ITL mean",
 }
 """How a reason names a figure."""
 
@@ -138,6 +143,7 @@ def figures(
         "ttft_p50": ttft.p50,
         "ttft_p90": ttft.p90,
         "itl_p50": latency["itl"].p50,
+        "itl_mean": latency["itl"].mean,
     }
 
 
@@ -145,7 +151,7 @@ def shown(name: str, value: float) -> str:
     """A figure's value as a prediction prints it: a share, a duration or a number."""
     if name == "kv_usage":
         return fmt.pct(value)
-    if name in ("queue_p50", "queue_p90", "ttft_p50", "ttft_p90", "itl_p50"):
+    if name in ("queue_p50", "queue_p90", "ttft_p50", "ttft_p90", "itl_p50", "itl_mean"):
         return fmt.seconds(value)
     return fmt.num(value)
 

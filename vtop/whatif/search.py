@@ -21,7 +21,7 @@ couple of seconds.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from vtop import fmt, knobs
 from vtop.knobs import KV_WALL, KnobValue
@@ -34,7 +34,12 @@ fine steps; at about 0.12 s of CPU each, about 2 s."""
 SUSTAINED_PREEMPTION_PER_S = 0.05
 """Predicted preemptions/s above this (one each 20 s) count as sustained."""
 ITL_GROWTH = 1.5
-"""The sweet spot's default bound on ITL p50: at most this many times today's."""
+"""The sweet spot's default bound on the mean ITL: at most this many times today's.
+
+ITL is judged by its mean (exact: the histogram's sum over its count), not by a p50 read off
+vLLM's buckets, which are too coarse for it: with edges at 10, 25 and 50 ms, steps that grow
+from 24 to 26 ms move an interpolated p50 from ~17 to ~37 ms, and a bound of 1.5x would stop
+a search at a bucket's edge instead of at the latency the user allowed."""
 SEAT_POINTS = 5
 SEAT_RANGE = (0.25, 1.5)
 """The coarse scan of max_num_seqs: `SEAT_POINTS` values spaced evenly on a log scale from a
@@ -51,22 +56,37 @@ Changes = dict[str, KnobValue]
 class Goals:
     """What "best" means: the most generated tokens/s that meets every bound.
 
-    By default the seeds' sweet spot: no sustained preemption, ITL p50 no more than
-    `itl_growth` times today's. `max_ttft_s` / `max_itl_s` bound TTFT p90 and ITL p50;
+    By default the seeds' sweet spot: no sustained preemption, the mean ITL no more than
+    `itl_growth` times today's. `max_ttft_s` / `max_itl_s` bound TTFT p90 and the mean ITL;
     `allow_preemption` lifts the preemption bound."""
 
     max_ttft_s: float | None = None
     max_itl_s: float | None = None
     allow_preemption: bool = False
     itl_growth: float = ITL_GROWTH
+    itl_anchor: str = ""
+    """Where an ITL bound the user did not give came from (`anchored`), said beside it."""
+
+    def anchored(self, itl_start_s: float | None) -> Goals:
+        """These goals with the default ITL bound fixed at `itl_growth` times `itl_start_s`
+        (a server's ITL before the first of several changes); unchanged when the user bounded
+        ITL or it is not known."""
+        if self.max_itl_s is not None or not itl_start_s:
+            return self
+        return replace(
+            self,
+            max_itl_s=self.itl_growth * itl_start_s,
+            itl_anchor=f"{self.itl_growth:g}x the start's {fmt.seconds(itl_start_s)}",
+        )
 
     def describe(self) -> str:
-        """`most gen tok/s with no sustained preemption, ITL p50 <= 1.5x today's`."""
+        """`most gen tok/s with no sustained preemption, ITL mean <= 1.5x today's`."""
         parts = [] if self.allow_preemption else ["no sustained preemption"]
         if self.max_itl_s is not None:
-            parts.append(f"ITL p50 <= {fmt.seconds(self.max_itl_s)}")
+            anchor = f" ({self.itl_anchor})" if self.itl_anchor else ""
+            parts.append(f"ITL mean <= {fmt.seconds(self.max_itl_s)}{anchor}")
         else:
-            parts.append(f"ITL p50 <= {self.itl_growth:g}x today's")
+            parts.append(f"ITL mean <= {self.itl_growth:g}x today's")
         if self.max_ttft_s is not None:
             parts.append(f"TTFT p90 <= {fmt.seconds(self.max_ttft_s)}")
         return "most gen tok/s with " + ", ".join(parts)
@@ -82,11 +102,11 @@ class Goals:
             band = f.get(name)
             return band.after if band is not None else None
 
-        itl = f.get("itl_p50")
+        itl = f.get("itl_mean")
         return self.missed(
             tokens=after("generation_tokens_per_s"),
             preemptions=after("preemptions_per_s"),
-            itl=after("itl_p50"),
+            itl=after("itl_mean"),
             itl_today=itl.now if itl is not None else None,
             ttft=after("ttft_p90"),
             unknown="not predicted",
@@ -114,11 +134,11 @@ class Goals:
                 out.append(f"{fmt.num(preemptions)} preemptions/s")
         if self.max_itl_s is not None:
             if itl is None:
-                out.append(f"ITL p50 {unknown}")
+                out.append(f"ITL mean {unknown}")
             elif itl > self.max_itl_s:
-                out.append(f"ITL p50 {fmt.seconds(itl)} > {fmt.seconds(self.max_itl_s)}")
+                out.append(f"ITL mean {fmt.seconds(itl)} > {fmt.seconds(self.max_itl_s)}")
         elif itl is not None and itl_today and itl_today > 0 and itl > self.itl_growth * itl_today:
-            out.append(f"ITL p50 {itl / itl_today:.2g}x today's")
+            out.append(f"ITL mean {itl / itl_today:.2g}x today's")
         if self.max_ttft_s is not None:
             if ttft is None:
                 out.append(f"TTFT p90 {unknown}")
@@ -162,9 +182,9 @@ class Trial:
         if preempt is not None:
             stops = preempt.after <= SUSTAINED_PREEMPTION_PER_S
             text += ", no preemption" if stops else f", {fmt.num(preempt.after)} preemptions/s"
-        itl = figures.get("itl_p50")
+        itl = figures.get("itl_mean")
         if itl is not None and itl.now > 0 and abs(itl.after / itl.now - 1) >= 0.1:
-            text += f", ITL p50 {fmt.seconds(itl.after)}"
+            text += f", ITL mean {fmt.seconds(itl.after)}"
         other = [m for m in self.misses if "preemptions/s" not in m]
         return text + (f" (misses {', '.join(other)})" if other else "")
 
@@ -186,6 +206,9 @@ class Choice:
     """Why the formula's value stands, or how the choice was made, in one clause."""
     trials: tuple[Trial, ...]
     """Every configuration the twin ran, in the order it ran them (the formula's first)."""
+    keeps_today: bool = False
+    """The configuration chosen is the one the server runs: no change meets the goals better
+    (the finding then recommends nothing; `alternatives` are the trade-offs the goals refused)."""
 
     @property
     def moved(self) -> bool:
@@ -236,6 +259,9 @@ def search(
     why = cannot_choose(check)
     if why:
         return Choice(goals, first, first, (), False, f"not checked by the twin: {why}", (first,))
+    now = _today_of(whatif, base)
+    if now is not None and first.prediction.figures:
+        trial(now)  # no change is a candidate too: a raise must beat it, not a guess
     for changes in _coarse(whatif, base, kv_wall=kv_wall, gpu_room=gpu_room):
         trial(changes)
     best = best_of(tried.values())
@@ -262,7 +288,32 @@ def search(
                 f"the twin's own error ({resolution:.0%} on gen tok/s)"
             )
     trials = tuple(tried.values())
-    return Choice(goals, first, best, _alternatives(best, first, trials), True, note, trials)
+    keeps = best.meets and _is_today(whatif, best.changes)
+    if keeps:
+        note = (
+            f"today's configuration: none of the {len(tried) - 1} others the twin ran "
+            "meets the goals with more gen tok/s"
+        )
+    alternatives = _alternatives(best, first, trials)
+    return Choice(goals, first, best, alternatives, True, note, trials, keeps)
+
+
+def _today_of(whatif: WhatIf, base: Mapping[str, KnobValue]) -> Changes | None:
+    """The server's own values of the knobs `base` sets; None when one is not known."""
+    now = {k: getattr(whatif.args, k, None) for k in base}
+    if any(v is None for v in now.values()):
+        return None
+    return {k: v for k, v in now.items() if v is not None}
+
+
+def _is_today(whatif: WhatIf, changes: Mapping[str, KnobValue]) -> bool:
+    """Whether `changes` sets every knob to the value the server runs with."""
+    args = whatif.args
+    return bool(changes) and all(
+        getattr(args, k, None) is not None
+        and knobs.format_value(getattr(args, k)) == knobs.format_value(v)
+        for k, v in changes.items()
+    )
 
 
 def cannot_choose(check: SelfCheck) -> str:

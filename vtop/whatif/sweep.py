@@ -3,7 +3,7 @@
 `vtop whatif --set KNOB=V … --sweep KNOB=V1,V2,…` asks the twin about configurations the user
 picked, where a finding's search (`vtop.whatif.search`) picks its own. The choice among them is
 the search's, by the same code: each row is a `Trial` judged by the `Goals` (by default the
-seeds' sweet spot: no sustained preemption, ITL p50 at most 1.5x today's; `--max-itl-ms`,
+seeds' sweet spot: no sustained preemption, the mean ITL at most 1.5x today's; `--max-itl-ms`,
 `--max-ttft-s`, `--allow-preemption` as on every mode), the best is the most predicted tokens/s
 among the rows that meet them (`search.best_of`), and a twin whose self-check could not tell the
 rows apart (withheld, or of low confidence: `search.cannot_choose`) chooses none and says why.

@@ -4,6 +4,9 @@ Textual rewrites a changed line from the left edge of the widget that draws it u
 of the change. A value that changes every poll therefore belongs at the left of a narrow
 widget: the header is two of these rows, the steady one (endpoint, model, version) and the
 moving one (poll latency first, then the connection, cadence and vtop's own cost).
+
+A field that does not fit whole is left out, never cut, except the first (the endpoint),
+which is the last thing on the row to go: its owner decides the widths (`HeaderBar`).
 """
 
 from __future__ import annotations
@@ -16,12 +19,10 @@ from textual.geometry import Size
 from vtop.ui.widgets.fields import Field, FieldsWidget
 
 GAP = 2
-FILL_MIN = 4
-"""The fewest columns `fill` is shown in; with fewer it is left out."""
 
 
 class FieldRow(FieldsWidget):
-    """Fields placed left to right; `fill` takes whatever width is left (none: left out)."""
+    """Fields placed left to right; those that do not fit whole are left out."""
 
     DEFAULT_CSS = """
     FieldRow { height: 1; }
@@ -32,13 +33,11 @@ class FieldRow(FieldsWidget):
         *,
         fixed: Mapping[str, int] | None = None,
         widest: Mapping[str, int] | None = None,
-        fill: str | None = None,
         id: str | None = None,
     ) -> None:
         super().__init__(id=id)
         self._fixed = dict(fixed or {})
         self._widest = dict(widest or {})
-        self._fill = fill
         self._texts: dict[str, Content] = {}
         self._natural = 0
 
@@ -69,19 +68,14 @@ class FieldRow(FieldsWidget):
         width = self.size.width
         if width <= 0:
             return
-        widths = {n: self._width(n) for n in self._texts}
-        if self._fill in widths:
-            spare = width - self._natural
-            fill = min(self._texts[self._fill].cell_length, widths[self._fill] + spare)
-            if fill < FILL_MIN:  # a `…` alone says nothing: the field is left out
-                del widths[self._fill]
-            else:
-                widths[self._fill] = fill
         layout: dict[str, Field] = {}
         x = 0
-        for name, w in widths.items():
-            if x >= width:
-                break
-            layout[name] = Field(0, x, min(w, width - x))
+        for n, name in enumerate(self._texts):
+            w = self._width(name)
+            if n == 0:
+                w = min(w, width)  # the first is cut, the last thing to go
+            elif x + w > width:
+                continue  # left out whole: a shorter one after it may still fit
+            layout[name] = Field(0, x, w)
             x += w + GAP
         self.place(layout)

@@ -111,6 +111,12 @@ class FieldsWidget(Widget):
         """True when the field has a place in the current layout."""
         return name in self._layout
 
+    def room(self, name: str) -> int:
+        """The width of a field in the current layout (a field left out: none, so a text
+        with shorter forms picks its shortest, `room.fitting`)."""
+        f = self._layout.get(name)
+        return f.width if f is not None else 0
+
     # -- rendering ------------------------------------------------------------------------------
 
     def line(self, y: int) -> Content:

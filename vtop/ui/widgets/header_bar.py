@@ -12,6 +12,13 @@ cost, then the poll latency, then the cadence, then the end of the connection's 
 an outage that text is long (`↻ reconnecting (attempt 3, next in 4 s)`) and at 80 columns it
 used to leave the endpoint `127.0.0.`, on the one screen where which server is down matters
 most. An outage has no latency to show, so its column is not kept either.
+
+The model has a width of its own, decided by the terminal's width, the endpoint's and the
+connection's state only (`model_width`), so it keeps its place while the latency, the cost
+or the replay's clock change beside it: it took what the right-hand fields left, and grew and
+shrank a letter at a time with them. Where it does not fit whole it is shortened at its dashes
+(`Qwen2.5-7B-Instruct` -> `Qwen2.5-7B`, `headline.model_forms`), never to `Qwe…` while a
+right-hand field it outranks was shown.
 """
 
 from __future__ import annotations
@@ -23,7 +30,8 @@ from textual.containers import Horizontal
 from textual.content import Content
 
 from vtop.model import Severity
-from vtop.ui.headline import Headline
+from vtop.ui.headline import Headline, model_forms
+from vtop.ui.room import fitting
 from vtop.ui.widgets.field_row import GAP, FieldRow
 
 NARROW = 110
@@ -47,6 +55,13 @@ RIGHT = ("latency", "status", "cadence", "cost")
 """The right-hand fields, left to right (the moving one first)."""
 GIVE_WAY = ("cost", "latency", "cadence")
 """Which right-hand fields go first where the endpoint would be cut; then the status is cut."""
+CADENCE_W = 7
+"""What the right-hand side keeps for the cadence at its usual (`1s · 5m`)."""
+OUTAGE_W = 42
+"""What the right-hand side keeps for the connection during an outage (`↻ reconnecting
+(attempt 12, next in 30 s)`), whose numbers change every second."""
+MODEL_MIN = 4
+"""The fewest columns the model is shown in; with fewer it is left out."""
 
 
 class HeaderBar(Horizontal):
@@ -60,7 +75,7 @@ class HeaderBar(Horizontal):
 
     def __init__(self) -> None:
         super().__init__(id="header")
-        self.info = FieldRow(widest={"endpoint": ENDPOINT_W}, fill="model", id="header-info")
+        self.info = FieldRow(widest={"endpoint": ENDPOINT_W}, id="header-info")
         self.poll = FieldRow(fixed={"latency": LATENCY_W}, widest={"status": 46}, id="header-poll")
         self.levels: dict[str, Severity] = {}
         self._head: Headline | None = None
@@ -123,10 +138,40 @@ class HeaderBar(Horizontal):
         self.poll.show(shown)
 
     def _left_needs(self) -> int:
-        """Columns the left row needs to show the endpoint whole (and the brand where shown)."""
+        """Columns the left row needs to show the endpoint whole and the model as shown (and
+        the brand where shown)."""
         head = self._head
         need = min(ENDPOINT_W, len(head.endpoint)) if head is not None else 0
+        model = self._model()
+        if model:
+            need += GAP + len(model)
         return need if self.size.width < NARROW else need + len("vtop") + GAP
+
+    def model_width(self) -> int:
+        """The model's most columns: what the header's width leaves after the endpoint, the
+        brand and what the right-hand side keeps for the poll latency, the connection and the
+        cadence (the connection alone, during an outage)."""
+        head = self._head
+        if head is None:
+            return 0
+        keep = (
+            OUTAGE_W
+            if head.status_level is Severity.CRITICAL
+            else LATENCY_W + GAP + len(head.status) + GAP + CADENCE_W
+        )
+        brand = len("vtop") + GAP if self.size.width >= NARROW else 0
+        endpoint = min(ENDPOINT_W, len(head.endpoint))
+        return self.size.width - 4 - brand - endpoint - GAP - GAP - keep
+
+    def _model(self) -> str:
+        """The model as shown: whole where it fits, else shortened at its dashes, else cut."""
+        head = self._head
+        room = self.model_width()
+        if head is None or room < MODEL_MIN:
+            return ""
+        forms = model_forms(head.model)
+        shown = fitting(forms, room)
+        return shown if len(shown) <= room else shown[: room - 1] + "…"
 
     def _held_latency(self, head: Headline) -> Headline:
         """`head`, with the latency shown before while the new one is close to it."""
@@ -155,8 +200,12 @@ class HeaderBar(Horizontal):
         texts: list[tuple[str, str]] = [] if narrow else [("brand", "vtop")]
         head = self._head
         if head is not None:
-            names = ("endpoint", "model") if narrow else ("endpoint", "model", "version", "uptime")
-            texts += [(name, getattr(head, name)) for name in names]
+            texts.append(("endpoint", head.endpoint))
+            model = self._model()
+            if model:
+                texts.append(("model", model))
+            if not narrow:
+                texts += [("version", head.version), ("uptime", head.uptime)]
         shown = tuple(texts)
         if shown != self._left:  # it changes with the endpoint and the uptime's minute only
             self._left = shown

@@ -29,6 +29,7 @@ from textual.message import Message
 from vtop.model import Severity
 from vtop.ui import chart, panels, trend
 from vtop.ui.panels import PanelSpec, Trend, View
+from vtop.ui.room import fitting
 from vtop.ui.widgets.fields import Field, FieldsWidget
 
 CHART_STYLES: dict[chart.RunStyle, str] = {
@@ -39,6 +40,13 @@ CHART_STYLES: dict[chart.RunStyle, str] = {
 }
 VALUE_STYLES = {Severity.WARNING: "bold $warning", Severity.CRITICAL: "bold reverse $error"}
 LABEL_W, VALUE_W, NOTE_W, STATS_W = 9, 21, 26, 34
+"""A compact row's columns: `KV cache`, `p50 39.1ms p99 28.7ms` (the widest value), a note
+with its shorter forms at 26 (`panels.Summary`), the statistics from 140 columns."""
+GAP = 1
+"""Between a compact row's value and its chart: a value as wide as its column never runs
+into the bars."""
+ACROSS_GAP = 2
+"""Between the two panels of a compact row when they go two across."""
 
 
 @dataclass(slots=True)
@@ -92,14 +100,19 @@ class PanelColumn(FieldsWidget, can_focus=True):
         self.cursor = 0
         self._view: View | None = None
         self._compact = False
+        self._across = 1
+        """Compact panels per row: two where the screen is short of rows (`vtop.ui.room`)."""
         self._focused = False
         """The column has the focus: its cursor's panel is drawn active."""
 
-    def hold(self, specs: list[PanelSpec], *, compact: bool) -> None:
-        """The panels this column draws, and in which layout."""
+    def hold(self, specs: list[PanelSpec], *, compact: bool, across: int = 1) -> None:
+        """The panels this column draws, and in which layout (`across`: compact panels per
+        row, label, value and chart only when two)."""
         ids = [s.id for s in specs]
-        if ids == self.order and compact == self._compact:
+        across = across if compact else 1
+        if ids == self.order and compact == self._compact and across == self._across:
             return
+        self._across = across
         self.panels = {s.id: self.panels.get(s.id) or PanelState(s) for s in specs}
         for state in self.panels.values():
             state.chart_key = None
@@ -142,10 +155,16 @@ class PanelColumn(FieldsWidget, can_focus=True):
     def compact(self) -> bool:
         return self._compact
 
+    @property
+    def across(self) -> int:
+        return self._across
+
     # -- layout ---------------------------------------------------------------------------------
 
     def get_content_height(self, container: Size, viewport: Size, width: int) -> int:
-        return len(self.order) if self._compact else container.height
+        if self._compact:
+            return -(-len(self.order) // self._across)
+        return container.height
 
     def on_resize(self) -> None:
         self._arrange()
@@ -158,7 +177,12 @@ class PanelColumn(FieldsWidget, can_focus=True):
             self.place({})
             return
         layout: dict[str, Field] = {}
-        if self._compact:
+        if self._compact and self._across > 1:
+            cell_w = (w - ACROSS_GAP * (self._across - 1)) // self._across
+            for i, pid in enumerate(self.order):
+                y, col = divmod(i, self._across)
+                self._compact_cell(pid, y, col * (cell_w + ACROSS_GAP), cell_w, layout)
+        elif self._compact:
             for i, pid in enumerate(self.order):
                 self._compact_row(pid, i, w, layout)
         else:
@@ -171,18 +195,32 @@ class PanelColumn(FieldsWidget, can_focus=True):
         self._draw_frames()
 
     def _compact_row(self, pid: str, y: int, w: int, layout: dict[str, Field]) -> None:
+        """Label, value, chart, note (and the statistics from 140 columns): the chart takes
+        what the others leave."""
         stats_w = STATS_W if w >= 140 else 0
-        note_w = 36 if stats_w else (NOTE_W if w >= 70 else max(0, w - LABEL_W - VALUE_W - 12))
-        chart_w = max(1, w - LABEL_W - VALUE_W - note_w - stats_w - (2 if stats_w else 1))
+        fixed = LABEL_W + VALUE_W + GAP
+        note_w = 36 if stats_w else (NOTE_W if w >= 70 else max(0, w - fixed - 12))
+        chart_w = max(1, w - fixed - note_w - stats_w - (2 if stats_w else 1))
         layout[f"{pid}.label"] = Field(y, 0, LABEL_W)
         layout[f"{pid}.value"] = Field(y, LABEL_W, VALUE_W)
-        layout[f"{pid}.chart0"] = Field(y, LABEL_W + VALUE_W, chart_w)
-        x = LABEL_W + VALUE_W + chart_w + 1
+        layout[f"{pid}.chart0"] = Field(y, fixed, chart_w)
+        x = fixed + chart_w + 1
         if note_w:
             layout[f"{pid}.note"] = Field(y, x, note_w)
         if stats_w:
             layout[f"{pid}.stats"] = Field(y, x + note_w + 1, stats_w)
-        self.panels[pid].box = Box(0, y, w, 1, LABEL_W + VALUE_W, chart_w, 1)
+        self.panels[pid].box = Box(0, y, w, 1, fixed, chart_w, 1)
+
+    def _compact_cell(self, pid: str, y: int, x: int, w: int, layout: dict[str, Field]) -> None:
+        """Two across: label, value and a short chart; the note and statistics are left out
+        (the detail and `e` still have them)."""
+        fixed = LABEL_W + VALUE_W + GAP
+        chart_w = max(0, w - fixed)
+        layout[f"{pid}.label"] = Field(y, x, LABEL_W)
+        layout[f"{pid}.value"] = Field(y, x + LABEL_W, VALUE_W)
+        if chart_w:
+            layout[f"{pid}.chart0"] = Field(y, x + fixed, chart_w)
+        self.panels[pid].box = Box(x, y, w, 1, x + fixed, max(1, chart_w), 1)
 
     def _box(self, pid: str, x: int, y: int, bw: int, bh: int, layout: dict[str, Field]) -> None:
         iw, ih = max(1, bw - 4), max(1, bh - 2)
@@ -274,11 +312,13 @@ class PanelColumn(FieldsWidget, can_focus=True):
         state.trend = panels.trend_of(state.spec, view, cells)
         self._draw_chart(state)
         summary = panels.summarize(state.spec, view)
-        note = summary.note
-        if self._compact and not self.shown(f"{pid}.stats"):
-            note = note or summary.stats
+        notes = summary.note_forms
+        if self._compact and not self.shown(f"{pid}.stats") and not summary.note:
+            notes = summary.stats_forms  # a row without a note shows the statistics there
+        note = fitting(notes, self.room(f"{pid}.note"))
+        stats = fitting(summary.stats_forms, self.room(f"{pid}.stats"))
         self.put(f"{pid}.note", Content.styled(note, "$text-muted"))
-        self.put(f"{pid}.stats", Content.styled(summary.stats, "$text-muted"))
+        self.put(f"{pid}.stats", Content.styled(stats, "$text-muted"))
 
     def _draw_chart(self, state: PanelState) -> None:
         box = state.box
@@ -311,10 +351,15 @@ class PanelColumn(FieldsWidget, can_focus=True):
         self._frame(self.order[self.cursor], self._focused)
 
     def action_move(self, step: int) -> None:
-        self._move_to(self.cursor + step)
+        self._move_to(self.cursor + step * self._across)
 
     def action_side(self, step: int) -> None:
-        self.post_message(self.Side(self, step))
+        """Left/right: the panel beside, in a row of two; else the neighbour column's."""
+        col = self.cursor % self._across + step
+        if 0 <= col < self._across and self.cursor + step < len(self.order):
+            self._move_to(self.cursor + step)
+        else:
+            self.post_message(self.Side(self, step))
 
     def on_click(self, event: events.Click) -> None:
         for i, pid in enumerate(self.order):

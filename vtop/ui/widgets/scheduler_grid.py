@@ -33,6 +33,8 @@ class SchedulerGrid(Container):
         self.columns = [PanelColumn(id=f"col-{i}") for i in range(COLUMNS)]
         self.order = [spec.id for spec in PANELS]
         self.compact = False
+        self.across = 1
+        """Compact panels to a row (`vtop.ui.room`): two where the screen is short of rows."""
 
     def compose(self) -> ComposeResult:
         yield from self.columns
@@ -43,16 +45,18 @@ class SchedulerGrid(Container):
     def on_resize(self) -> None:
         self.assign()
 
-    def assign(self) -> None:
-        """Give the columns their panels for the screen's layout (compact or roomy)."""
+    def assign(self, across: int | None = None) -> None:
+        """Give the columns their panels for the screen's layout (compact or roomy; `across`:
+        compact panels to a row, as the app last chose when not given)."""
         compact = self.screen.has_class("-compact")
         self.compact = compact
+        self.across = self.across if across is None else across
         for i, column in enumerate(self.columns):
             if compact:
                 specs = list(PANELS) if i == 0 else []
             else:
                 specs = [PANELS[j] for j in range(i, len(PANELS), COLUMNS)]
-            column.hold(specs, compact=compact)
+            column.hold(specs, compact=compact, across=self.across)
             if column.display != bool(specs):
                 column.display = bool(specs)
 

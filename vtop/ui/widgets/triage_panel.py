@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import textwrap
 from collections.abc import Sequence
+from dataclasses import replace
 from functools import lru_cache
 from typing import ClassVar
 
@@ -59,6 +60,39 @@ GUTTER = 1
 """The cursor's column, left of the labels (taken from the panel's left padding)."""
 CURSOR = "▶"
 CURSOR_STYLE = "bold $accent"
+
+
+def short_form(line: Line) -> str:
+    """A firing finding's diagnosis where it has no room: its rule and title, which read
+    whole where the diagnosis would be cut (`memory-ceiling: KV cache is the wall`)."""
+    f = line.finding
+    if line.kind != "firing" or f is None or not f.title:
+        return ""
+    return f"{f.rule}: {f.title}"
+
+
+def one_line(line: Line, action: Line, room: int) -> str:
+    """A firing finding and its flags in one row, where the panel has fewer rows than lines:
+    severity (the label), rule and the change (`memory-ceiling → --max-num-seqs 104`), or
+    where that is too long, its rule and title, or its rule."""
+    f = line.finding
+    rule = f.rule if f is not None else line.text
+    forms = [f"{rule} {action.text}", short_form(line), rule]
+    return next((form for form in forms if form and len(form) <= room), rule)
+
+
+def fold(lines: Sequence[Line], room: int) -> list[tuple[int, Line]]:
+    """The lines with each firing finding's flags folded into its own line (`one_line`), each
+    with the index of the line it stands for."""
+    out: list[tuple[int, Line]] = []
+    for i, line in enumerate(lines):
+        if line.kind == "action" and out and out[-1][1].finding is line.finding:
+            continue  # folded into its finding's line
+        after = lines[i + 1] if i + 1 < len(lines) else None
+        if line.kind == "firing" and after is not None and after.kind == "action":
+            line = replace(line, text=one_line(line, after, room), wide="")
+        out.append((i, line))
+    return out
 
 
 def line_rows(line: Line, width: int) -> list[str]:
@@ -108,6 +142,19 @@ def render_line(
         head = (label, "")
     gutter = (CURSOR, CURSOR_STYLE) if cursor and first else (" " * GUTTER, "")
     return Content.assemble(gutter, head, body)
+
+
+def _in_rows(line: Line, pieces: list[str], n: int, width: int) -> list[str]:
+    """A wrapped line in the `n` rows it got, fewer than it needs: a firing finding's rule
+    and title where they fit (`short_form`), else the rest of the text on the last row, cut."""
+    short = short_form(line)
+    if short:
+        rows = line_rows(replace(line, text=short, wide=""), width)
+        if len(rows) <= n:
+            return rows
+    indent = pieces[n - 1][: len(pieces[n - 1]) - len(pieces[n - 1].lstrip())]
+    rest = indent + " ".join(p.strip() for p in pieces[n - 1 :])
+    return [*pieces[: n - 1], rest]
 
 
 def _rows_for(lines: Sequence[Line], width: int) -> int:
@@ -228,12 +275,6 @@ class TriagePanel(FieldsWidget, can_focus=True):
         self._focused = False
         self._draw()
 
-    def _first_visible(self) -> int:
-        height = max(1, self.size.height)
-        if len(self._lines) <= height or self._cursor < height - 1:
-            return 0  # the top lines (DOWN, what is pending) stay while the cursor is in view
-        return max(0, min(self._cursor - 1, len(self._lines) - height + 1))
-
     def _draw(self) -> None:
         width, height = self.size
         if width <= 0 or height <= 0:
@@ -248,10 +289,8 @@ class TriagePanel(FieldsWidget, can_focus=True):
         y = 0
         for i, (line, pieces, n) in enumerate(zip(self._lines, wrapped, rows, strict=True)):
             cursor = self._focused and i == self._cursor and line.finding is not None
-            if n < len(pieces):  # rows ran out: the rest of the text on the last row, cut
-                indent = pieces[n - 1][: len(pieces[n - 1]) - len(pieces[n - 1].lstrip())]
-                rest = indent + " ".join(p.strip() for p in pieces[n - 1 :])
-                pieces = [*pieces[: n - 1], rest]
+            if n < len(pieces):
+                pieces = _in_rows(line, pieces, n, width)
             for j, piece in enumerate(pieces[:n]):
                 self.put(f"l{y}", render_line(line, width, cursor, piece, first=j == 0))
                 self._row_line.append(i)
@@ -260,18 +299,24 @@ class TriagePanel(FieldsWidget, can_focus=True):
             self.put(f"l{blank}", "")
 
     def _draw_scrolling(self, width: int, height: int) -> None:
-        """More lines than rows: a row per line (cut), the cursor kept in view, `+N more`."""
-        top = self._first_visible()
-        shown = list(self._lines[top : top + height])
-        more = len(self._lines) - (top + len(shown))
-        if more > 0 and shown:
+        """More lines than rows: a row per line, each finding's flags folded into its line
+        (`fold`), and if that is still too many, the cursor kept in view and `+N more`
+        under it (on one row, the cursor's line alone)."""
+        folded = fold(self._lines, width - GUTTER - LABEL_W)
+        at = max((n for n, (i, _) in enumerate(folded) if i <= self._cursor), default=0)
+        top = 0
+        if len(folded) > height and at >= height - 1:
+            top = max(0, min(at - 1, len(folded) - height + 1)) if height > 1 else at
+        shown = folded[top : top + height]
+        more = len(folded) - (top + len(shown))
+        if more > 0 and height > 1:
             shown = shown[:-1]
             more += 1
-        self._row_line = list(range(top, top + len(shown)))
+        self._row_line = [i for i, _ in shown]
         for y in range(height):
             if y < len(shown):
-                line = shown[y]
-                cursor = self._focused and top + y == self._cursor and line.finding is not None
+                i, line = shown[y]
+                cursor = self._focused and i == self._cursor and line.finding is not None
                 self.put(f"l{y}", render_line(line, width, cursor))
             elif y == len(shown) and more > 0:
                 hint = f"  +{more} more (↑↓ to scroll, Enter for details)"
