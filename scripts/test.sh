@@ -157,23 +157,25 @@ export VTOP_REQUIRE_TOOLS=1 VTOP_REQUIRE_PROMETHEUS=1
 
 phase "wheel" ./scripts/check_wheel.sh
 
-# Two passes. The real vLLM server's tests own the machine and run alone, one at a time, after
-# everything else: the server takes every core, its throughput is compared with the twin's, and
-# its regimes must show within a 30 s report. The rest runs on every core plus one (a third of
-# pass 1 waits: on sockets, subprocesses, real-time windows and terminals; measured 1,390 CPU
-# seconds against 1,043 s on two workers), the hardening suite too (~100 CPU seconds in ~220 s
-# alone, most of it waiting; its checks count wake-ups, bytes and peak memory, and wait with
-# deadlines, so they hold beside other tests: they passed at a load average of 5-9).
+# Two passes. The tests that measure the machine itself run alone, one at a time, after
+# everything else: the real vLLM server's (it takes every core, its throughput is compared with
+# the twin's, its regimes must show within a 30 s report) and vtop's peak memory under a 100 MB
+# body (what piles up in buffers grows with the load beside it). The rest runs on every core
+# plus one (a third of pass 1 waits: on sockets, subprocesses, real-time windows, terminals;
+# measured 1,390 CPU seconds against 1,043 s on two workers), the rest of the hardening suite
+# too (~100 CPU seconds in ~220 s alone, mostly waiting; its checks count wake-ups and bytes
+# and wait with deadlines: they held at a load average of 4-9).
 # Each pass lists its skips (-rfEs in pyproject.toml) and its 25 slowest tests; a test that
 # hangs fails at pytest-timeout's limit (pyproject.toml), not at CI's.
-ALONE=(tests/integration/test_calibration_real.py tests/integration/test_real_server_smoke.py
-       tests/integration/test_triage_real_server.py tests/integration/test_vtop_live.py)
+ALONE=(tests/hardening/test_peak_memory.py tests/integration/test_calibration_real.py
+       tests/integration/test_real_server_smoke.py tests/integration/test_triage_real_server.py
+       tests/integration/test_vtop_live.py)
 WORKERS=$(($(nproc) + 1))
 rc=0
 phase "pass 1: most tests, $WORKERS workers" \
     run_pytest -n "$WORKERS" --durations=25 tests "${ALONE[@]/#/--ignore=}" || rc=$?
 
 joined "vLLM set-up" || rc=$?  # the real-server tests then fail, naming what is missing
-phase "pass 2: the real vLLM server, alone" \
+phase "pass 2: the real vLLM server and peak memory, alone" \
     run_pytest --durations=25 "${ALONE[@]}" || rc=$?
 exit "$rc"
