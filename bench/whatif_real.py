@@ -7,7 +7,7 @@ making is that the figures it predicts after a change are what the server then d
 configuration:
 
 1. Start the real server (tools/vllm_cpu, the `engine` model, the configuration of
-   tests/integration/conftest.py), put a fixed closed-loop load on it (fixed seed), wait
+   tests/integration/servers.py), put a fixed closed-loop load on it (fixed seed), wait
    `WARMUP_S`, watch it for `WATCH_S` with the monitor's live source and poll loop (exactly
    what `vtop whatif --url` does: `vtop.cli.whatif.watch_live`), stop it, and predict each
    changed `max_num_seqs` (`vtop.whatif.predict.prepare` + `WhatIf.predict`).
@@ -56,8 +56,8 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench._realserver import measured_alone, start_alone, stop_on_sigterm
-from tests.integration.conftest import BUDGET, ENGINE_KV, ServerConfig
 from tests.integration.kv_run import KV_HEAVY
+from tests.integration.servers import BUDGET, ENGINE_KV, ServerConfig
 from tools.vllm_cpu.load import LoadResult, Shape, closed_loop
 from tools.vllm_cpu.server import VllmServer
 from vtop import fmt

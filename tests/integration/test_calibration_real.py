@@ -17,10 +17,11 @@ import pytest
 
 from tests.integration import kv_run
 from tests.integration.kv_run import KvRun
+from tests.integration.servers import ENGINE_KV
 from tests.simtools.realcpu import CONFIGS, PageSampler, at_speed, sample_twin
 from vtop.sim.hardware import CPU_ENGINE
 
-pytestmark = [pytest.mark.integration, pytest.mark.slow]
+pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.vllm(ENGINE_KV)]
 
 WARMUP_S = 15.0
 MIN_SPAN_S = 45.0

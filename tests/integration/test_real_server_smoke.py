@@ -11,8 +11,9 @@ from __future__ import annotations
 import pytest
 
 from tests.integration.kv_run import KvRun
+from tests.integration.servers import ENGINE_KV
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.vllm(ENGINE_KV)]
 
 
 def test_kv_exhaustion_shows_and_totals_add_up(kv_exhausted_run: KvRun) -> None:

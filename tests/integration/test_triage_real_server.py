@@ -19,8 +19,9 @@ said OK to a sick server, or named nothing, fails here.
 - The tiny model behind its own API server, 40 closed-loop clients: never client-static-
   batching (the requests wait in the API server, not in a client that holds back).
 
-Ordered by server configuration (tiny, KV, roomy, budget): each change restarts vLLM (~70 s), and
-tests/integration/test_vtop_live.py, next in the run, starts with the budget server.
+Each test names its server configuration (`pytest.mark.vllm`); the run is ordered by
+configuration (tests/integration/conftest.py), so the KV tests share the server the shared KV
+run used, and the roomy tests the one the live restart test then turns into the budget server.
 """
 
 from __future__ import annotations
@@ -37,7 +38,6 @@ from typing import Any
 
 import pytest
 
-from tests.integration.conftest import BUDGET, ENGINE_KV, ServerConfig, ServerPool
 from tests.integration.host import (
     TICK_S,
     busiest_since,
@@ -47,7 +47,9 @@ from tests.integration.host import (
     steal_since,
 )
 from tests.integration.kv_run import KV_HEAVY, KvRun
+from tests.integration.servers import BUDGET, ENGINE_KV, ROOMY, TINY
 from tools.vllm_cpu.load import LoadResult, Shape, closed_loop, wave_shape, waves
+from tools.vllm_cpu.server import VllmServer
 from vtop.model import Finding
 from vtop.report.collect import HELD_UP
 from vtop.report.document import Document, FindingDoc
@@ -59,10 +61,6 @@ LOADED_S = 15.0
 ATTEMPTS = 3
 """Runs of one report a starved host may spoil (CI saw two in a row, then a third test pass)."""
 REPORT = ("--report", "--duration", "30s", "--format", "json")
-ROOMY = ServerConfig(max_num_seqs=16, num_gpu_blocks=160)
-"""16 seats and a 20,480-token pool: the pool is never the wall."""
-TINY = ServerConfig(model="tiny", max_num_seqs=16, num_gpu_blocks=160)
-"""The tiny model on the same roomy pool: so fast that its API server is the bottleneck."""
 
 Load = Callable[[str], Coroutine[Any, Any, LoadResult]]
 
@@ -225,12 +223,12 @@ def said(doc: Document) -> str:
     return f"{doc['status']}: {doc['reason']}"
 
 
-def test_a_fast_model_behind_its_api_server_is_never_waves(vllm_pool: ServerPool) -> None:
+@pytest.mark.vllm(TINY)
+def test_a_fast_model_behind_its_api_server_is_never_waves(server: VllmServer) -> None:
     # Issue 25: a small fast model, 16 seats, 40 clients in a closed loop. The engine reads
     # empty at some polls and admits in bursts, because its API server delivers the requests
     # late; vtop called it client-static-batching ("the client waits for whole batches"),
     # though the client keeps 40 in flight. Whatever else it says, not that.
-    server = vllm_pool.get(TINY)
 
     def load(url: str) -> Coroutine[Any, Any, LoadResult]:
         return closed_loop(url, concurrency=40, duration=120.0, seed=19, drain=False)
@@ -243,9 +241,8 @@ def test_a_fast_model_behind_its_api_server_is_never_waves(vllm_pool: ServerPool
     print(f"\nreal fast model, 40 closed-loop clients, 30 s report: {said(doc)}")
 
 
-def test_kv_exhausted_server_is_memory_ceiling_within_30_s(vllm_pool: ServerPool) -> None:
-    server = vllm_pool.get(ENGINE_KV)
-
+@pytest.mark.vllm(ENGINE_KV)
+def test_kv_exhausted_server_is_memory_ceiling_within_30_s(server: VllmServer) -> None:
     def load(url: str) -> Coroutine[Any, Any, LoadResult]:
         return closed_loop(url, concurrency=40, duration=120.0, shape=KV_HEAVY, seed=5,
                            drain=False)  # fmt: skip
@@ -262,10 +259,8 @@ def test_kv_exhausted_server_is_memory_ceiling_within_30_s(vllm_pool: ServerPool
     print(f"\nreal KV-exhausted server, 30 s report: {said(doc)} -> {flags}")
 
 
-def test_a_client_sending_waves_is_client_static_batching_within_30_s(
-    vllm_pool: ServerPool,
-) -> None:
-    server = vllm_pool.get(ROOMY)
+@pytest.mark.vllm(ROOMY)
+def test_a_client_sending_waves_is_client_static_batching_within_30_s(server: VllmServer) -> None:
     # Waves of ~14 s (200 to 400 tokens on an AVX-512 CPU; fewer on a slower one): a 30 s
     # report holds two refills, the evidence waves leave. Waves longer than half the report
     # cannot show two in it, on any machine.
@@ -282,12 +277,12 @@ def test_a_client_sending_waves_is_client_static_batching_within_30_s(
     print(f"\nreal server under waves of {shape.max_tokens} tokens, 30 s report: {said(doc)}")
 
 
-def test_waves_as_long_as_the_report_are_no_all_clear(vllm_pool: ServerPool) -> None:
+@pytest.mark.vllm(ROOMY)
+def test_waves_as_long_as_the_report_are_no_all_clear(server: VllmServer) -> None:
     # Issue 25: waves of ~45 s, a 45 s report: OK, exit 0, nothing pending. Waves as long as
     # the report show it one drain with nothing sent in its place: a likely cause (or load
     # that stopped), UNKNOWN until the next wave tells them apart; never OK, never another
     # root cause.
-    server = vllm_pool.get(ROOMY)
     shape = asyncio.run(wave_shape(server.url, wave_size=16, wave_s=30.0))
 
     def load(url: str) -> Coroutine[Any, Any, LoadResult]:
@@ -303,9 +298,8 @@ def test_waves_as_long_as_the_report_are_no_all_clear(vllm_pool: ServerPool) -> 
     )
 
 
-def test_a_lightly_loaded_server_is_ok(vllm_pool: ServerPool) -> None:
-    server = vllm_pool.get(ROOMY)
-
+@pytest.mark.vllm(ROOMY)
+def test_a_lightly_loaded_server_is_ok(server: VllmServer) -> None:
     def load(url: str) -> Coroutine[Any, Any, LoadResult]:
         return closed_loop(url, concurrency=1, duration=120.0, seed=13, drain=False)
 
@@ -315,10 +309,8 @@ def test_a_lightly_loaded_server_is_ok(vllm_pool: ServerPool) -> None:
     print(f"\nreal lightly loaded server, 30 s report: {said(doc)}")
 
 
-def test_budget_bound_server_is_told_a_higher_max_num_seqs_within_30_s(
-    vllm_pool: ServerPool,
-) -> None:
-    server = vllm_pool.get(BUDGET)
+@pytest.mark.vllm(BUDGET)
+def test_budget_bound_server_is_told_a_higher_max_num_seqs_within_30_s(server: VllmServer) -> None:
     shape = Shape(prompt_tokens=(16, 64), max_tokens=(64, 128))
 
     def load(url: str) -> Coroutine[Any, Any, LoadResult]:
@@ -341,6 +333,7 @@ def firing(findings: list[Finding]) -> dict[str, Finding]:
     return {f.rule: f for f in findings if f.state == "firing"}
 
 
+@pytest.mark.vllm(ENGINE_KV)
 def test_kv_exhausted_server_is_memory_ceiling_never_a_raise(kv_exhausted_run: KvRun) -> None:
     history = kv_exhausted_run.findings
     assert not any(r.knob == "max_num_seqs" and r.direction == "raise"

@@ -3,7 +3,8 @@
 The same runs a user would see: LiveSource polls the real server once a second through the
 scraper, parser, catalog and store while 40 clients exhaust its 24-block KV pool; discovery
 finds the server's process on this host and reads `--max-num-seqs` from its command line. Then
-the server is killed and started again under vtop's eyes (issue 8's real-server fault).
+the server is stopped and started again under vtop's eyes with another `--max-num-seqs`, as a
+user applying advice restarts it (issue 8's real-server fault).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import time
 import pytest
 
 from tests.integration.kv_run import KvRun
+from tests.integration.servers import BUDGET, ENGINE_KV, ROOMY, ServerPool
 from tools.vllm_cpu.load import Shape, closed_loop
 from tools.vllm_cpu.server import VllmServer
 from vtop.monitor import EndpointView, Monitor
@@ -26,6 +28,7 @@ from vtop.triage.engine import Engine
 pytestmark = pytest.mark.integration
 
 
+@pytest.mark.vllm(ENGINE_KV)
 def test_vtop_sees_kv_exhaustion_and_counts_every_token(kv_exhausted_run: KvRun) -> None:
     view = kv_exhausted_run.view
     assert view is not None
@@ -47,13 +50,15 @@ def test_vtop_sees_kv_exhaustion_and_counts_every_token(kv_exhausted_run: KvRun)
     assert view.server.version == "0.32.0"
 
 
-async def test_vtop_rides_out_a_real_restart(budget_server: VllmServer) -> None:
-    """The server is stopped and started again on its port while vtop polls it (the budget
-    server the triage test left running: no extra start-up). Every failed poll is one line
-    naming the URL; the history from before stays; the counter reset is one `restart` event and
-    never a negative rate; after it vtop reconnects by itself and reads the new process's knobs.
+@pytest.mark.vllm(ROOMY, then=BUDGET)
+async def test_vtop_rides_out_a_real_restart(server: VllmServer, vllm_pool: ServerPool) -> None:
+    """The server is stopped and started again on its port while vtop polls it, with 4 seats
+    where it had 16 (the roomy server the triage tests left running becomes the budget server
+    the next test wants: no extra start-up). Every failed poll is one line naming the URL; the
+    history from before stays; the counter reset is one `restart` event and never a negative
+    rate; after it vtop reconnects by itself and reads the new process's knobs.
     """
-    url = budget_server.url
+    url = server.url
     local = LocalHost()
     source = LiveSource([url], ScrapeOptions(timeout_s=2.0), process_probe=local.process_knobs)
     monitor = Monitor(engine=Engine(Engine.from_catalog(user=False).rules))
@@ -87,7 +92,9 @@ async def test_vtop_rides_out_a_real_restart(budget_server: VllmServer) -> None:
             settled = view.store.values("generation_tokens")[-1]
             before_tokens = await loaded(6.0)
             history = list(view.store.values("generation_tokens"))
-            restart = asyncio.create_task(asyncio.to_thread(budget_server.restart))
+            knob = view.knobs["max_num_seqs"]
+            assert (knob.value, knob.provenance) == (16, "process")
+            restart = asyncio.create_task(asyncio.to_thread(vllm_pool.restart_as, BUDGET))
             while not restart.done():
                 await poll()
             await restart

@@ -24,6 +24,12 @@ How it starts vLLM, and why:
   CPU beside it (measured: a task in a nice-19 autogroup, two spinners setsid beside it,
   0.13 s of CPU in 10 s).
 - The log goes to a file (never a pipe that could fill and block the server).
+- Compiled as vLLM compiles by default (torch.compile, Inductor), not `--enforce-eager`: the
+  `cpu-engine` preset was fitted to the compiled engine, and an eager start saves less than it
+  seems (bench/vllm_start.py, CPU seconds of the server's processes until /health, `engine`
+  model): 73-81 with an empty compile cache (CI's first start), 47-48 with the Inductor cache
+  an earlier start of the run left (vLLM 0.32's own AOT cache fails to load and compiles
+  again), 30-37 eager; but eager steps took 20-45 % more CPU per token.
 - At nice 10: on a CPU the engine takes every core it can (its worker and engine core spin),
   where on a GPU host they leave the CPU alone; what runs beside it (vtop under test, the
   load's clients) must not be starved by it (CI saw a report get 1 s of CPU in 60). Among
