@@ -292,10 +292,18 @@ def print_table(all_rows: list[Row]) -> None:
 
 
 def verdict(all_rows: list[Row]) -> dict[str, Any]:
-    tokens = [abs(r.error) for r in all_rows if r.figure == "generation_tokens_per_s"
-              if r.error is not None]  # fmt: skip
-    queues = [max(r.error, 1 / r.error) for r in all_rows if r.figure == "queue_p50"
-              if r.error is not None and r.error > 0]  # fmt: skip
+    tokens = [
+        abs(r.error)
+        for r in all_rows
+        if r.figure == "generation_tokens_per_s"
+        if r.error is not None
+    ]
+    queues = [
+        max(r.error, 1 / r.error)
+        for r in all_rows
+        if r.figure == "queue_p50"
+        if r.error is not None and r.error > 0
+    ]
     worst_tokens = max(tokens) if tokens else None
     worst_queue = max(queues) if queues else None
 
@@ -324,8 +332,11 @@ def run_setup(setup: Setup) -> Outcome:
     began = time.monotonic()
     whatif = prepare(observed, window(observed))
     predictions = [whatif.predict({"max_num_seqs": v}) for v in setup.predict]
-    print(f"    (fit + {len(predictions)} prediction(s) in {time.monotonic() - began:.1f} s; "
-          f"load {load.requests} requests, {load.errors} errors)", flush=True)  # fmt: skip
+    print(
+        f"    (fit + {len(predictions)} prediction(s) in {time.monotonic() - began:.1f} s; "
+        f"load {load.requests} requests, {load.errors} errors)",
+        flush=True,
+    )
     outcome = Outcome(setup, whatif, predictions)
     outcome.measured[setup.server.max_num_seqs] = figures(observed.store, window(observed))
     outcome.loads[setup.server.max_num_seqs] = load
@@ -339,8 +350,11 @@ def run_setup(setup: Setup) -> Outcome:
         outcome.measured[seqs] = figures(measured.store, window(measured))
         outcome.loads[seqs] = load
         got = outcome.measured[seqs]["generation_tokens_per_s"]
-        print(f"    measured {fmt.num(got)} tok/s; load {load.requests} requests, "
-              f"{load.errors} errors", flush=True)  # fmt: skip
+        print(
+            f"    measured {fmt.num(got)} tok/s; load {load.requests} requests, "
+            f"{load.errors} errors",
+            flush=True,
+        )
     return outcome
 
 

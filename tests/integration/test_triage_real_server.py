@@ -96,18 +96,23 @@ def _kernel_view(pid: int, at_s: float, steal_at_start: list[float]) -> Kernel:
     try:
         stat = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
         wchan = Path(f"/proc/{pid}/wchan").read_text()
-        rss = next(line for line in Path(f"/proc/{pid}/status").read_text().splitlines()
-                   if line.startswith("VmRSS"))  # fmt: skip
+        rss = next(
+            line
+            for line in Path(f"/proc/{pid}/status").read_text().splitlines()
+            if line.startswith("VmRSS")
+        )
     except (OSError, StopIteration):
         return Kernel("gone", 0.0, f"at {at_s:.0f} s: pid {pid}: gone")
     state, minflt, majflt = stat[0], stat[7], stat[9]
     utime, stime = int(stat[11]) * TICK_S, int(stat[12]) * TICK_S
     meminfo = Path("/proc/meminfo").read_text().splitlines()
     avail = next((line for line in meminfo if line.startswith("MemAvailable")), "")
-    line = (f"at {at_s:.0f} s: pid {pid}: state {state}, wchan {wchan or '-'}, cpu {utime:.1f}+{stime:.1f} s, "
-            f"faults {minflt} minor {majflt} major, {rss}; "
-            f"load {Path('/proc/loadavg').read_text().strip()}; {avail}; "
-            f"since the report began: {steal_since(steal_at_start)}; {scheduling(pid)}")  # fmt: skip
+    line = (
+        f"at {at_s:.0f} s: pid {pid}: state {state}, wchan {wchan or '-'}, cpu {utime:.1f}+{stime:.1f} s, "
+        f"faults {minflt} minor {majflt} major, {rss}; "
+        f"load {Path('/proc/loadavg').read_text().strip()}; {avail}; "
+        f"since the report began: {steal_since(steal_at_start)}; {scheduling(pid)}"
+    )
     return Kernel(state, utime + stime, line)
 
 
@@ -135,9 +140,10 @@ class Run:
         return None
 
     def failure(self) -> str:
-        return (f"a 30 s report ran {self.took:.0f} s ({self.timing}; exit status {self.code}): "
-                f"{self.out[-400:]!r}\n" + "\n".join(k.line for k in self.seen) +
-                f"\n{self.err}")  # fmt: skip
+        return (
+            f"a 30 s report ran {self.took:.0f} s ({self.timing}; exit status {self.code}): "
+            f"{self.out[-400:]!r}\n" + "\n".join(k.line for k in self.seen) + f"\n{self.err}"
+        )
 
 
 async def _report(url: str) -> Run:
@@ -147,9 +153,17 @@ async def _report(url: str) -> Run:
     steal, cpu = steal_seconds(), cpu_seconds_by_process()
     began = time.monotonic()
     proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-c", RUN_VTOP, "--url", url, *REPORT, cwd=ROOT,
-        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, start_new_session=True,
-    )  # fmt: skip
+        sys.executable,
+        "-c",
+        RUN_VTOP,
+        "--url",
+        url,
+        *REPORT,
+        cwd=ROOT,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+        start_new_session=True,
+    )
     assert proc.stdout is not None and proc.stderr is not None
     when: dict[str, float] = {}
     seen: list[Kernel] = []
@@ -244,8 +258,7 @@ def test_a_fast_model_behind_its_api_server_is_never_waves(server: VllmServer) -
 @pytest.mark.vllm(ENGINE_KV)
 def test_kv_exhausted_server_is_memory_ceiling_within_30_s(server: VllmServer) -> None:
     def load(url: str) -> Coroutine[Any, Any, LoadResult]:
-        return closed_loop(url, concurrency=40, duration=120.0, shape=KV_HEAVY, seed=5,
-                           drain=False)  # fmt: skip
+        return closed_loop(url, concurrency=40, duration=120.0, shape=KV_HEAVY, seed=5, drain=False)
 
     doc, code, err = asyncio.run(report_under(server.url, load))
     assert doc["status"] in ("WARNING", "CRITICAL") and code == doc["exit_code"], said(doc) + err
@@ -253,8 +266,12 @@ def test_kv_exhausted_server_is_memory_ceiling_within_30_s(server: VllmServer) -
     assert top["rule"] == "memory-ceiling", said(doc)
     flags = [r["flag"] for r in top["recommendations"]]
     assert flags and any(f.startswith("--kv-cache-dtype") for f in flags), flags
-    raises = [r for f in doc["findings"] for r in f["recommendations"]
-              if r["knob"] == "max_num_seqs" and r["direction"] == "raise"]  # fmt: skip
+    raises = [
+        r
+        for f in doc["findings"]
+        for r in f["recommendations"]
+        if r["knob"] == "max_num_seqs" and r["direction"] == "raise"
+    ]
     assert not raises
     print(f"\nreal KV-exhausted server, 30 s report: {said(doc)} -> {flags}")
 
@@ -290,8 +307,11 @@ def test_waves_as_long_as_the_report_are_no_all_clear(server: VllmServer) -> Non
 
     doc, code, err = asyncio.run(report_under(server.url, load))
     assert doc["status"] in ("UNKNOWN", "WARNING") and code in (1, 3), said(doc) + err
-    named = [f["rule"] for f in doc["findings"]
-             if f["counts"] or f["state"] in ("pending", "insufficient")]  # fmt: skip
+    named = [
+        f["rule"]
+        for f in doc["findings"]
+        if f["counts"] or f["state"] in ("pending", "insufficient")
+    ]
     assert named[:1] == ["client-static-batching"], said(doc)
     print(
         f"\nreal server under waves of {shape.max_tokens} tokens (~30 s), 30 s report: {said(doc)}"
@@ -314,8 +334,7 @@ def test_budget_bound_server_is_told_a_higher_max_num_seqs_within_30_s(server: V
     shape = Shape(prompt_tokens=(16, 64), max_tokens=(64, 128))
 
     def load(url: str) -> Coroutine[Any, Any, LoadResult]:
-        return closed_loop(url, concurrency=16, duration=120.0, shape=shape, seed=11,
-                           drain=False)  # fmt: skip
+        return closed_loop(url, concurrency=16, duration=120.0, shape=shape, seed=11, drain=False)
 
     doc, code, err = asyncio.run(report_under(server.url, load))
     assert doc["status"] == "WARNING" and code == 1, said(doc) + err
@@ -336,8 +355,12 @@ def firing(findings: list[Finding]) -> dict[str, Finding]:
 @pytest.mark.vllm(ENGINE_KV)
 def test_kv_exhausted_server_is_memory_ceiling_never_a_raise(kv_exhausted_run: KvRun) -> None:
     history = kv_exhausted_run.findings
-    assert not any(r.knob == "max_num_seqs" and r.direction == "raise"
-                   for fs in history for f in fs for r in f.recommendations)  # fmt: skip
+    assert not any(
+        r.knob == "max_num_seqs" and r.direction == "raise"
+        for fs in history
+        for f in fs
+        for r in f.recommendations
+    )
     assert not any("budget-too-small" in firing(fs) for fs in history)
     seen = [firing(fs) for fs in history[-20:]]
     assert any("memory-ceiling" in f for f in seen), [

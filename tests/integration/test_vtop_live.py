@@ -75,8 +75,9 @@ async def test_vtop_rides_out_a_real_restart(server: VllmServer, vllm_pool: Serv
 
     async def loaded(seconds: float) -> int:
         """Generated tokens of `seconds` of 4 clients, every request drained, polled at 1 Hz."""
-        load = asyncio.create_task(closed_loop(url, concurrency=4, duration=seconds,
-                                               shape=short, seed=21))  # fmt: skip
+        load = asyncio.create_task(
+            closed_loop(url, concurrency=4, duration=seconds, shape=short, seed=21)
+        )
         while not load.done():
             await poll()
         result = await load
@@ -109,8 +110,10 @@ async def test_vtop_rides_out_a_real_restart(server: VllmServer, vllm_pool: Serv
     store = view.store
     assert errors, "the restart was never seen"
     assert all("\n" not in e and url in e for e in errors), errors
-    assert errors[0] in (f"cannot connect to {url}/metrics: connection refused",
-                         f"no answer from {url}/metrics within 2 s"), errors[0]  # fmt: skip
+    assert errors[0] in (
+        f"cannot connect to {url}/metrics: connection refused",
+        f"no answer from {url}/metrics within 2 s",
+    ), errors[0]
     kinds = [e.kind for e in store.events]
     assert kinds.count("restart") == 1 and "disconnect" in kinds and "reconnect" in kinds, kinds
     assert kinds.index("disconnect") < kinds.index("reconnect") < kinds.index("restart")

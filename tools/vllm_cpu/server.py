@@ -98,8 +98,14 @@ def emulated_bf16(cpuinfo: str | None = None) -> bool:
             cpuinfo = Path("/proc/cpuinfo").read_text()
         except OSError:
             return False
-    flags = next((line.split(":", 1)[1].split() for line in cpuinfo.splitlines()
-                  if line.startswith("flags")), None)  # fmt: skip
+    flags = next(
+        (
+            line.split(":", 1)[1].split()
+            for line in cpuinfo.splitlines()
+            if line.startswith("flags")
+        ),
+        None,
+    )
     if flags is None:  # not x86 (aarch64 says "Features")
         return False
     return "avx512f" not in flags and "amx_bf16" not in flags
@@ -203,8 +209,15 @@ class VllmServer:
 
     @property
     def command(self) -> list[str]:
-        return ["nice", "-n", str(self.niceness), str(VENV_PYTHON), "-m",
-                "vllm.entrypoints.openai.api_server", *self.args]  # fmt: skip
+        return [
+            "nice",
+            "-n",
+            str(self.niceness),
+            str(VENV_PYTHON),
+            "-m",
+            "vllm.entrypoints.openai.api_server",
+            *self.args,
+        ]
 
     def start(self) -> VllmServer:
         """Launch the server and block until /health answers 200."""
