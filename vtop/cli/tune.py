@@ -268,11 +268,21 @@ def _observer(
                         else "tune measures the server's own load; start it, or give --load N"
                     )
                 )
-        if settle_s > 0:  # a restarted server's first seconds are not its steady state
-            await _watch(spec, settle_s, goals, None, server)
+        await _settle(settle_s, server)  # a restarted server's first seconds are not steady
         return await _watch(spec, watch_s, goals, None, server, advisor)
 
     return lambda goals: asyncio.run(observe(goals))
+
+
+async def _settle(seconds: float, server: Server) -> None:
+    """Let the load run `seconds` on the server unwatched (no poll, no report: the window
+    that follows is measured on a quiet host); a launched server that exits meanwhile ends it,
+    and the watch after says so."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if isinstance(server, LaunchedServer) and server.exited() is not None:
+            return
+        await asyncio.sleep(min(0.5, max(0.0, deadline - time.monotonic())))
 
 
 async def _watch(
