@@ -7,7 +7,7 @@ Why: a recommendation is worth what it buys when the server is restarted with it
    max_num_seqs values, and FP8 KV ones where the KV pool is the wall) under the same load (vtop's
    own closed-loop clients, `vtop.tune.load`, the regime's shape and seed), `WARMUP_S` of load,
    then `WATCH_S` read from its /metrics through the figures every report uses. Each row
-   judged on the default goals (no sustained preemption, ITL p50 at most 1.5x the starting
+   judged on the default goals (no sustained preemption, the mean ITL at most 1.5x the starting
    configuration's), as `vtop tune` judges its trials (`Goals.missed`).
 2. The 45 s report at the bad setting, as a user runs it: the server at `Regime.start` under the
    same load, then `vtop --url URL --report --duration 45 --format json` after `WARMUP_S` of

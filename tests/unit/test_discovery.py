@@ -73,6 +73,20 @@ def test_precedence_metrics_process_flags_defaults() -> None:
     assert flagged["max_num_seqs"].value == 128 and flagged["max_num_seqs"].provenance == "flag"
 
 
+def test_the_served_names_come_from_v1_models_unless_the_command_line_gives_them() -> None:
+    served = EndpointInfo("0.32.0", ("Qwen/Qwen2.5-7B-Instruct-AWQ", "chat"), 4096)
+    knobs = discovery.merge(endpoint=served)
+    assert knobs["served_model_name"] == Knob(
+        "served_model_name",
+        "Qwen/Qwen2.5-7B-Instruct-AWQ",
+        "metrics",
+        "GET /v1/models (first of 2 names)",
+    )
+    argv = {"served_model_name": Knob("served_model_name", "a", "process", "pid 7")}
+    assert discovery.merge(endpoint=served, process=argv)["served_model_name"].value == "a"
+    assert "served_model_name" not in discovery.merge(endpoint=EndpointInfo("0.32.0", (), 4096))
+
+
 def test_infer_cap_from_a_plateau_with_a_queue() -> None:
     running: list[float | None] = [*[16.0] * 12, *[15.0] * 3]
     waiting: list[float | None] = [5.0] * 15

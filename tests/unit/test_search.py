@@ -77,6 +77,11 @@ def test_a_bound_the_user_gave_needs_its_figure_predicted() -> None:
     assert Goals(max_ttft_s=2.0).misses(no_latency) == ("TTFT p90 not predicted",)
     late = prediction({}, generation_tokens_per_s=100, preemptions_per_s=0.0, ttft_p90=3.0)
     assert Goals(max_ttft_s=2.0).misses(late) == ("TTFT p90 3s > 2s",)
+    near = prediction({}, generation_tokens_per_s=100, preemptions_per_s=0.0, ttft_p90=1.95)
+    assert Goals(max_ttft_s=2.0).misses(near) == ("TTFT p90 1.95s, too near 2s",)  # aims inside
+    measured = {"tokens": 100.0, "preemptions": 0.0, "itl": None, "itl_today": None}
+    over = Goals(max_ttft_s=2.0).missed(**measured, ttft=2.05, unknown="", within=1.03)
+    assert over == ()  # a measurement within its noise of the bound meets it
     assert Goals(max_itl_s=0.05).misses(prediction({}, generation_tokens_per_s=1)) == (
         "preemptions not predicted",
         "ITL mean not predicted",

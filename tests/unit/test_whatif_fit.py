@@ -84,6 +84,8 @@ def test_the_prior_follows_the_gpu_and_the_model() -> None:
     gpu = "NVIDIA GeForce RTX 4090"
     assert prior_preset(gpu, "Qwen/Qwen2.5-7B-Instruct-AWQ")[0] is QWEN_4090_AWQ
     assert prior_preset(gpu, "Qwen/Qwen2.5-7B-Instruct", "none")[0] is QWEN_4090_BF16
+    awq = ("chat", "Qwen/Qwen2.5-7B-Instruct-AWQ")  # any of the names it is served under
+    assert prior_preset(gpu, awq) == (QWEN_4090_AWQ, f"{QWEN_4090_AWQ.name} (same GPU and model)")
     preset, why = prior_preset("NVIDIA A10", "x")
     assert preset is QWEN_4090_AWQ and "assumed" in why
 

@@ -98,6 +98,11 @@ def merge(
     knobs.update(from_cache_config(cache_info or {}))
     if max_len is not None:
         knobs["max_model_len"] = Knob("max_model_len", max_len, "metrics", "GET /v1/models")
+    if endpoint.models and "served_model_name" not in knobs:  # as a command line's: the first
+        more = f" (first of {len(endpoint.models)} names)" if len(endpoint.models) > 1 else ""
+        knobs["served_model_name"] = Knob(
+            "served_model_name", endpoint.models[0], "metrics", f"GET /v1/models{more}"
+        )
     for name in ("max_num_seqs", "max_num_batched_tokens"):
         if flags and name in flags:
             knobs[name] = flags[name]

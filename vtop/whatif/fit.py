@@ -99,9 +99,11 @@ class StepFit:
 
 
 def prior_preset(
-    gpu_name: str | None, model: str | None, quantization: str | None = None
+    gpu_name: str | None, model: str | Sequence[str] | None, quantization: str | None = None
 ) -> tuple[Preset, str]:
-    """The preset closest to the server: its GPU, then its model and quantisation."""
+    """The preset closest to the server: its GPU, then its model (any of the names it is
+    served under) and quantisation."""
+    names = {model} if isinstance(model, str) else set(model or ())
     if not gpu_name:
         return CPU_ENGINE, f"{CPU_ENGINE.name} (no GPU: the CPU build)"
     same_gpu = [p for p in PRESETS.values() if p.gpu is not None and p.gpu.name == gpu_name]
@@ -111,10 +113,10 @@ def prior_preset(
     def closeness(p: Preset) -> tuple[bool, bool]:
         quant = (p.quantization or "none").split("_")[0]
         wanted = (quantization or "none").split("_")[0]
-        return p.served_model_name == model, quant == wanted
+        return p.served_model_name in names, quant == wanted
 
     best = max(same_gpu, key=closeness)
-    why = "same GPU and model" if best.served_model_name == model else "same GPU"
+    why = "same GPU and model" if best.served_model_name in names else "same GPU"
     return best, f"{best.name} ({why})"
 
 

@@ -225,6 +225,12 @@ class Observation:
     """The span read: the window asked for, or its part after a load change."""
 
 
+def model_names(knobs: Mapping[str, Knob]) -> tuple[str, ...]:
+    """The names the served model is known by: the model argument and the served name."""
+    found = (knobs.get(name) for name in ("model", "served_model_name"))
+    return tuple(str(k.value) for k in found if k is not None and k.value)
+
+
 def observe(watched: Watched, window_s: float, *, scope: Scope = ENDPOINT) -> Observation:
     """Estimate the workload and read the steps and the figures over the window (its part
     after a load change, `workload.steady_window`)."""
@@ -234,11 +240,10 @@ def observe(watched: Watched, window_s: float, *, scope: Scope = ENDPOINT) -> Ob
     args, read, assumed = serve_args(knobs)
     if changed_load is not None:
         read.insert(0, changed_load)
-    model = knobs.get("served_model_name")
     quant = knobs.get("quantization")
     prior, why = prior_preset(
         watched.gpu_name,
-        str(model.value) if model is not None else None,
+        model_names(knobs),
         str(quant.value) if quant is not None else None,
     )
     if args.kv_cache_dtype != prior.kv_cache_dtype:
