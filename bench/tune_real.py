@@ -23,6 +23,7 @@ tune (the same shape and seed: `--load-shape` is what `Regime.shape` says). Only
 runs at a time (`bench/_realserver.py`). About 20 minutes a regime on 2 cores.
 
     .venv/bin/python -m bench.tune_real [--regime budget-bound] [--json PATH] [--dtype float32]
+    .venv/bin/python -m bench.tune_real --rejudge PATH     # a --json run's tables, judged anew
 """
 
 from __future__ import annotations
@@ -57,6 +58,7 @@ from vtop.cli.whatif import watch_live
 from vtop.knobs import KnobValue
 from vtop.sources.vllm import ScrapeOptions
 from vtop.tune.load import ClosedLoop, parse_shape
+from vtop.tune.loop import NOISE
 from vtop.whatif.check import figures
 from vtop.whatif.search import Goals
 
@@ -222,7 +224,7 @@ def _line(f: Mapping[str, float | None]) -> str:
 
     return (
         f"{fmt.num(f.get('generation_tokens_per_s'))} tok/s, "
-        f"{fmt.num(f.get('preemptions_per_s'))} preempt/s, ITL p50 {s(f.get('itl_p50'))}, "
+        f"{fmt.num(f.get('preemptions_per_s'))} preempt/s, ITL mean {s(f.get('itl_mean'))}, "
         f"TTFT p90 {s(f.get('ttft_p90'))}"
     )
 
@@ -357,17 +359,18 @@ def judge(outcome: Outcome) -> dict[str, Any]:
         (m for m in outcome.sweep if {**outcome.regime.start, **m.config} == outcome.regime.start),
         None,
     )
-    itl_today = start.figures.get("itl_p50") if start else None
+    itl_today = start.figures.get("itl_mean") if start else None
     goals = Goals()
     rows = outcome.sweep + ([outcome.choice_measured] if outcome.choice_measured else [])
     for m in rows:
         m.misses = goals.missed(
             tokens=m.tokens,
             preemptions=m.figures.get("preemptions_per_s"),
-            itl=m.figures.get("itl_p50"),
+            itl=m.figures.get("itl_mean"),
             itl_today=itl_today,
             ttft=m.figures.get("ttft_p90"),
             unknown="not measured",
+            within=1 + NOISE,  # as `vtop tune` judges a measurement
         )
         m.predicted_change = predicted_change(outcome, m.config)
     meeting = [m for m in outcome.sweep if not m.misses and m.tokens is not None]
@@ -418,7 +421,7 @@ def print_outcome(outcome: Outcome, verdict: Mapping[str, Any]) -> None:
         f"\n{r.name}: from {_label(r.start)}, pool {r.pool}, {r.clients} clients, shape {r.shape}"
     )
     print(
-        f"  {'configuration':<44} {'tok/s':>7} {'preempt/s':>9} {'ITL p50':>8} "
+        f"  {'configuration':<44} {'tok/s':>7} {'preempt/s':>9} {'ITL mean':>8} "
         f"{'TTFT p90':>8}  {'change':>7} {'predicted':>9}  goals"
     )
     start = _measured(outcome, {})
@@ -430,7 +433,7 @@ def print_outcome(outcome: Outcome, verdict: Mapping[str, Any]) -> None:
         mark = " <- report" if _same(outcome, m.config, outcome.choice) else ""
         print(
             f"  {_label(m.config):<44} {fmt.num(m.tokens):>7} "
-            f"{fmt.num(f.get('preemptions_per_s')):>9} {_s(f.get('itl_p50')):>8} "
+            f"{fmt.num(f.get('preemptions_per_s')):>9} {_s(f.get('itl_mean')):>8} "
             f"{_s(f.get('ttft_p90')):>8}  {_pct(change):>7} {_pct(m.predicted_change):>9}  "
             f"{'meets' if not m.misses else '; '.join(m.misses)}{mark}"
         )
@@ -492,13 +495,38 @@ def run(regime: Regime, dtype: str, log_dir: Path, skip_tune: bool) -> Outcome:
     return outcome
 
 
+def rejudged(path: Path) -> list[tuple[Outcome, dict[str, Any]]]:
+    """The outcomes a run wrote with `--json`, judged again by today's goals and code."""
+    doc = json.loads(path.read_text())
+    out = []
+    for r in doc["regimes"]:
+        outcome = Outcome(REGIMES[r["name"]])
+        outcome.sweep = [Measured(m["config"], m["figures"]) for m in r["sweep"]]
+        if r["choice_measured"]:
+            m = r["choice_measured"]
+            outcome.choice_measured = Measured(m["config"], m["figures"])
+        outcome.report = {"status": r["report_status"]}
+        outcome.whatif, outcome.tune = r["whatif"], r["tune"]
+        outcome.choice = r["verdict"]["choice"]
+        out.append((outcome, judge(outcome)))
+    print(f"(a run of {doc['date']}; {doc['machine']}; judged again)")
+    return out
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--regime", action="append", choices=sorted(REGIMES))
     parser.add_argument("--dtype", choices=sorted(KV_BYTES_PER_TOKEN), default="bfloat16")
     parser.add_argument("--json", metavar="PATH", help="also write the results as JSON here")
     parser.add_argument("--no-tune", action="store_true", help="the sweep and the report only")
+    parser.add_argument(
+        "--rejudge", metavar="PATH", help="print a --json run's tables again, judged anew"
+    )
     opts = parser.parse_args()
+    if opts.rejudge:
+        for outcome, verdict in rejudged(Path(opts.rejudge)):
+            print_outcome(outcome, verdict)
+        return 0
     stop_on_sigterm()
     began = time.monotonic()
     log_dir = Path(tempfile.mkdtemp(prefix="vtop-tune-real-"))
