@@ -79,6 +79,10 @@ def test_a_bound_the_user_gave_needs_its_figure_predicted() -> None:
     assert Goals(max_ttft_s=2.0).misses(late) == ("TTFT p90 3s > 2s",)
     near = prediction({}, generation_tokens_per_s=100, preemptions_per_s=0.0, ttft_p90=1.95)
     assert Goals(max_ttft_s=2.0).misses(near) == ("TTFT p90 1.95s, too near 2s",)  # aims inside
+    relative = {"tokens": 100.0, "preemptions": 0.0, "ttft": None}
+    assert Goals().missed(**relative, itl=1.46, itl_today=1.0, unknown="", within=0.95) == (
+        "ITL mean 1.46x today's, too near 1.5x",
+    )
     measured = {"tokens": 100.0, "preemptions": 0.0, "itl": None, "itl_today": None}
     over = Goals(max_ttft_s=2.0).missed(**measured, ttft=2.05, unknown="", within=1.03)
     assert over == ()  # a measurement within its noise of the bound meets it

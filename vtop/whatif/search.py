@@ -149,7 +149,11 @@ class Goals:
             elif itl > bound:
                 out.append(_over(ITL_MEAN, itl, self.max_itl_s))
         elif itl is not None and itl_today and itl > self.itl_growth * within * itl_today > 0:
-            out.append(f"{ITL_MEAN.brief} {itl / itl_today:.2g}x today's")
+            ratio = itl / itl_today
+            if ratio > self.itl_growth:
+                out.append(f"{ITL_MEAN.brief} {ratio:.2g}x today's")
+            else:
+                out.append(f"{ITL_MEAN.brief} {ratio:.3g}x today's, too near {self.itl_growth:g}x")
         if self.max_ttft_s is not None:
             bound = self.max_ttft_s * within
             if ttft is None:
