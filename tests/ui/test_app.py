@@ -897,7 +897,9 @@ async def test_triage_grows_when_the_same_lines_start_to_wrap() -> None:
 async def test_the_triage_says_each_flag_once_and_the_detail_its_engine_argument() -> None:
     # Issue 29: `→ --max-num-seqs 104 (max_num_seqs=104)` said the change twice.
     app = build_sim_app("memory-ceiling", findings=None)
-    async with app.run_test(size=(120, 40)) as pilot:
+    # 60 rows: the detail fits whole once the twin's lines arrive (at 40 they may scroll the
+    # recommendations off the screen, depending on whether the twin ran before the look)
+    async with app.run_test(size=(120, 60)) as pilot:
         await pilot.pause()
         triage = " ".join(_box_rows(screen_lines(app), "Triage"))
         assert "→ --kv-cache-dtype fp8  --max-num-seqs 104" in triage, triage
