@@ -18,77 +18,13 @@ from collections.abc import Iterator
 
 from vtop.model import EndpointInfo, Frame, GpuReading, GpuStatus, HostReading, Scrape
 from vtop.signals.extract import PageReader
+from vtop.sim.families import ITERATION_TOKENS, PER_TOKEN_V1, REQUEST_LATENCY_V1, TTFT_V1
 from vtop.sources import discovery
 
-TTFT = (
-    0.001,
-    0.005,
-    0.01,
-    0.02,
-    0.04,
-    0.06,
-    0.08,
-    0.1,
-    0.25,
-    0.5,
-    0.75,
-    1.0,
-    2.5,
-    5.0,
-    7.5,
-    10.0,
-    20.0,
-    40.0,
-    80.0,
-    160.0,
-    640.0,
-    2560.0,
-)
-PER_TOKEN = (
-    0.01,
-    0.025,
-    0.05,
-    0.075,
-    0.1,
-    0.15,
-    0.2,
-    0.3,
-    0.4,
-    0.5,
-    0.75,
-    1.0,
-    2.5,
-    5.0,
-    7.5,
-    10.0,
-    20.0,
-    40.0,
-    80.0,
-)
-REQUEST = (
-    0.3,
-    0.5,
-    0.8,
-    1.0,
-    1.5,
-    2.0,
-    2.5,
-    5.0,
-    10.0,
-    15.0,
-    20.0,
-    30.0,
-    40.0,
-    50.0,
-    60.0,
-    120.0,
-    240.0,
-    480.0,
-    960.0,
-    1920.0,
-    7680.0,
-)
-ITERATION = (1, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384)
+TTFT = TTFT_V1
+PER_TOKEN = PER_TOKEN_V1
+REQUEST = REQUEST_LATENCY_V1
+ITERATION = ITERATION_TOKENS
 TOKENS = (1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000, 10000, 20000)
 
 HISTS = {

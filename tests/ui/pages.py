@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 
 from vtop.model import EndpointInfo, Frame, GpuReading, GpuStatus, HostReading, Knob, Scrape
 from vtop.signals.extract import PageReader
+from vtop.sim.families import PER_TOKEN_V1, REQUEST_LATENCY_V1
 from vtop.sources import discovery
 
 MODEL = "Qwen/Qwen2.5-7B-Instruct"
@@ -40,50 +41,8 @@ TTFT_LE = (
     40.0,
     80.0,
 )
-ITL_LE = (
-    0.01,
-    0.025,
-    0.05,
-    0.075,
-    0.1,
-    0.15,
-    0.2,
-    0.3,
-    0.4,
-    0.5,
-    0.75,
-    1.0,
-    2.5,
-    5.0,
-    7.5,
-    10.0,
-    20.0,
-    40.0,
-    80.0,
-)
-REQ_LE = (
-    0.3,
-    0.5,
-    0.8,
-    1.0,
-    1.5,
-    2.0,
-    2.5,
-    5.0,
-    10.0,
-    15.0,
-    20.0,
-    30.0,
-    40.0,
-    50.0,
-    60.0,
-    120.0,
-    240.0,
-    480.0,
-    960.0,
-    1920.0,
-    7680.0,
-)
+ITL_LE = PER_TOKEN_V1
+REQ_LE = REQUEST_LATENCY_V1
 TOK_LE = (
     1.0,
     2.0,

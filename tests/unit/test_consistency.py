@@ -23,60 +23,14 @@ from vtop.model import Histogram
 from vtop.report.document import signals_of
 from vtop.report.run import simulated_document
 from vtop.signals import histogram as hist
+from vtop.sim.families import REQUEST_LATENCY_V1, TTFT_V1
 from vtop.sim.scenarios import SCENARIOS
 from vtop.sources.sim import DEMO_RUNNING_S, SimSource
 
 # vLLM's request-latency buckets, and the finer ones of its TTFT histogram: two histograms of
 # the same requests rarely share their bounds.
-LATENCY_BOUNDS = (
-    0.3,
-    0.5,
-    0.8,
-    1.0,
-    1.5,
-    2.0,
-    2.5,
-    5.0,
-    10.0,
-    15.0,
-    20.0,
-    30.0,
-    40.0,
-    50.0,
-    60.0,
-    120.0,
-    240.0,
-    480.0,
-    960.0,
-    1920.0,
-    7680.0,
-    math.inf,
-)
-TTFT_BOUNDS = (
-    0.001,
-    0.005,
-    0.01,
-    0.02,
-    0.04,
-    0.06,
-    0.08,
-    0.1,
-    0.25,
-    0.5,
-    0.75,
-    1.0,
-    2.5,
-    5.0,
-    7.5,
-    10.0,
-    20.0,
-    40.0,
-    80.0,
-    160.0,
-    640.0,
-    2560.0,
-    math.inf,
-)
+LATENCY_BOUNDS = (*REQUEST_LATENCY_V1, math.inf)
+TTFT_BOUNDS = (*TTFT_V1, math.inf)
 QUANTILES = (0.5, 0.9, 0.99)
 
 

@@ -34,6 +34,7 @@ from vtop import knobs
 from vtop.model import Finding, Histogram, Knob, Provenance, Scrape, SeriesKey
 from vtop.signals.catalog import BY_NAME, Kind
 from vtop.signals.store import Store
+from vtop.sim.families import TTFT_V1
 from vtop.triage import cost, replicas
 from vtop.triage.condparse import Bad, parse_duration
 from vtop.triage.cost import quote
@@ -44,30 +45,7 @@ from vtop.triage.schema import Rule
 from vtop.triage.yamlmarks import LineDict, YamlError, load
 
 T0 = 1_000_000.0
-SECONDS = (
-    0.001,
-    0.005,
-    0.01,
-    0.02,
-    0.04,
-    0.06,
-    0.08,
-    0.1,
-    0.25,
-    0.5,
-    0.75,
-    1.0,
-    2.5,
-    5.0,
-    7.5,
-    10.0,
-    20.0,
-    40.0,
-    80.0,
-    160.0,
-    640.0,
-    2560.0,
-)
+SECONDS = TTFT_V1
 TOKENS = (
     1.0,
     2.0,
