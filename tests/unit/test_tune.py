@@ -22,7 +22,7 @@ from vtop.sim.twin import Twin
 from vtop.sources.sim import SimSource
 from vtop.tune.flags import edit_file_text, file_flags, with_changes
 from vtop.tune.loop import Figures as F
-from vtop.tune.loop import Plan, Trial, Tuner, better
+from vtop.tune.loop import Plan, Trial, Tuner, better, halfway, overshot
 from vtop.whatif.search import Goals
 
 # -- the flags edit --------------------------------------------------------------------------
@@ -135,6 +135,71 @@ def test_a_restart_that_did_not_apply_the_flags_stops_and_restores() -> None:
     )
     assert "the restart did not apply the flags" in outcome.stopped
     assert server.asked[-1] == {} and outcome.best is outcome.trials[0]
+
+
+class KneeServer(SimServer):
+    """The budget-bound scenario on a machine whose step time is flat up to `knee` seats and
+    twice as long past it, as the real CPU server's is (bench/tune_real: flat to 8 seats, then
+    ~1.7x): the twin, fitted below the knee, cannot see it coming."""
+
+    def __init__(self, knee: int) -> None:
+        super().__init__("budget-too-small")
+        self.knee = knee
+        self.itl_at_start: float | None = None
+
+    def observe(self, goals: Goals) -> Document:
+        doc = super().observe(goals)
+        itl = doc["latency"]["itl"]
+        if self.itl_at_start is None:
+            self.itl_at_start = itl["mean"]
+        seats = self.running.get("max_num_seqs", self.scenario.args.max_num_seqs)
+        assert isinstance(seats, int) and self.itl_at_start is not None
+        itl["mean"] = self.itl_at_start * (2.0 if seats > self.knee else 1.0)
+        return doc
+
+
+def test_a_step_past_a_latency_bound_is_halved_back_toward_the_best() -> None:
+    server = KneeServer(knee=24)
+    outcome = Tuner(server, server.observe, Goals(), max_restarts=4).run()
+    first = outcome.trials[1]
+    seats = [t.changes.get("max_num_seqs") for t in outcome.trials]
+    assert isinstance(seats[1], int) and seats[1] > 24, seats  # the twin's step: past the knee
+    assert "past a latency bound" in first.note and first.misses
+    assert all("halfway between trials" in t.note for t in outcome.trials[2:]), outcome.trials
+    # every halving lies strictly between the best so far and the nearest miss above it
+    assert all(16 < s < seats[1] for s in seats[2:] if isinstance(s, int)), seats
+    best = outcome.best
+    assert best is not None and best.number >= 2 and best.meets, outcome.trials
+    best_seats = best.changes["max_num_seqs"]
+    assert isinstance(best_seats, int) and 16 < best_seats <= 24, seats
+    assert outcome.restarts == len(server.asked) <= 5
+    assert server.running == best.changes, (server.running, best.changes)  # left at the best
+
+
+def test_halfway_halves_numbers_toward_the_trial_that_met_the_goals() -> None:
+    start = {"max_num_seqs": 16, "kv_cache_dtype": "auto"}
+    assert halfway({}, {"max_num_seqs": 36}, start) == {"max_num_seqs": 26}
+    assert halfway({"max_num_seqs": 6}, {"max_num_seqs": 13}, start) == {"max_num_seqs": 9}
+    assert halfway({"gpu_memory_utilization": 0.9}, {"gpu_memory_utilization": 0.95}, {}) == {
+        "gpu_memory_utilization": 0.93
+    }
+    assert halfway({"max_num_seqs": 8}, {"max_num_seqs": 9}, start) is None  # nothing between
+    both = {"max_num_seqs": 12, "kv_cache_dtype": "fp8"}
+    assert halfway({}, both, start) is None  # a dtype has no halfway
+    assert halfway({"max_num_seqs": 6}, {"max_num_seqs": 13}, {}) == {"max_num_seqs": 9}
+    assert halfway({}, {"max_num_seqs": 13}, {}) is None  # the start's value not known
+
+
+def test_an_overshoot_is_more_tokens_with_only_a_latency_bound_missed() -> None:
+    goals = Goals(max_itl_s=0.03)
+    start = F(100, 0.0, 1.0, 0.02)
+    best = _trial(300)
+    past = Trial(2, {"max_num_seqs": 13}, None, F(380, 0.0, 1.0, 0.034), "OK", ("ITL",))
+    assert overshot(goals, past, best, start)
+    preempting = Trial(2, {"max_num_seqs": 13}, None, F(380, 1.0, 1.0, 0.034), "OK", ("x",))
+    assert not overshot(goals, preempting, best, start)
+    fewer = Trial(2, {"max_num_seqs": 13}, None, F(305, 0.0, 1.0, 0.034), "OK", ("ITL",))
+    assert not overshot(goals, fewer, best, start)  # within the noise of the best
 
 
 def test_ctrl_c_restores_the_best_configuration_measured() -> None:

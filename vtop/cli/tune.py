@@ -107,7 +107,10 @@ def build_parser() -> OneLineParser:
         metavar="N",
         type=ranges.RESTARTS,
         default=3,
-        help=ranges.ranged("restarts at most, a rollback included (default 3)", ranges.RESTARTS),
+        help=ranges.ranged(
+            "trials at most; restoring the best after a worse one is one restart more (default 3)",
+            ranges.RESTARTS,
+        ),
     )
     parser.add_argument(
         "--interval",
@@ -335,9 +338,9 @@ def _loaded(doc: Document) -> bool:
 
 def _asker(inp: TextIO, out: TextIO) -> Callable[[Plan], bool]:
     def confirm(plan: Plan) -> bool:
-        checked = "" if plan.checked else " (not checked by the twin: the rule's formula)"
+        why = f" ({plan.unchecked})" if plan.unchecked else ""
         out.write(
-            f"\n  {plan.rule}: restart with {plan.flags()}{checked}\n"
+            f"\n  {plan.rule}: restart with {plan.flags()}{why}\n"
             f"    predicted: {plan.line}\n  restart now? [y/N] "
         )
         out.flush()

@@ -7,19 +7,23 @@ the same values a report prints), asks before the restart unless told yes, resta
 change so far, waits for the server and its load, and measures the same window. A trial is
 kept when it meets the goals at least as the best one did and its tokens/s is not worse than
 the best's by more than `NOISE`; otherwise the best configuration is restored and the loop
-stops. A restarted server that shows another value than the one asked for (a restart command
-that does not read the flags file) stops the loop too: its measurement would be of the old
-configuration under the new name. It also stops when no such finding is left, when the next
-change is predicted to gain under `MIN_GAIN`, after `max_restarts`, or on Ctrl-C (the best
-measured configuration is restored first, when the server runs another).
+stops, unless the trial gained tokens/s and missed only a latency bound (`overshot`): then the
+step is halved back toward the best while restarts remain (`halfway`), the twin having shown
+it cannot see where the bound lies. A restarted server that shows another value than the one
+asked for (a restart command that does not read the flags file) stops the loop too: its
+measurement would be of the old configuration under the new name. It also stops when no such
+finding is left, when the next change is predicted to gain under `MIN_GAIN`, after
+`max_restarts` trials, or on Ctrl-C (the best measured configuration is restored first, when
+the server runs another).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeGuard
 
 from vtop import fmt, knobs
 from vtop.knobs import KnobValue
@@ -93,8 +97,9 @@ class Plan:
     """The predicted improvement on what the finding's advice promises; None: not predicted."""
     line: str
     """The twin's prediction in words, or why it has none."""
-    checked: bool
-    """Whether the twin judged the candidates (otherwise the rule's formula stands)."""
+    unchecked: str = ""
+    """Why the twin did not judge this change ("": it did): the rule's formula stood, or the
+    value lies between two measured trials."""
 
     def flags(self) -> str:
         return knobs.flags(self.changes)
@@ -135,7 +140,9 @@ def _plan_of(f: FindingDoc, changes: dict[str, KnobValue]) -> Plan:
         predicted=predicted,
         gain=p["gain"] if p and p["confidence"] != "withheld" else None,
         line=p["line"] if p else "no prediction",
-        checked=bool(search and search["checked"]) and bool(p and p["confidence"] != "withheld"),
+        unchecked=""
+        if search and search["checked"] and p and p["confidence"] != "withheld"
+        else "not checked by the twin: the rule's formula",
     )
 
 
@@ -228,6 +235,41 @@ def verdict(doc: Document) -> str:
     return f"{doc['status']} {top['rule']}" if top is not None else doc["status"]
 
 
+def overshot(goals: Goals, trial: Trial, best: Trial, start: Figures) -> bool:
+    """Whether `trial` went too far the right way: more tokens/s than the best (beyond the
+    noise), and only a latency bound missed (no preemption beyond what the goals allow)."""
+    t, b = trial.measured.tokens_per_s, best.measured.tokens_per_s
+    if trial.meets or not best.meets or t is None or b is None or t <= b * (1 + NOISE):
+        return False
+    unbounded = Goals(allow_preemption=goals.allow_preemption, itl_growth=math.inf)
+    return not misses(unbounded, trial.measured, start)
+
+
+def halfway(
+    good: Mapping[str, KnobValue], bad: Mapping[str, KnobValue], start: Mapping[str, KnobValue]
+) -> dict[str, KnobValue] | None:
+    """The changes halfway between two trials' (each knob not changed being as the server
+    `start`ed): numbers halved toward `good`, the rest alike; None when the two differ in a
+    knob that has no halfway (a dtype, a switch, a value not known) or nothing lies between."""
+    out = dict(good)
+    for name in sorted(good.keys() | bad.keys()):
+        lo, hi = good.get(name, start.get(name)), bad.get(name, start.get(name))
+        if lo == hi:
+            continue
+        if not _number(lo) or not _number(hi):
+            return None
+        both_int = isinstance(lo, int) and isinstance(hi, int)
+        mid: KnobValue = (lo + hi) // 2 if both_int else round((lo + hi) / 2, 2)
+        if mid in (lo, hi):
+            return None
+        out[name] = mid
+    return out if out != dict(good) else None
+
+
+def _number(x: KnobValue | None) -> TypeGuard[int | float]:
+    return isinstance(x, int | float) and not isinstance(x, bool)
+
+
 def better(trial: Trial, best: Trial) -> bool:
     """Whether `trial` may stand in for `best`: goals met at least as well, and tokens/s not
     worse than the best's by more than the noise."""
@@ -274,6 +316,9 @@ class Tuner:
         self.say = say
         self.outcome = Outcome()
         self._current: dict[str, KnobValue] = {}
+        self._started_with: dict[str, KnobValue] = {}
+        """The knobs the server ran at trial 0, as it showed or the user said (not vLLM's
+        defaults: an assumed value is no end of a halving)."""
 
     def _measure(
         self, changes: dict[str, KnobValue], predicted: Figures | None, note: str
@@ -319,6 +364,9 @@ class Tuner:
         out = self.outcome
         trial, doc = self._measure({}, None, "start")
         out.best = trial
+        self._started_with = {
+            name: k["value"] for name, k in doc["knobs"].items() if k["provenance"] != "default"
+        }
         self.goals = self.goals.anchored(trial.measured.itl_mean_s)
         while True:
             step = plan(doc)
@@ -351,19 +399,76 @@ class Tuner:
             changes = {**self._current, **step.changes}
             self._restart(changes)
             trial, doc = self._measure(changes, step.predicted, f"{step.rule}")
-            wrong = unapplied(doc, changes)
-            if wrong:  # measuring the old configuration under the new name proves nothing
-                trial.note += "; not applied: " + "; ".join(wrong)
-                out.stopped = (
-                    f"the restarted server runs {'; '.join(wrong)}: the restart did "
-                    "not apply the flags (does the server start from them?)"
-                )
-                self._restore()
+            if not self._applied(trial, doc):
                 return
             if better(trial, out.best):
                 out.best = trial
                 continue
+            if overshot(self.goals, trial, out.best, out.trials[0].measured):
+                trial.note += "; past a latency bound"
+                self._halve(out.best, trial)
+                return
             trial.note += "; worse: rolled back"
             out.stopped = f"trial {trial.number} measured worse than trial {out.best.number}"
             self._restore()
             return
+
+    def _applied(self, trial: Trial, doc: Document) -> bool:
+        """Whether the restarted server runs what `trial` asked for; if not, the loop stops
+        and the best is restored (measuring the old configuration under the new name proves
+        nothing)."""
+        wrong = unapplied(doc, trial.changes)
+        if not wrong:
+            return True
+        trial.note += "; not applied: " + "; ".join(wrong)
+        self.outcome.stopped = (
+            f"the restarted server runs {'; '.join(wrong)}: the restart did "
+            "not apply the flags (does the server start from them?)"
+        )
+        self._restore()
+        return False
+
+    def _halve(self, good: Trial, bad: Trial) -> None:
+        """Halve the step between the best trial and one that went past a latency bound, while
+        restarts remain: two measured points say more than the twin that overshot. The first
+        halfway trial takes the restart a rollback would have cost; the best is restored at
+        the end if the server runs another."""
+        out = self.outcome
+        while True:
+            between = halfway(good.changes, bad.changes, self._started_with)
+            if between is None:
+                out.stopped = (
+                    f"trial {bad.number} went past a latency bound and no value lies between "
+                    f"it and trial {good.number}"
+                )
+                break
+            if out.restarts >= self.max_restarts:
+                out.stopped = (
+                    f"--max-restarts {self.max_restarts} reached, between trials "
+                    f"{good.number} and {bad.number}"
+                )
+                break
+            step = Plan(
+                rule="halfway",
+                changes=between,
+                predicted=None,
+                gain=None,
+                line=f"trial {good.number} met the goals, trial {bad.number} missed "
+                + ", ".join(bad.misses),
+                unchecked=f"halfway between trials {good.number} and {bad.number}, measured",
+            )
+            if not self.confirm(step):
+                out.stopped = "the restart was not confirmed"
+                break
+            self._restart(between)
+            trial, doc = self._measure(
+                between, None, f"halfway between trials {good.number} and {bad.number}"
+            )
+            if not self._applied(trial, doc):
+                return
+            if better(trial, good):
+                out.best = good = trial
+            else:
+                trial.note += "; worse"
+                bad = trial
+        self._restore()
