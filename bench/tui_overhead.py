@@ -112,10 +112,12 @@ def serve_pages() -> tuple[str, ThreadingHTTPServer]:
     return f"http://127.0.0.1:{server.server_address[1]}", server
 
 
-def serve_sim(scenario: str) -> tuple[str, subprocess.Popen[str]]:
-    """`vtop sim` on a free loopback port, in its own process (its CPU is not vtop's)."""
+def serve_sim(scenario: str, speed: float = 1.0) -> tuple[str, subprocess.Popen[str]]:
+    """`vtop sim` on a free loopback port, in its own process (its CPU is not vtop's), `speed`
+    virtual seconds per wall second."""
     proc = subprocess.Popen(
-        [sys.executable, "-m", "vtop", "sim", "--scenario", scenario, "--port", "0"],
+        [sys.executable, "-m", "vtop", "sim", "--scenario", scenario, "--port", "0",
+         "--speed", f"{speed:g}"],
         cwd=ROOT, stdout=subprocess.PIPE, text=True,
     )  # fmt: skip
     assert proc.stdout is not None

@@ -23,6 +23,7 @@ tune (the same shape and seed: `--load-shape` is what `Regime.shape` says). Only
 runs at a time (`bench/_realserver.py`). About 20 minutes a regime on 2 cores.
 
     .venv/bin/python -m bench.tune_real [--regime budget-bound] [--json PATH] [--dtype float32]
+    .venv/bin/python -m bench.tune_real --regime budget-bound --tune-only   # tune's trials alone
     .venv/bin/python -m bench.tune_real --rejudge PATH     # a --json run's tables, judged anew
 """
 
@@ -482,9 +483,12 @@ def _pct(x: float | None, sign: int = 1) -> str:
     return f"{x:+.0%}" if sign else f"{x:.0%}"
 
 
-def run(regime: Regime, dtype: str, log_dir: Path, skip_tune: bool) -> Outcome:
+def run(regime: Regime, dtype: str, log_dir: Path, skip_tune: bool, tune_only: bool) -> Outcome:
     print(f"\n[{regime.name}]", flush=True)
     outcome = Outcome(regime)
+    if tune_only:
+        tune(regime, dtype, outcome, log_dir)
+        return outcome
     report_and_predictions(regime, dtype, outcome)
     for config in regime.sweep:
         outcome.sweep.append(measure(regime, config, dtype))
@@ -520,6 +524,9 @@ def main() -> int:
     parser.add_argument("--json", metavar="PATH", help="also write the results as JSON here")
     parser.add_argument("--no-tune", action="store_true", help="the sweep and the report only")
     parser.add_argument(
+        "--tune-only", action="store_true", help="`vtop tune` alone: no sweep, no report"
+    )
+    parser.add_argument(
         "--rejudge", metavar="PATH", help="print a --json run's tables again, judged anew"
     )
     opts = parser.parse_args()
@@ -533,7 +540,7 @@ def main() -> int:
     names = opts.regime or list(REGIMES)
     results = []
     for name in names:
-        outcome = run(REGIMES[name], opts.dtype, log_dir, opts.no_tune)
+        outcome = run(REGIMES[name], opts.dtype, log_dir, opts.no_tune, opts.tune_only)
         results.append((outcome, judge(outcome)))
     for outcome, verdict in results:
         print_outcome(outcome, verdict)

@@ -17,7 +17,7 @@ from vtop.sim.scenarios import get_scenario
 from vtop.sim.twin import Twin
 from vtop.whatif.advice import Advisor
 from vtop.whatif.check import figures
-from vtop.whatif.fit import fit, prior_preset, prior_step_s, step_points
+from vtop.whatif.fit import fit, flatter_than_prior, prior_preset, prior_step_s, step_points
 from vtop.whatif.predict import WhatIf, observe, prepare, prepare_from
 from vtop.whatif.watched import Watched
 
@@ -161,6 +161,33 @@ def test_a_server_seen_at_two_configurations_has_its_own_law_fitted() -> None:
     alone_error = abs(_tokens(alone, 32) / truth - 1)
     assert pooled_error < 0.10, (pooled_error, alone_error)
     assert pooled_error < alone_error
+
+
+def _cpu_server(seats: int, law: FittedStepTime) -> Watched:
+    """The budget-bound scenario on the CPU build whose steps follow `law`."""
+    scenario = get_scenario("budget-too-small")
+    scenario = replace(
+        scenario,
+        preset=replace(CPU_ENGINE, fitted=law),
+        args=replace(scenario.args, max_num_seqs=seats),
+    )
+    twin = Twin(scenario, seed=3, epoch=0.0)
+    twin.warm_up()
+    return polled(twin, POOL_WINDOW_S)
+
+
+def test_a_law_flat_where_it_was_seen_does_not_replace_the_priors_shape() -> None:
+    # Steps that cost the same at 4 and 12 seats (a CPU below its knee): a law fitted to them
+    # would promise as much again at every width. The prior's shape stands, scaled.
+    flat = FittedStepTime(base_s=0.020, per_token_s=0.00001, per_seq_s=0.0)
+    alone = prepare(_cpu_server(4, flat), POOL_WINDOW_S)
+    earlier = alone.step.window_points()
+    both = prepare_from(observe(_cpu_server(12, flat), POOL_WINDOW_S), earlier=earlier)
+    assert both.step.earlier == 0 and both.step.grade == "scaled prior", both.step.describe()
+    assert flatter_than_prior(replace(CPU_ENGINE, fitted=flat), CPU_ENGINE, list(both.step.points))
+    # a law as steep as the prior's (the test above's, near the CPU build's): pooled
+    steep = replace(CPU_ENGINE, fitted=TRUE_LAW)
+    assert not flatter_than_prior(steep, CPU_ENGINE, list(both.step.points))
 
 
 def test_the_advisor_pools_a_servers_configurations_and_nothing_else() -> None:

@@ -52,6 +52,9 @@ CHUNK_S = 30.0
 MIN_POINTS = 4
 MIN_SPREAD = 3.0
 """A full fit needs this many points, their tokens per step spanning this factor."""
+FLATTER = 0.5
+"""A law fitted to several configurations whose step grows, past the widest step seen, less than
+this share of what the prior's grows is not trusted there (`flatter_than_prior`)."""
 RECALIBRATE_ABOVE = 0.02
 """The twin's visible step time off its law by more than this share: the law is rescaled."""
 
@@ -305,10 +308,32 @@ def pooled(
     """The law refitted to this window's points (its uncounted work divided out, as
     `window_points`) and `earlier` ones, measured the same way on the same server at other
     configurations: steps of other sizes, which a window at one configuration cannot show.
-    None without earlier points."""
+    None without earlier points, or where the law fitted to them grows slower than the prior
+    past the widest step seen (`flatter_than_prior`): the prior's shape stands then."""
     if not earlier:
         return None
     own = step.window_points()
     prior = step.base or step.preset
     both = fit([*earlier, *own], prior, step.prior, prefill_chunk=prefill_chunk)
+    if both.grade == "fitted" and flatter_than_prior(both.preset, prior, [*earlier, *own]):
+        return None
     return replace(both, points=(*earlier, *own), earlier=len(earlier), invisible=step.invisible)
+
+
+def flatter_than_prior(law: Preset, prior: Preset, points: Sequence[StepPoint]) -> bool:
+    """Whether `law` prices a step twice as wide as the widest of `points` as growing less
+    than `FLATTER` times as much as `prior` does. Steps that cost the same at two batch sizes
+    (a CPU's up to eight seats, then ~1.7x) say nothing of where the cost bends: a law fitted
+    flat to them promised the real server 1.1k tok/s at 24 seats, which measured 439 and
+    missed the ITL bound by 2x."""
+    widest = max(points, key=lambda p: p.tokens)
+    wider = replace(
+        widest, tokens=2 * widest.tokens, seqs=2 * widest.seqs, context=2 * widest.context
+    )
+
+    def growth(preset: Preset) -> float:
+        return _priced(preset, wider.tokens, wider.seqs, wider.context) / max(
+            _priced(preset, widest.tokens, widest.seqs, widest.context), 1e-12
+        )
+
+    return growth(law) - 1 < (growth(prior) - 1) * FLATTER
