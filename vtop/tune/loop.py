@@ -453,9 +453,10 @@ class Tuner:
                 changes=between,
                 predicted=None,
                 gain=None,
-                line=f"trial {good.number} met the goals, trial {bad.number} missed "
-                + ", ".join(bad.misses),
-                unchecked=f"halfway between trials {good.number} and {bad.number}, measured",
+                line=f"none (trial {good.number} met the goals, trial {bad.number} missed "
+                + ", ".join(bad.misses)
+                + ")",
+                unchecked=f"halfway between trials {good.number} and {bad.number}",
             )
             if not self.confirm(step):
                 out.stopped = "the restart was not confirmed"
