@@ -177,14 +177,14 @@ def test_a_step_past_a_latency_bound_is_halved_back_toward_the_best() -> None:
 
 
 def test_halfway_halves_numbers_toward_the_trial_that_met_the_goals() -> None:
-    start = {"max_num_seqs": 16, "kv_cache_dtype": "auto"}
+    start: dict[str, KnobValue] = {"max_num_seqs": 16, "kv_cache_dtype": "auto"}
     assert halfway({}, {"max_num_seqs": 36}, start) == {"max_num_seqs": 26}
     assert halfway({"max_num_seqs": 6}, {"max_num_seqs": 13}, start) == {"max_num_seqs": 9}
     assert halfway({"gpu_memory_utilization": 0.9}, {"gpu_memory_utilization": 0.95}, {}) == {
         "gpu_memory_utilization": 0.93
     }
     assert halfway({"max_num_seqs": 8}, {"max_num_seqs": 9}, start) is None  # nothing between
-    both = {"max_num_seqs": 12, "kv_cache_dtype": "fp8"}
+    both: dict[str, KnobValue] = {"max_num_seqs": 12, "kv_cache_dtype": "fp8"}
     assert halfway({}, both, start) is None  # a dtype has no halfway
     assert halfway({"max_num_seqs": 6}, {"max_num_seqs": 13}, {}) == {"max_num_seqs": 9}
     assert halfway({}, {"max_num_seqs": 13}, {}) is None  # the start's value not known
