@@ -332,8 +332,9 @@ def test_no_backfill_reads_only_the_latest(history: History) -> None:
 @pytest.fixture
 def live(tmp_path: Path) -> Iterator[tuple[PrometheusServer, SimServer, subprocess.Popen[str]]]:
     """Prometheus scraping a simulated server in-process and one in a `vtop sim` process."""
-    sim = serve(Twin("memory-ceiling", seed=1))
-    sim.twin.warm_up()
+    twin = Twin("memory-ceiling", seed=1)
+    twin.warm_up()  # before serving: the server's clock thread advances the twin from then on
+    sim = serve(twin)
     port = free_port()
     proc = subprocess.Popen(
         [sys.executable, "-m", "vtop", "sim", "--scenario", "healthy", "--port", str(port)],

@@ -68,6 +68,13 @@ async def test_at_80x24_nothing_is_cut_in_the_middle_of_a_word(
     app = build_sim_app(scenarios, findings=None)
     async with app.run_test(size=(80, 24)) as pilot:
         await pilot.pause()
+        # The header's two rows settle over a few layout passes (the right-hand row shrinks as
+        # its fields give way, then the left-hand one grows into the room): under load, one
+        # pause can look between them. A model that never shows still fails below.
+        for _ in range(20):
+            if app.header.text("model"):
+                break
+            await pilot.pause(0.05)
         lines = screen_lines(app)
         assert not [line for line in lines if "…" in line], "\n".join(lines)
         assert app.header.text("model").startswith("Qwen2.5-7B"), lines[0]
