@@ -223,6 +223,7 @@ async def report_under(url: str, load: Load) -> tuple[Document, int, str]:
         print(notes[-1])
     assert run.took < LATE_S, "\n".join([*notes, run.failure()])
     assert run.code is not None
+    assert run.out.strip(), "no document on stdout:\n" + "\n".join([*notes, run.failure()])
     return json.loads(run.out), run.code, run.err + "".join(f"\n{n}" for n in notes)
 
 
