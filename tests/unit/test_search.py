@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import random
+import time
 from collections.abc import Mapping
 from functools import cache
 
@@ -93,6 +94,17 @@ def test_a_bound_the_user_gave_needs_its_figure_predicted() -> None:
 
 
 # -- on the shipped traces -------------------------------------------------------------------
+
+
+def test_a_search_past_its_deadline_runs_the_formula_alone_and_says_so() -> None:
+    # A report on a host that gives vtop little CPU: the search must not hold the report up.
+    whatif = fitted("memory-ceiling")
+    formula: dict[str, KnobValue] = {"kv_cache_dtype": "fp8", "max_num_seqs": 104}
+    choice = search(whatif, formula, Goals(), kv_wall=True, deadline=time.monotonic() - 1)
+    assert choice.cut_short and len(choice.trials) == 1, choice.trials
+    assert choice.chosen is choice.formula and "cut short" in choice.line()
+    unhurried = search(whatif, formula, Goals(), kv_wall=True, deadline=time.monotonic() + 600)
+    assert not unhurried.cut_short and len(unhurried.trials) > 1
 
 
 def test_on_the_kv_bound_trace_the_choice_is_the_dense_sweeps_optimum() -> None:

@@ -147,7 +147,7 @@ def test_a_twin_that_raises_costs_the_finding_its_prediction_not_the_report(
 ) -> None:
     from vtop.report.run import replay_document
 
-    def broken(self: Advisor, finding: Finding, reading: object) -> None:
+    def broken(self: Advisor, finding: Finding, reading: object, **kw: object) -> None:
         raise RuntimeError("boom")
 
     monkeypatch.setattr(Advisor, "advise", broken)

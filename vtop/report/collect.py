@@ -378,7 +378,7 @@ class Collector:
             if isinstance(reading, str):
                 continue
             try:
-                advice = advisor.advise(f, reading)
+                advice = advisor.advise(f, reading, deadline=began + PREDICT_BUDGET_S)
             except Exception as exc:  # the twin's failure costs the finding its prediction
                 advice = unavailable(f, twin_failed(exc))
             if advice is None:

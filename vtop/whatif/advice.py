@@ -285,8 +285,11 @@ class Advisor:
         server = (watched.store.endpoint, watched.gpu_name, *same_server)
         return Reading(watched.store.endpoint, seen, stamp, server, knobs)
 
-    def advise(self, finding: Finding, reading: Reading) -> Advice | None:
-        """What the finding's recommendations will buy; None when the twin can set none."""
+    def advise(
+        self, finding: Finding, reading: Reading, *, deadline: float | None = None
+    ) -> Advice | None:
+        """What the finding's recommendations will buy; None when the twin can set none.
+        `deadline`: when the search stops running configurations (`search.search`)."""
         changes = twin_changes(finding)
         if not changes:
             return None
@@ -306,8 +309,9 @@ class Advisor:
         cached = self._advice.get(key)
         if cached is not None and cached[0] == stamp:
             return cached[1]
-        advice = advise(finding, whatif, changes, self.goals)
-        self._advice[key] = (stamp, advice)
+        advice = advise(finding, whatif, changes, self.goals, deadline=deadline)
+        if advice.choice is None or not advice.choice.cut_short:  # a later look may finish it
+            self._advice[key] = (stamp, advice)
         return advice
 
     def _earlier(self, reading: Reading) -> list[StepPoint]:
@@ -391,12 +395,18 @@ def advise(
     whatif: WhatIf,
     changes: Mapping[str, KnobValue],
     goals: Goals | None = None,
+    *,
+    deadline: float | None = None,
 ) -> Advice:
     """Search the configurations around `changes` (the finding's, together) under `goals`
-    (`vtop.whatif.search`) and judge the promise of the finding's first recommendation that
-    promises a figure on the configuration chosen."""
+    (`vtop.whatif.search`, until `deadline`) and judge the promise of the finding's first
+    recommendation that promises a figure on the configuration chosen."""
     choice = search(
-        whatif, changes, goals or Goals(), kv_wall=kv_is_wall(whatif.check.observed, finding.rule)
+        whatif,
+        changes,
+        goals or Goals(),
+        kv_wall=kv_is_wall(whatif.check.observed, finding.rule),
+        deadline=deadline,
     )
     prediction = choice.chosen.prediction
     promise = next((n for r in finding.recommendations if (n := promised(r)) is not None), None)

@@ -20,6 +20,7 @@ couple of seconds.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
 
@@ -235,6 +236,8 @@ class Choice:
     keeps_today: bool = False
     """The configuration chosen is the one the server runs: no change meets the goals better
     (the finding then recommends nothing; `alternatives` are the trade-offs the goals refused)."""
+    cut_short: bool = False
+    """The search stopped at its deadline: fewer configurations than usual were run."""
 
     @property
     def moved(self) -> bool:
@@ -256,21 +259,29 @@ def search(
     kv_wall: bool,
     gpu_room: bool = False,
     run: Callable[[Changes], Prediction] | None = None,
+    deadline: float | None = None,
 ) -> Choice:
     """The best configuration among the formula's and the scan around it, under `goals`.
 
     `kv_wall`: the KV cache is the wall today (no raise of max_num_seqs without FP8 KV);
     `gpu_room`: the GPU has memory to spare (gpu_memory_utilization may rise). `run`: how a
-    configuration is predicted (`whatif.predict`, unless a test says otherwise)."""
+    configuration is predicted (`whatif.predict`, unless a test says otherwise). `deadline`
+    (`time.monotonic()`): no configuration after the first is run past it, and the choice
+    is among those run (a report on a host that gives vtop little CPU stays on time)."""
     predict = run or whatif.predict
     base = dict(formula)
     tried: dict[tuple[tuple[str, str], ...], Trial] = {}
+    cut = False
 
     def trial(changes: Changes) -> Trial | None:
+        nonlocal cut
         key = tuple(sorted((k, str(v)) for k, v in changes.items()))
         if key in tried:
             return tried[key]
         if len(tried) >= MAX_TRIALS:
+            return None
+        if tried and deadline is not None and time.monotonic() > deadline:
+            cut = True
             return None
         try:
             prediction = predict(changes)
@@ -292,7 +303,7 @@ def search(
         trial(changes)
     best = best_of(tried.values())
     today = _today(whatif)
-    while best is not None and len(tried) < MAX_TRIALS:
+    while best is not None and len(tried) < MAX_TRIALS and not cut:
         steps = _fine(best, tried.values(), kv_wall=kv_wall, today=today)
         if not steps:
             break
@@ -320,8 +331,10 @@ def search(
             f"today's configuration: none of the {len(tried) - 1} others the twin ran "
             "meets the goals with more gen tok/s"
         )
+    if cut:
+        note += " (cut short by the report's time budget: the host gave vtop little CPU)"
     alternatives = _alternatives(best, first, trials)
-    return Choice(goals, first, best, alternatives, True, note, trials, keeps)
+    return Choice(goals, first, best, alternatives, True, note, trials, keeps, cut)
 
 
 def _today_of(whatif: WhatIf, base: Mapping[str, KnobValue]) -> Changes | None:
