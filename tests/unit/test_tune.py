@@ -183,6 +183,7 @@ def test_halfway_halves_numbers_toward_the_trial_that_met_the_goals() -> None:
     assert halfway({"gpu_memory_utilization": 0.9}, {"gpu_memory_utilization": 0.95}, {}) == {
         "gpu_memory_utilization": 0.93
     }
+    assert halfway({"max_num_seqs": 9}, {"max_num_seqs": 6}, start) == {"max_num_seqs": 8}
     assert halfway({"max_num_seqs": 8}, {"max_num_seqs": 9}, start) is None  # nothing between
     both: dict[str, KnobValue] = {"max_num_seqs": 12, "kv_cache_dtype": "fp8"}
     assert halfway({}, both, start) is None  # a dtype has no halfway

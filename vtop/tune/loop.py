@@ -259,7 +259,7 @@ def halfway(
         if not _number(lo) or not _number(hi):
             return None
         both_int = isinstance(lo, int) and isinstance(hi, int)
-        mid: KnobValue = (lo + hi) // 2 if both_int else round((lo + hi) / 2, 2)
+        mid: KnobValue = lo + int((hi - lo) / 2) if both_int else round((lo + hi) / 2, 2)
         if mid in (lo, hi):
             return None
         out[name] = mid
