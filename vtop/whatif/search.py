@@ -266,8 +266,7 @@ def search(
     `kv_wall`: the KV cache is the wall today (no raise of max_num_seqs without FP8 KV);
     `gpu_room`: the GPU has memory to spare (gpu_memory_utilization may rise). `run`: how a
     configuration is predicted (`whatif.predict`, unless a test says otherwise). `deadline`
-    (`time.monotonic()`): no configuration after the first is run past it, and the choice
-    is among those run (a report on a host that gives vtop little CPU stays on time)."""
+    (`time.monotonic()`): none after the first runs past it (a report must stay on time)."""
     predict = run or whatif.predict
     base = dict(formula)
     tried: dict[tuple[tuple[str, str], ...], Trial] = {}
@@ -278,10 +277,8 @@ def search(
         key = tuple(sorted((k, str(v)) for k, v in changes.items()))
         if key in tried:
             return tried[key]
-        if len(tried) >= MAX_TRIALS:
-            return None
-        if tried and deadline is not None and time.monotonic() > deadline:
-            cut = True
+        cut = cut or bool(tried and deadline is not None and time.monotonic() > deadline)
+        if len(tried) >= MAX_TRIALS or cut:
             return None
         try:
             prediction = predict(changes)
