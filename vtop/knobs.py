@@ -26,7 +26,7 @@ import math
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Final, Literal
+from typing import Final, Literal, TypeGuard
 
 from vtop import untrusted
 
@@ -87,7 +87,7 @@ class KnobRange:
             return isinstance(value, bool)
         if self.kind is str:
             return isinstance(value, str) and value in self.choices
-        if isinstance(value, bool) or not isinstance(value, int | float):
+        if not is_number(value):
             return False
         if self.kind is int and not isinstance(value, int):
             return False
@@ -308,6 +308,11 @@ def twin_knobs() -> tuple[str, ...]:
 def number(x: float) -> str:
     """A bound as people read it: `1048576`, `0.01`, never `1.04858e+06`."""
     return str(int(x)) if float(x).is_integer() and abs(x) < 1e15 else f"{x:g}"
+
+
+def is_number(value: KnobValue | None) -> TypeGuard[int | float]:
+    """Whether a knob's value is a number (a switch's True is not one)."""
+    return isinstance(value, int | float) and not isinstance(value, bool)
 
 
 def format_value(value: KnobValue) -> str:

@@ -368,9 +368,9 @@ class Collector:
         advisor = self.advisor or Advisor(self.goals)
         out: dict[tuple[str, str], Advice] = {}
         check: PredictionCheckDoc | None = None
-        began = time.monotonic()
+        deadline = time.monotonic() + PREDICT_BUDGET_S
         for track in ranked:
-            if time.monotonic() - began > PREDICT_BUDGET_S:
+            if time.monotonic() > deadline:
                 break
             f = track.finding
             watched = self.monitor.watched(f.endpoint)
@@ -378,7 +378,7 @@ class Collector:
             if isinstance(reading, str):
                 continue
             try:
-                advice = advisor.advise(f, reading, deadline=began + PREDICT_BUDGET_S)
+                advice = advisor.advise(f, reading, deadline=deadline)
             except Exception as exc:  # the twin's failure costs the finding its prediction
                 advice = unavailable(f, twin_failed(exc))
             if advice is None:

@@ -23,7 +23,7 @@ import dataclasses
 import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, TypeGuard
+from typing import Any
 
 from vtop import fmt, knobs
 from vtop.knobs import KnobValue
@@ -256,7 +256,7 @@ def halfway(
         lo, hi = good.get(name, start.get(name)), bad.get(name, start.get(name))
         if lo == hi:
             continue
-        if not _number(lo) or not _number(hi):
+        if not knobs.is_number(lo) or not knobs.is_number(hi):
             return None
         both_int = isinstance(lo, int) and isinstance(hi, int)
         mid: KnobValue = lo + int((hi - lo) / 2) if both_int else round((lo + hi) / 2, 2)
@@ -264,10 +264,6 @@ def halfway(
             return None
         out[name] = mid
     return out if out != dict(good) else None
-
-
-def _number(x: KnobValue | None) -> TypeGuard[int | float]:
-    return isinstance(x, int | float) and not isinstance(x, bool)
 
 
 def better(trial: Trial, best: Trial) -> bool:

@@ -408,7 +408,7 @@ def _today(whatif: WhatIf) -> int:
 
 def _number(value: KnobValue) -> float:
     """A numeric knob's value (the knob catalog types it; a text here is a caller's bug)."""
-    if isinstance(value, bool) or not isinstance(value, int | float):
+    if not knobs.is_number(value):
         raise TypeError(f"expected a number, got {value!r}")
     return float(value)
 
