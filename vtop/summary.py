@@ -38,12 +38,14 @@ class KnobDoc(TypedDict):
 
 
 class BandDoc(TypedDict):
-    """A predicted figure: the twin's today, after the change, and the band around it."""
+    """A predicted figure: the twin's today, after the change, the band around it, and what
+    the server showed today (None where it showed none)."""
 
     now: float
     after: float
     low: float
     high: float
+    seen: float | None
 
 
 class AlternativeDoc(TypedDict):

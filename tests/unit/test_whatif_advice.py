@@ -188,3 +188,35 @@ def test_a_demoted_fix_for_preemptions_names_the_pool_that_still_fills() -> None
         "will not fix it; the KV pool still fills (KV usage 98.0% after): this load needs more "
         "room than the change makes"
     )
+
+
+def test_a_today_the_twin_misses_is_shown_beside_what_the_server_showed() -> None:
+    """The twin's today is its steady state at today's knobs; where the server showed
+    another (its queue still filling), the line says both, and the percentage stays the
+    twin's own change. Within the narrowest band the twin's today stands alone."""
+    rec = Recommendation("max_num_batched_tokens", None, 8192, "raise", "", {})
+    finding = Finding(
+        "prefill-bound", "t", "e", Severity.WARNING, "firing", "s", recommendations=(rec,)
+    )
+    twin = _Fixed(
+        {
+            "ttft_p50": Band(20.0, 4.0, 3.6, 4.4, seen=14.5),
+            "ttft_p90": Band(38.0, 7.25, 6.5, 8.0, seen=36.0),
+            "generation_tokens_per_s": Band(100.0, 101.0, 91.0, 111.0, seen=None),
+        }
+    )
+    line = advise(finding, cast(WhatIf, twin), twin_changes(finding)).line()
+    assert "TTFT p50 20s (seen 14.5s) → 4s (-80%" in line
+    assert "TTFT p90 38s → 7.25s (-81%" in line  # 5 % apart: inside the band
+    assert "gen tok/s 100 → 101" in line and line.count("seen") == 1
+
+
+def test_a_prediction_carries_what_the_server_showed(budget: Watched) -> None:
+    advice = predict(Advisor(), raise_seqs("e", budget.knobs, 64), budget)
+    assert advice is not None
+    observed = advice.prediction.figures
+    tokens = observed["generation_tokens_per_s"]
+    assert tokens.seen is not None and tokens.seen > 0
+    # The self-check's own observed figure, not the twin's: within its 30 % gate, not equal.
+    assert tokens.seen != tokens.now
+    assert abs(tokens.now - tokens.seen) / tokens.seen <= 0.30

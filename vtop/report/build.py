@@ -263,7 +263,13 @@ def band_doc(b: Band) -> BandDoc:
     """A predicted figure's band, to 9 significant digits: the twin's figures are estimates,
     and a live report and the replay of its recording differ beyond that only by the
     trace's float rounding."""
-    return {"now": _sig(b.now), "after": _sig(b.after), "low": _sig(b.low), "high": _sig(b.high)}
+    return {
+        "now": _sig(b.now),
+        "after": _sig(b.after),
+        "low": _sig(b.low),
+        "high": _sig(b.high),
+        "seen": None if b.seen is None else _sig(b.seen),
+    }
 
 
 def _sig(v: float) -> float:

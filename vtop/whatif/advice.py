@@ -29,7 +29,15 @@ from vtop.figures import ENDPOINT, FIGURE, ITL_MEAN, KV_USAGE, RUNNING, Scope
 from vtop.knobs import KnobValue, format_value
 from vtop.model import Finding, Knob, Recommendation
 from vtop.sim.calibration import StepPoint
-from vtop.whatif.predict import KNOB_FIELDS, Observation, Prediction, WhatIf, observe, prepare_from
+from vtop.whatif.predict import (
+    KNOB_FIELDS,
+    Band,
+    Observation,
+    Prediction,
+    WhatIf,
+    observe,
+    prepare_from,
+)
 from vtop.whatif.search import Choice, Goals, kv_is_wall, search
 from vtop.whatif.watched import Watched
 
@@ -125,7 +133,7 @@ class Advice:
             if band is None or (name != self.promised and band.now == band.after == 0):
                 continue
             fig = FIGURE[name]
-            text = f"{fig.brief} {fig.screen(band.now)} → {fig.screen(band.after)}"
+            text = f"{fig.brief} {today(name, band)} → {fig.screen(band.after)}"
             if band.now > 0 and name != "kv_usage":
                 moved = f"{(band.after - band.now) / band.now:+.0%}"
                 if band.after > 0:
@@ -161,11 +169,22 @@ class Advice:
         band = self.prediction.figures[self.promised]
         fig = FIGURE[self.promised]
         return (
-            f"the twin predicts {fig.brief} {fig.screen(band.now)} → "
+            f"the twin predicts {fig.brief} {today(self.promised, band)} → "
             f"{fig.screen(band.after)} ({abs(self.gain):.0%} "
             f"{'better' if self.gain >= 0 else 'worse'}): under "
             f"{MIN_GAIN:.0%}, this change alone will not fix it; {self.limit}"
         )
+
+
+def today(name: str, band: Band) -> str:
+    """The twin's figure at today's knobs, and what the server showed where the two are
+    apart (`38s (seen 28.9s)`): a line that printed the twin's alone would tell the user a
+    today that their own screen contradicts."""
+    fig = FIGURE[name]
+    text = fig.screen(band.now)
+    if band.seen is not None and band.seen_apart(name):
+        text += f" (seen {fig.screen(band.seen)})"
+    return text
 
 
 def _limit(p: Prediction, promised: str) -> str:
@@ -186,9 +205,9 @@ def _limit(p: Prediction, promised: str) -> str:
         )
     if itl is not None and run is not None and itl.now > 0 and itl.after > itl.now:
         return (
-            f"compute limits it: the batch grows {RUNNING.screen(run.now)} → "
+            f"compute limits it: the batch grows {today('running', run)} → "
             f"{RUNNING.screen(run.after)} but every step slows as much ({ITL_MEAN.brief} "
-            f"{ITL_MEAN.screen(itl.now)} → {ITL_MEAN.screen(itl.after)}), so the same work is "
+            f"{today('itl_mean', itl)} → {ITL_MEAN.screen(itl.after)}), so the same work is "
             "only reshuffled"
         )
     return "what limits this server is not this knob"

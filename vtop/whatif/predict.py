@@ -37,7 +37,15 @@ from vtop.sim.hardware import Preset
 from vtop.sim.serve_args import ServeArgs
 from vtop.sim.twin import Twin
 from vtop.sim.workload import Workload
-from vtop.whatif.check import FIGURES, FLOORS, Confidence, SelfCheck, check, figures
+from vtop.whatif.check import (
+    FIGURES,
+    FLOORS,
+    Confidence,
+    SelfCheck,
+    check,
+    figures,
+    relative_error,
+)
 from vtop.whatif.fit import (
     StepFit,
     fit,
@@ -154,6 +162,16 @@ class Band:
     after: float
     low: float
     high: float
+    seen: float | None = None
+    """What the server showed today, where it did: the twin's `now` is its own steady state
+    at today's knobs, which a queue still filling (or a self-check within its limit, not
+    exact) leaves apart from the measured figure."""
+
+    def seen_apart(self, name: str) -> bool:
+        """Whether today's measured figure is further from the twin's `now` than the
+        narrowest band: a line that states `now` then says what was seen beside it."""
+        error = relative_error(name, self.now, self.seen)
+        return error is not None and error > BAND_FLOOR
 
 
 @dataclass(frozen=True, slots=True)
@@ -203,7 +221,8 @@ class WhatIf:
             width = max(BAND_FLOOR, err if err is not None else 2 * token_error) + widen
             floor = FLOORS[name]
             low = max(0.0, min(value * (1 - width), value - floor))
-            bands[name] = Band(now, value, low, max(value * (1 + width), value + floor))
+            high = max(value * (1 + width), value + floor)
+            bands[name] = Band(now, value, low, high, self.check.observed.get(name))
         return Prediction(wanted, bands, after, self.check.confidence, withheld=withheld)
 
 
