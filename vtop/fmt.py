@@ -66,9 +66,12 @@ def pct(ratio: float | None) -> str:
 
 
 def seconds(v: float | None, *, digits: int = 3) -> str:
-    """A latency: `850µs`, `12ms`, `1.23s`, `2m05s`."""
+    """A latency: `0s`, `850µs`, `12ms`, `1.23s`, `2m05s` (none at all is `0s`, not `0µs`: a
+    queue that empties is not a queue of under a microsecond)."""
     if v is None or not math.isfinite(v):
         return DASH
+    if v == 0:
+        return "0s"
     if v < 0.001:
         return f"{v * 1e6:.0f}µs"
     if v < 1:
