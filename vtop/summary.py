@@ -38,8 +38,9 @@ class KnobDoc(TypedDict):
 
 
 class BandDoc(TypedDict):
-    """A predicted figure: the twin's today, after the change, the band around it, and what
-    the server showed today (None where it showed none)."""
+    """A predicted figure: today's (the server's for tokens/s and ITL, else the twin's), after
+    the change, the band around it, and what the server showed today (None where it showed
+    none)."""
 
     now: float
     after: float

@@ -211,12 +211,19 @@ def test_a_today_the_twin_misses_is_shown_beside_what_the_server_showed() -> Non
     assert "gen tok/s 100 → 101" in line and line.count("seen") == 1
 
 
-def test_a_prediction_carries_what_the_server_showed(budget: Watched) -> None:
-    advice = predict(Advisor(), raise_seqs("e", budget.knobs, 64), budget)
-    assert advice is not None
-    observed = advice.prediction.figures
-    tokens = observed["generation_tokens_per_s"]
-    assert tokens.seen is not None and tokens.seen > 0
-    # The self-check's own observed figure, not the twin's: within its 30 % gate, not equal.
-    assert tokens.seen != tokens.now
-    assert abs(tokens.now - tokens.seen) / tokens.seen <= 0.30
+def test_tokens_and_itl_are_predicted_from_what_the_server_showed(budget: Watched) -> None:
+    """The step law's figures start from the server's today and move by the twin's change;
+    the queue's stay the twin's, with the server's beside them."""
+    whatif = prepare(budget, WINDOW_S)
+    prediction = whatif.predict({"max_num_seqs": 64})
+    observed, twin = whatif.check.observed, whatif.check.twin
+    for name in ("generation_tokens_per_s", "itl_mean"):
+        band, seen, today = prediction.figures[name], observed[name], twin[name]
+        after = prediction.twin_after[name]
+        assert seen is not None and today is not None and after is not None
+        assert band.now == band.seen == seen != today  # the twin is close, not exact
+        assert band.after == pytest.approx(after * seen / today)
+        assert band.low < band.after < band.high
+    queue = prediction.figures["queue_p50"]
+    assert queue.now == twin["queue_p50"] and queue.seen == observed["queue_p50"]
+    assert queue.after == prediction.twin_after["queue_p50"]

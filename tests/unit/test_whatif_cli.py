@@ -159,16 +159,17 @@ def test_the_best_row_is_the_fastest_within_the_latency_bound(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     sweep = ["whatif", "--replay", str(SIM), "--sweep", "max_num_seqs=16,32,64"]
-    assert vtop_main([*sweep, "--max-itl-ms", "23"]) == EXIT_OK  # 32's mean ITL ~22, 64's ~32 ms
+    # 32's mean ITL ~22 ms, 64's ~33 (observed 16.5 ms, times the twin's change)
+    assert vtop_main([*sweep, "--max-itl-ms", "25"]) == EXIT_OK
     out = capsys.readouterr().out
     marked = [line.split()[0] for line in out.splitlines() if line.endswith("◀ best")]
     assert marked == ["max_num_seqs=32"]
-    goals = "most gen tok/s with no sustained preemption, ITL mean <= 23ms"
+    goals = "most gen tok/s with no sustained preemption, ITL mean <= 25ms"
     assert f"best: max_num_seqs=32 ({goals})" in out
-    assert vtop_main([*sweep, "--max-itl-ms", "23", "--format", "json"]) == EXIT_OK
+    assert vtop_main([*sweep, "--max-itl-ms", "25", "--format", "json"]) == EXIT_OK
     doc = json.loads(capsys.readouterr().out)
     assert doc["best"] == {"max_num_seqs": 32} and doc["best_note"] is None
-    assert doc["goals"]["max_itl_s"] == 0.023 and doc["goals"]["line"] == goals
+    assert doc["goals"]["max_itl_s"] == 0.025 and doc["goals"]["line"] == goals
     misses = {p["changes"]["max_num_seqs"]: p["misses"] for p in doc["predictions"]}
     assert misses[32] == [] and misses[64] and misses[64][0].startswith("ITL mean ")
     assert vtop_main([*sweep, "--max-itl-ms", "5", "--max-ttft-s", "1", "--format", "json"]) == 0

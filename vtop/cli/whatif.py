@@ -18,11 +18,12 @@ most what was read), runs every configuration asked for (`--set`s are one config
 together; each `--sweep` value is one more, on top of the `--set`s) and, for a sweep, chooses
 the best row under the goals as a finding's search does (`vtop.whatif.sweep`; the goal flags
 of `vtop.cli.goals_args`, as on every mode). This module prints one row per configuration:
-what was observed, the twin at today's knobs, the twin after each change, `◀ best` beside
-the chosen one. A twin the self-check rejects prints its reason instead of predictions; a
+what was observed, the twin at today's knobs, the prediction after each change (tokens/s and
+ITL from the observed row, moved by the twin's change, as a report states them), `◀ best`
+beside the chosen one. A twin the self-check rejects prints its reason instead of predictions; a
 family of figures it finds off (occupancy, latency) prints "–" in the after rows and a line
 saying why. `--format json` writes the same as one document (each predicted figure as {now,
-after, low, high}, each withheld one under `withheld` with its reason, the goals and the best
+after, low, high, seen}, each withheld one under `withheld` with its reason, the goals and the best
 row), headed as a report's JSON is, by the same code (`vtop.report.build`): the `vtop` that
 made it, its `source` and the `window` the twin was fitted over, so a prediction kept beside
 a report says what it is of.
@@ -59,7 +60,7 @@ from vtop.trace.reader import TraceError, shown_name
 from vtop.whatif import sweep
 from vtop.whatif.advice import twin_failed
 from vtop.whatif.check import FAMILIES, FIGURES
-from vtop.whatif.predict import KNOB_FIELDS, WhatIf, observe, prepare_from
+from vtop.whatif.predict import KNOB_FIELDS, Prediction, WhatIf, observe, prepare_from
 from vtop.whatif.search import Goals
 from vtop.whatif.watched import Watched, read_trace
 
@@ -157,6 +158,13 @@ def _family_error(whatif: WhatIf) -> str:
     return "".join(parts)
 
 
+def _after(p: Prediction, name: str) -> float | None:
+    """The figure after the change as a report states it (`Band.after`: for tokens/s and ITL
+    the observed today times the twin's change), or the twin's own where no band is kept."""
+    band = p.figures.get(name)
+    return band.after if band is not None else p.twin_after.get(name)
+
+
 def table(whatif: WhatIf, swept: sweep.Sweep, *, choose: bool = False) -> str:
     """Observed, twin today, twin after each configuration: one row each; "–" where a figure
     is withheld; with `choose` (a `--sweep`), the row the goals chose marked and a line that
@@ -168,10 +176,7 @@ def table(whatif: WhatIf, swept: sweep.Sweep, *, choose: bool = False) -> str:
     chosen = swept.chosen if choose else None
     for t in swept.trials:
         p = t.prediction
-        cells = [
-            fmt.DASH if f.name in p.withheld else f.screen(p.twin_after.get(f.name))
-            for f in COLUMNS
-        ]
+        cells = [fmt.DASH if f.name in p.withheld else f.screen(_after(p, f.name)) for f in COLUMNS]
         rows.append([sweep.label(t), *cells, BEST_MARK if t is chosen else ""])
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     lines = [
@@ -195,6 +200,11 @@ def table(whatif: WhatIf, swept: sweep.Sweep, *, choose: bool = False) -> str:
             if verdict is not None and verdict.withheld:
                 named = ", ".join(f.brief for f in COLUMNS if f.name in family.members)
                 head.append(f"{family.name} withheld ({named}: –): {verdict.reason}")
+        if swept.trials:
+            head.append(
+                f"rows below: {GENERATION.brief} and ITL = observed x the twin's change; "
+                "the rest the twin's"
+            )
         if choose and swept.trials:
             head.append(swept.line())
     tail = [f"read: {r}" for r in whatif.read] + [f"assumed: {a}" for a in whatif.assumed]
@@ -240,7 +250,13 @@ def document(
                 "confidence": t.prediction.confidence,
                 "reason": t.prediction.reason or None,
                 "predicted": {
-                    name: {"now": b.now, "after": b.after, "low": b.low, "high": b.high}
+                    name: {
+                        "now": b.now,
+                        "after": b.after,
+                        "low": b.low,
+                        "high": b.high,
+                        "seen": b.seen,
+                    }
                     for name in FIGURES
                     if (b := t.prediction.figures.get(name)) is not None
                 },
