@@ -203,12 +203,15 @@ def test_a_today_the_twin_misses_is_shown_beside_what_the_server_showed() -> Non
             "ttft_p50": Band(20.0, 4.0, 3.6, 4.4, seen=14.5),
             "ttft_p90": Band(38.0, 7.25, 6.5, 8.0, seen=36.0),
             "generation_tokens_per_s": Band(100.0, 101.0, 91.0, 111.0, seen=None),
+            "preemptions_per_s": Band(1.2, 0.0167, 0.0, 0.1167, seen=1.3),
         }
     )
     line = advise(finding, cast(WhatIf, twin), twin_changes(finding)).line()
     assert "TTFT p50 20s (seen 14.5s) → 4s (-80%" in line
     assert "TTFT p90 38s → 7.25s (-81%" in line  # 5 % apart: inside the band
     assert "gen tok/s 100 → 101" in line and line.count("seen") == 1
+    # a band its floor sets (wider than the value) says where it ends, not "±600%"
+    assert "preemptions/s 1.2 → 0.0167 (-99%, up to 0.117)" in line
 
 
 def test_tokens_and_itl_are_predicted_from_what_the_server_showed(budget: Watched) -> None:

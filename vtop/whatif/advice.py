@@ -136,8 +136,13 @@ class Advice:
             text = f"{fig.brief} {today(name, band)} → {fig.screen(band.after)}"
             if band.now > 0 and name != "kv_usage":
                 moved = f"{(band.after - band.now) / band.now:+.0%}"
+                # A band wider than the value is its floor's (0.0167 preemptions/s, +- 0.1):
+                # "±600%" says less than where it ends.
+                spread = (band.high - band.after) / max(band.after, 1e-12)
                 if band.after > 0:
-                    moved += f", ±{(band.high - band.after) / band.after:.0%}"
+                    moved += (
+                        f", ±{spread:.0%}" if spread <= 1 else f", up to {fig.screen(band.high)}"
+                    )
                 text += f" ({moved})"
             parts.append(text)
         if self.promised is not None and self.promised in p.withheld:
