@@ -89,6 +89,20 @@ def test_a_change_is_its_flag_once_with_what_it_moves_from(fmt: str) -> None:
     assert "(now auto)" in out  # what is not said twice stays: the value it replaces
 
 
+@pytest.mark.parametrize("fmt", ["text", "markdown", "html"])
+def test_a_change_that_costs_something_says_what_in_every_format(fmt: str) -> None:
+    """The rule's tradeoff beside its change (FP8 KV: a small accuracy cost, a GPU that
+    supports it): the screen showed it, the report's text, Markdown and HTML did not."""
+    doc = report("memory-ceiling")
+    out = render(doc, fmt)
+    costs = [r["tradeoff"] for f in doc["findings"] for r in f["recommendations"] if r["tradeoff"]]
+    assert costs
+    for cost in costs:
+        words = " ".join(cost.split()[:6])  # before any wrap, escape or Markdown mark
+        assert words in " ".join(out.split()), words
+    assert ("tradeoff  " if fmt == "text" else "tradeoff:") in out
+
+
 @pytest.mark.parametrize("name", ["budget-too-small", "ttft-queueing"])
 def test_a_recommendations_bound_says_what_it_is(name: str) -> None:
     """`the smallest of 64, 280, max_num_batched_tokens 2048 and 4096`: 4096 was the rule's

@@ -162,6 +162,8 @@ def render_html(doc: Document) -> str:
             out.append(
                 f'<div>change: <code class="flag">{_e(r["flag"])}</code> ({_e(why(r))})</div>'
             )
+            if r["tradeoff"]:
+                out.append(f"<div>tradeoff: {_e(r['tradeoff'])}</div>")
         prediction = f.get("prediction")
         if prediction:
             out.append(f"<div>predicted: {_e(prediction['line'])}</div>")

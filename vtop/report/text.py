@@ -255,6 +255,8 @@ def render_text(doc: Document) -> str:
                 out.extend(
                     _wrap(_recommendation(r), "           change    ", "                     ")
                 )
+                if r["tradeoff"]:
+                    out.extend(_wrap(r["tradeoff"], "           tradeoff  ", " " * 21))
             prediction = f.get("prediction")
             if prediction:
                 out.extend(_wrap(prediction["line"], "           predicted ", " " * 21))
@@ -406,6 +408,8 @@ def render_markdown(doc: Document) -> str:
             out.append(f"  - {_md(e['name'], starts_line=True)}: {_md(e['value'])}")
         for r in f["recommendations"]:
             out.append(f"  - change: {_change(r, _list_code)} ({_md(why(r))})")
+            if r["tradeoff"]:
+                out.append(f"  - tradeoff: {_md(r['tradeoff'])}")
         prediction = f.get("prediction")
         if prediction:
             out.append(f"  - predicted: {_md(prediction['line'])}")
