@@ -20,13 +20,13 @@ the best row under the goals as a finding's search does (`vtop.whatif.sweep`; th
 of `vtop.cli.goals_args`, as on every mode). This module prints one row per configuration:
 what was observed, the twin at today's knobs, the prediction after each change (tokens/s and
 ITL from the observed row, moved by the twin's change, as a report states them), `◀ best`
-beside the chosen one. A twin the self-check rejects prints its reason instead of predictions; a
-family of figures it finds off (occupancy, latency) prints "–" in the after rows and a line
-saying why. `--format json` writes the same as one document (each predicted figure as {now,
-after, low, high, seen}, each withheld one under `withheld` with its reason, the goals and the best
-row), headed as a report's JSON is, by the same code (`vtop.report.build`): the `vtop` that
-made it, its `source` and the `window` the twin was fitted over, so a prediction kept beside
-a report says what it is of.
+beside the chosen one. A twin the self-check rejects prints its reason instead of
+predictions; a family of figures it finds off (occupancy, latency) prints "–" in the after
+rows and a line saying why. `--format json` writes the same as one document (each predicted
+figure as {now, after, low, high, seen}, each withheld one under `withheld` with its reason,
+the goals and the best row), headed as a report's JSON is, by the same code
+(`vtop.report.build`): the `vtop` that made it, its `source` and the `window` the twin was
+fitted over, so a prediction kept beside a report says what it is of.
 """
 
 from __future__ import annotations

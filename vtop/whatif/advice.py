@@ -136,10 +136,10 @@ class Advice:
             text = f"{fig.brief} {today(name, band)} → {fig.screen(band.after)}"
             if band.now > 0 and name != "kv_usage":
                 moved = f"{(band.after - band.now) / band.now:+.0%}"
-                # A band wider than the value is its floor's (0.0167 preemptions/s, +- 0.1):
-                # "±600%" says less than where it ends.
-                spread = (band.high - band.after) / max(band.after, 1e-12)
                 if band.after > 0:
+                    # A band wider than the value is its floor's (0.0167 preemptions/s, +- 0.1):
+                    # "±600%" says less than where it ends.
+                    spread = (band.high - band.after) / band.after
                     moved += (
                         f", ±{spread:.0%}" if spread <= 1 else f", up to {fig.screen(band.high)}"
                     )
@@ -182,9 +182,9 @@ class Advice:
 
 
 def today(name: str, band: Band) -> str:
-    """The twin's figure at today's knobs, and what the server showed where the two are
-    apart (`38s (seen 28.9s)`): a line that printed the twin's alone would tell the user a
-    today that their own screen contradicts."""
+    """Today's figure as the band states it, and what the server showed where the two are
+    apart (`38s (seen 28.9s)`, a twin's steady state beside a queue still filling): a line
+    that printed the twin's alone would tell the user a today their own screen contradicts."""
     fig = FIGURE[name]
     text = fig.screen(band.now)
     if band.seen is not None and band.seen_apart(name):

@@ -174,9 +174,9 @@ class Band:
     low: float
     high: float
     seen: float | None = None
-    """What the server showed today, where it did: the twin's `now` is its own steady state
-    at today's knobs, which a queue still filling (or a self-check within its limit, not
-    exact) leaves apart from the measured figure."""
+    """What the server showed today, where it did. Where `now` is the twin's (not a step
+    figure), a queue still filling, or a self-check within its limit but not exact, leaves
+    the two apart."""
 
     def seen_apart(self, name: str) -> bool:
         """Whether today's measured figure is further from the twin's `now` than the
