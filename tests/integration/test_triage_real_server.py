@@ -73,6 +73,8 @@ Load = Callable[[str], Coroutine[Any, Any, LoadResult]]
 # readings.
 STACKS_AFTER_S = 60
 LATE_S = 90.0
+STARVED_CPU_S = STACKS_AFTER_S / 12
+"""Under this much CPU in its first `STACKS_AFTER_S`, a report that died then was starved."""
 RUN_VTOP = (
     "import faulthandler, runpy, sys; "
     f"faulthandler.dump_traceback_later({STACKS_AFTER_S}, exit=False); "
@@ -135,6 +137,16 @@ class Run:
             before, after = self.seen
             if after.state in ("R", "D") and after.cpu_s - before.cpu_s < 0.5:
                 return f"no CPU for vtop from {STACKS_AFTER_S} s to {LATE_S:.0f} s"
+        # Killed by a signal as its stacks were dumped (faulthandler walks threads that are
+        # running: CI saw a SIGSEGV there), having had under a twelfth of a CPU until then.
+        signal_no = -self.code if self.code is not None and self.code < 0 else None
+        if signal_no is not None and len(self.seen) == 1:
+            (at_dump,) = self.seen
+            if at_dump.state in ("R", "D") and at_dump.cpu_s < STARVED_CPU_S:
+                return (
+                    f"{at_dump.cpu_s:.1f} s of CPU for vtop in {STACKS_AFTER_S} s, then "
+                    f"signal {signal_no} at the stacks' dump"
+                )
         if self.took < LATE_S and HELD_UP in self.out.decode(errors="replace"):
             return "the report says its polls were held up"
         return None
