@@ -26,7 +26,7 @@ from dataclasses import dataclass, replace
 from typing import Literal
 
 from vtop.figures import ENDPOINT, FIGURE, ITL_MEAN, KV_USAGE, RUNNING, Scope
-from vtop.knobs import KnobValue, format_value
+from vtop.knobs import KnobValue, format_value, is_number
 from vtop.model import Finding, Knob, Recommendation
 from vtop.sim.calibration import StepPoint
 from vtop.whatif.predict import (
@@ -274,10 +274,9 @@ def chosen_recommendations(finding: Finding, advice: Advice | None) -> tuple[Rec
 
 def _direction(current: Knob | None, value: KnobValue) -> Literal["raise", "lower", "set"]:
     before = current.value if current is not None else None
-    numbers = all(isinstance(v, int | float) and not isinstance(v, bool) for v in (before, value))
-    if not numbers:
+    if not is_number(before) or not is_number(value):
         return "set"
-    return "raise" if value > before else "lower"  # type: ignore[operator]
+    return "raise" if value > before else "lower"
 
 
 class Advisor:

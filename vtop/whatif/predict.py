@@ -30,7 +30,7 @@ from dataclasses import dataclass, field, replace
 from typing import Final
 
 from vtop.figures import ENDPOINT, Scope
-from vtop.knobs import KNOBS, KnobValue, twin_knobs
+from vtop.knobs import KNOBS, KnobValue, is_number, twin_knobs
 from vtop.model import Knob
 from vtop.signals.extract import PageReader
 from vtop.signals.store import Store
@@ -113,8 +113,7 @@ def changed(args: ServeArgs, preset: Preset, changes: Mapping[str, KnobValue]) -
     typed = {name: KNOB_FIELDS[name](value) for name, value in changes.items()}
     for name, value in typed.items():
         zero_ok = name == "long_prefill_token_threshold"  # 0: no threshold
-        number = isinstance(value, int | float) and not isinstance(value, bool)
-        if number and (value < 0 or (value == 0 and not zero_ok)):
+        if is_number(value) and (value < 0 or (value == 0 and not zero_ok)):
             raise ValueError(f"{name}={value}: the twin needs {'>= 0' if zero_ok else '> 0'}")
     new = replace(args, **typed)
     blocks = args.num_gpu_blocks_override
