@@ -201,6 +201,8 @@ class Recommendation:
     explanation: str = ""
     """`formula` evaluated in words and numbers ("demand p95 = 97 → rounded up to a multiple
     of 8: 104; …"), for people; "" when the value is a constant (`'fp8'`)."""
+    formula_value: KnobValue | None = None
+    """What the formula gave, where the twin chose `new_value` instead (None: the formula's)."""
 
     @property
     def change(self) -> str:

@@ -8,7 +8,7 @@ import threading
 from tests.ui.scripted import build_sim_app
 from vtop.model import Finding, Knob, Recommendation, Severity
 from vtop.monitor import Monitor
-from vtop.ui.prediction import Predictor
+from vtop.ui.prediction import Predicted, Predictor
 from vtop.ui.screens.finding import DetailBody, FindingScreen
 from vtop.ui.views import detail
 from vtop.whatif.advice import Advice
@@ -31,7 +31,7 @@ async def test_the_root_cause_shows_running_then_the_twin_s_prediction() -> None
     go = threading.Event()
     real = Predictor._run
 
-    def spy(self: Predictor, finding: Finding, reading: object) -> list[detail.Row]:
+    def spy(self: Predictor, finding: Finding, reading: object) -> Predicted:
         # Held until the test has seen the screen drawn and answering keys: were the twin on
         # the loop, the screen could not show "running" while it waits here.
         threads.append(threading.current_thread().name)
@@ -94,12 +94,13 @@ def test_advice_rows_say_the_line_and_the_demotion() -> None:
 
 
 def test_no_store_is_one_line_that_says_so() -> None:
-    rows = Predictor().start(Monitor(), _finding())
-    assert isinstance(rows, list)
+    started = Predictor().start(Monitor(), _finding())
+    assert isinstance(started, Predicted)
+    rows = started.rows
     assert [r.text for r in rows][1].startswith("Predicted effect: prediction unavailable: ")
     assert "no polls of http://e" in rows[1].text
     nothing = Finding("x", "t", "http://e", Severity.WARNING, "firing", "s")
-    assert Predictor().start(Monitor(), nothing) == [], "no knob the twin sets: no block"
+    assert Predictor().start(Monitor(), nothing) == Predicted([], nothing), "no knob: no block"
 
 
 def test_the_prediction_comes_before_the_evidence() -> None:
@@ -114,3 +115,49 @@ def test_the_prediction_comes_before_the_evidence() -> None:
         "summary",
         *[r.text for r in block],
     ]
+
+
+async def test_the_twin_s_choice_is_what_every_view_shows_and_copies() -> None:
+    """The demo's budget-too-small: the formula gives 64, the twin chooses fewer seats under
+    the default goals (ITL no more than 1.5x today's). Once it has, the detail's Change box,
+    `c`, and the triage panel say the twin's value, never one value beside a prediction for
+    another; a second look asks the twin about the formula's value again, not its own."""
+    app = build_sim_app("budget-too-small", findings=None)
+    asked: list[tuple[str, ...]] = []
+    real = Predictor._run
+
+    def spy(self: Predictor, finding: Finding, reading: object) -> Predicted:
+        asked.append(tuple(r.flag for r in finding.recommendations))
+        return real(self, finding, reading)  # type: ignore[arg-type]
+
+    Predictor._run = spy  # type: ignore[method-assign]
+    try:
+        async with app.run_test(size=(120, 60)) as pilot:
+            await pilot.pause()
+            await pilot.press("enter")
+            for _ in range(300):
+                await pilot.pause(0.05)
+                if "running the twin" not in _body(app):
+                    break
+            body = _body(app)
+            assert "the twin's choice: --max-num-seqs " in body, body
+            chosen = body.split("the twin's choice: ", 1)[1].split()[:2]
+            flag = " ".join(chosen)
+            assert flag != "--max-num-seqs 64", body
+            change = body.split("Change", 1)[1].split("Predicted effect", 1)[0]
+            assert flag in change and "chosen by the twin over the formula's 64" in change, body
+            assert "formula min(" not in change, change
+            await pilot.press("c")
+            assert app.clipboard == flag
+            await pilot.press("escape")
+            await pilot.pause()
+            triage = " ".join(line.text for line in app.triage.lines)
+            assert flag in triage and "--max-num-seqs 64" not in triage, triage
+            await pilot.press("c")
+            assert app.clipboard == flag
+            await pilot.press("enter")
+            await pilot.pause(0.2)
+            assert asked == [("--max-num-seqs 64",), ("--max-num-seqs 64",)], asked
+            assert flag in _body(app).split("Change", 1)[1]
+    finally:
+        Predictor._run = real  # type: ignore[method-assign]

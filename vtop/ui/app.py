@@ -141,9 +141,9 @@ class VtopApp(KeysMixin, RecordingMixin, PollingMixin, DrawingMixin, LayoutMixin
         self.window_s = window_s
         self.paused = False
         self.selected = 0
-        self._findings = findings or monitor_findings
         self.predictor = Predictor(goals)
         """Findings' predicted effects, kept while the load holds (one `Advisor` per app)."""
+        self._findings = self.predictor.showing(findings or monitor_findings)
         self.thresholds = thresholds if thresholds is not None else table_for(monitor.engine.rules)
         self._self_cpu = self_cpu or ProcessCpu()
         self._autopoll = autopoll

@@ -98,10 +98,12 @@ class KeysMixin(DashboardHost):
         self.action_choose(message.index)
 
     def on_triage_panel_selected(self, message: TriagePanel.Selected) -> None:
+        # Redrawn on the way back: the twin may have chosen the value the panel shows.
         self.push_screen(
             FindingScreen(
                 message.finding, self.monitor.t, monitor=self.monitor, predictor=self.predictor
-            )
+            ),
+            lambda _: self.refresh_view(),
         )
 
     def action_explain(self) -> None:

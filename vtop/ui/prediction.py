@@ -4,26 +4,57 @@ worker thread (no Textual here).
 The twin takes about a second, so it cannot run on Textual's event loop (the screen would
 freeze); the store, though, is fed on that loop and must be read there. `Predictor.start` reads
 the store at once (`Advisor.read`, milliseconds) and hands back a job that runs the twin on
-what was read (`Advisor.advise`) and returns the rows to show; a screen runs the job on a
-thread worker. The job never raises: a twin that fails says so in one row, and the screen
-stays up. One `Predictor` per app, so its `Advisor` keeps the fits and the answers, and a
-second look at the same finding under the same load is instant; a lock keeps its runs to one
-at a time, as `Advisor.advise` requires, even when two screens started jobs.
+what was read (`Advisor.advise`) and returns what to show; a screen runs the job on a thread
+worker. The job never raises: a twin that fails says so in one row, and the screen stays up.
+One `Predictor` per app, so its `Advisor` keeps the fits and the answers, and a second look at
+the same finding under the same load is instant; a lock keeps its runs to one at a time, as
+`Advisor.advise` requires, even when two screens started jobs.
+
+The twin may choose another value than the rule's formula (`--max-num-seqs 36` where the
+formula gave 64). From then on every view says the twin's: the detail's Change box, the triage
+panel's arrow and what `c` copies (`shown`), as the reports do; the twin is asked about the
+formula's own recommendations still (`formula`), never about its own earlier answer.
 """
 
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
 
-from vtop.model import Finding
+from vtop.model import Finding, Recommendation
 from vtop.monitor import Monitor
 from vtop.ui.views.detail import Row, prediction_rows, unavailable_rows
-from vtop.whatif.advice import Advisor, Reading, prediction_reading, twin_changes, twin_failed
+from vtop.ui.views.findings import FindingsProvider
+from vtop.whatif.advice import (
+    Advisor,
+    Reading,
+    chosen_recommendations,
+    prediction_reading,
+    twin_changes,
+    twin_failed,
+)
 from vtop.whatif.search import Goals
 
-Job = Callable[[], list[Row]]
-"""The twin's run, for a worker thread: the rows to show when it is done."""
+
+@dataclass(frozen=True, slots=True)
+class Predicted:
+    """What a screen shows once the twin is done (or could not start)."""
+
+    rows: list[Row]
+    """The predicted-effect block (none: nothing to predict; one: why not)."""
+    finding: Finding
+    """The finding with the recommendations the twin chose (the finding itself without)."""
+
+
+Job = Callable[[], Predicted]
+"""The twin's run, for a worker thread."""
+
+_Flags = tuple[str, ...]
+
+
+def _flags(recommendations: tuple[Recommendation, ...]) -> _Flags:
+    return tuple(r.flag for r in recommendations)
 
 
 class Predictor:
@@ -32,23 +63,58 @@ class Predictor:
     def __init__(self, goals: Goals | None = None) -> None:
         self._advisor = Advisor(goals)
         self._lock = threading.Lock()
+        self._chosen: dict[
+            tuple[str, str], tuple[_Flags, tuple[Recommendation, ...], tuple[Recommendation, ...]]
+        ] = {}
+        """(endpoint, rule) -> the formula's flags, its recommendations and the twin's choice
+        for them, from the twin's latest answer (written on the worker, read on the loop)."""
 
-    def start(self, monitor: Monitor, finding: Finding) -> list[Row] | Job:
-        """On the loop: the rows to show now (none: nothing to predict; one: why not), or the
-        job that runs the twin on what the store holds now (read as the report and the text
-        quiz read it: `vtop.whatif.advice.prediction_reading`)."""
+    def start(self, monitor: Monitor, finding: Finding) -> Predicted | Job:
+        """On the loop: what to show now (nothing to predict, or why not), or the job that
+        runs the twin on what the store holds now (read as the report and the text quiz read
+        it: `vtop.whatif.advice.prediction_reading`)."""
+        finding = self.formula(finding)
         if not twin_changes(finding):
-            return []
+            return Predicted([], finding)
         reading = prediction_reading(monitor.watched(finding.endpoint), finding)
         if isinstance(reading, str):
-            return unavailable_rows(reading)
+            return Predicted(unavailable_rows(reading), finding)
         return lambda: self._run(finding, reading)
 
-    def _run(self, finding: Finding, reading: Reading) -> list[Row]:
-        """On a worker thread: the twin's rows, or the one row that says why there are none."""
+    def shown(self, finding: Finding) -> Finding:
+        """`finding` with the twin's choice, where the twin answered for it and its rule's
+        formula still gives the flags it gave then; `finding` itself otherwise."""
+        kept = self._chosen.get((finding.endpoint, finding.rule))
+        if kept is None or kept[0] != _flags(finding.recommendations):
+            return finding
+        return replace(finding, recommendations=kept[2])
+
+    def showing(self, provider: FindingsProvider) -> FindingsProvider:
+        """`provider` with each finding as `shown` gives it: what the screen lists."""
+
+        def findings(monitor: Monitor, endpoint: str) -> Sequence[Finding] | None:
+            found = provider(monitor, endpoint)
+            return None if found is None else tuple(self.shown(f) for f in found)
+
+        return findings
+
+    def formula(self, finding: Finding) -> Finding:
+        """`finding` with its rule's own recommendations, where `shown` gave it the twin's."""
+        kept = self._chosen.get((finding.endpoint, finding.rule))
+        if kept is None or _flags(kept[2]) != _flags(finding.recommendations):
+            return finding
+        return replace(finding, recommendations=kept[1])
+
+    def _run(self, finding: Finding, reading: Reading) -> Predicted:
+        """On a worker thread: the twin's rows and choice, or the one row that says why not."""
         try:
             with self._lock:
                 advice = self._advisor.advise(finding, reading)
         except Exception as exc:  # a worker that raises would close the app
-            return unavailable_rows(twin_failed(exc))
-        return prediction_rows(advice)
+            return Predicted(unavailable_rows(twin_failed(exc)), finding)
+        chosen = chosen_recommendations(finding, advice)
+        key = (finding.endpoint, finding.rule)
+        self._chosen[key] = (_flags(finding.recommendations), finding.recommendations, chosen)
+        if chosen != finding.recommendations:
+            finding = replace(finding, recommendations=chosen)
+        return Predicted(prediction_rows(advice), finding)

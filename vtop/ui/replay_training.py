@@ -10,12 +10,11 @@ Escape hides a question to study the screen; `a` brings it back. A mixin of `Rep
 from __future__ import annotations
 
 from vtop.training.grading import Verdict
-from vtop.ui.prediction import Job
+from vtop.ui.prediction import Job, Predicted
 from vtop.ui.replay_host import ReplayHost
 from vtop.ui.replay_view import utc
 from vtop.ui.screens.question import QuestionScreen
 from vtop.ui.screens.score import ScoreScreen
-from vtop.ui.views.detail import Row
 from vtop.ui.views.training import Change
 
 
@@ -40,7 +39,7 @@ class TrainingMixin(ReplayHost):
             assert session is not None
             return session.answer(q, change, rule)
 
-        def predict() -> list[Row] | Job:
+        def predict() -> Predicted | Job:
             # At the reveal, the replay stands at the incident: its store is the rule's.
             return self.predictor.start(self.monitor, q.finding)
 

@@ -253,6 +253,7 @@ def chosen_recommendations(finding: Finding, advice: Advice | None) -> tuple[Rec
                     direction=_direction(r.current, value),
                     explanation=said,
                     confidence=confidence,
+                    formula_value=r.new_value,
                 )
             )
     for knob, value in chosen.items():

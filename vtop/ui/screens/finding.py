@@ -8,7 +8,9 @@ Under the recommendations, their predicted effect: the store is read as the scre
 the loop that feeds it) and the twin runs on a thread worker (`vtop.ui.prediction`), so the
 screen opens at once with "running the twin…" and keeps answering keys while it runs; the rows
 are replaced when it is done. A screen closed before then drops the answer (the app's
-`Predictor` keeps it for the next look).
+`Predictor` keeps it for the next look). Where the twin chose another value than the rule's
+formula, the Change and Recommendations rows are rebuilt with the twin's choice, and `c` copies
+it: the screen never shows one value and predicts another.
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ from textual.worker import Worker
 
 from vtop.model import Finding
 from vtop.monitor import Monitor
-from vtop.ui.prediction import Job, Predictor
+from vtop.ui.prediction import Job, Predicted, Predictor
 from vtop.ui.screens import predicting
 from vtop.ui.views import detail
 
@@ -92,7 +94,7 @@ class FindingScreen(ModalScreen[None]):
                 self._job = started
                 self._predicted = detail.predicting_rows()
             else:
-                self._predicted = started
+                self._show(started)
 
     def compose(self) -> ComposeResult:
         with Vertical(id="finding", classes="dialog") as box:
@@ -106,11 +108,18 @@ class FindingScreen(ModalScreen[None]):
             predicting.run(self, self._job)
 
     def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
-        rows = predicting.ended(event)
-        if rows is None:
+        done = predicting.ended(event, self.finding)
+        if done is None:
             return
-        self._predicted = rows
+        self._show(done)
         self.query_one(DetailBody).set_rows(self._body())
+
+    def _show(self, predicted: Predicted) -> None:
+        """The twin's block, and the finding as the twin chose its values."""
+        self._predicted = predicted.rows
+        if predicted.finding is not self.finding:
+            self.finding = predicted.finding
+            self._rows = detail.rows(predicted.finding, self._now)
 
     def _body(self) -> list[detail.Row]:
         """The detail with the predicted effect before the evidence: what the advice will

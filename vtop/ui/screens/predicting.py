@@ -11,8 +11,9 @@ from typing import Any
 from textual.screen import Screen
 from textual.worker import Worker, WorkerState
 
-from vtop.ui.prediction import Job
-from vtop.ui.views.detail import Row, unavailable_rows
+from vtop.model import Finding
+from vtop.ui.prediction import Job, Predicted
+from vtop.ui.views.detail import unavailable_rows
 
 GROUP = "predict"
 """The worker group of the twin's run."""
@@ -23,14 +24,14 @@ def run(screen: Screen[Any], job: Job) -> None:
     screen.run_worker(job, thread=True, exclusive=True, group=GROUP)
 
 
-def ended(event: Worker.StateChanged) -> list[Row] | None:
-    """The rows to show when the twin's worker ended (its answer, or why there is none);
-    None for any other worker or state."""
+def ended(event: Worker.StateChanged, finding: Finding) -> Predicted | None:
+    """What to show when the twin's worker for `finding` ended (its answer, or why there is
+    none); None for any other worker or state."""
     worker = event.worker
     if worker.group != GROUP:
         return None
-    if event.state == WorkerState.SUCCESS and isinstance(worker.result, list):
+    if event.state == WorkerState.SUCCESS and isinstance(worker.result, Predicted):
         return worker.result
     if event.state == WorkerState.ERROR:
-        return unavailable_rows(f"the twin failed ({worker.error})")
+        return Predicted(unavailable_rows(f"the twin failed ({worker.error})"), finding)
     return None

@@ -30,14 +30,15 @@ from textual.worker import Worker
 
 from vtop.training.grading import Verdict
 from vtop.training.questions import Question
-from vtop.ui.prediction import Job
+from vtop.ui.prediction import Job, Predicted
 from vtop.ui.screens import predicting
 from vtop.ui.views.detail import Row, predicting_rows
 from vtop.ui.views.training import Change, answered, changes
 
 Grade = Callable[[Question, Change, str], Verdict]
-Predict = Callable[[], list[Row] | Job]
-"""Reads the store for the finding's prediction (on the loop): rows now, or the twin's job."""
+Predict = Callable[[], Predicted | Job]
+"""Reads the store for the finding's prediction (on the loop): what to show now, or the twin's
+job."""
 Step = Literal["diagnosis", "change", "reveal"]
 
 PROMPTS = {
@@ -150,15 +151,15 @@ class QuestionScreen(ModalScreen[Verdict | None]):
             self._show_predicted(predicting_rows())
             predicting.run(self, started)
         else:
-            self._show_predicted(started)
+            self._show_predicted(started.rows)
 
     def _show_predicted(self, rows: list[Row]) -> None:
         self.query_one("#question-predicted", Static).update(predicted(rows))
 
     def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
-        rows = predicting.ended(event)
-        if rows is not None:
-            self._show_predicted(rows)
+        done = predicting.ended(event, self.question.finding)
+        if done is not None:
+            self._show_predicted(done.rows)
 
     def action_continue(self) -> None:
         """Enter on the reveal; a binding (not a key handler) so the key ends here, and does

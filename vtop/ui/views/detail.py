@@ -78,14 +78,18 @@ def flag_row(r: Recommendation) -> Row:
 
 def change_rows(f: Finding) -> list[Row]:
     """The change, first after the diagnosis: each flag and the formula that gave its value
-    (none for a literal one, `fp8`), so that a screen of 80×24 shows what to change and
-    why that number with the predicted effect, the arithmetic below."""
+    (none for a literal one, `fp8`; the formula's value where the twin chose another), so
+    that a screen of 80×24 shows what to change and why that number with the predicted
+    effect, the arithmetic below."""
     if not f.recommendations:
         return []
     out = [Row(""), Row(CHANGE)]
     for r in f.recommendations:
         out.append(flag_row(r))
-        if r.formula and not is_literal(r.formula):
+        if r.formula_value is not None:
+            gave = format_value(r.formula_value)
+            out.append(Row(f"    chosen    by the twin over the formula's {gave}", 14))
+        elif r.formula and not is_literal(r.formula):
             out.append(Row(f"    formula   {r.formula}", 14))
     return out
 
