@@ -196,6 +196,19 @@ DERIVED: dict[str, Derived] = {
             "rate(vllm:iteration_tokens_total_count[W])",
         ),
         Derived(
+            "engine_busy",
+            "window",
+            "ratio",
+            "Share of the time the engine is stepping, from counters only: engine steps per "
+            "second × mean inter-token latency (a decode step's length), at most 1. A poll "
+            "should read an empty engine at about 1 − this share of polls; far more is gauges "
+            "that lie. Survives lying gauges, and a front end that hands out tokens in bursts "
+            "(which deflates decode_concurrency, not the count of steps).",
+            "clamp_max(rate(vllm:iteration_tokens_total_count[W]) * "
+            "(rate(vllm:inter_token_latency_seconds_sum[W]) / "
+            "rate(vllm:inter_token_latency_seconds_count[W])), 1)",
+        ),
+        Derived(
             "decode_concurrency",
             "window",
             "requests",

@@ -15,6 +15,7 @@ import itertools
 import math
 from collections.abc import Sequence
 
+from vtop.signals.store import Store
 from vtop.triage.columns import Column, Columns
 from vtop.triage.counts import Window, counted_value, ratio
 from vtop.triage.derived import SINCE_START_VALUES
@@ -67,10 +68,10 @@ def window_value(name: str, w: float, columns: Columns) -> float | None:
     if name in SINCE_START_VALUES:
         return counted_value(name, Window(st, w), columns.knob)
     if name == "engine_steps_per_s":
-        delta = st.hist_delta("iteration_tokens", w)
-        times = st.times(w)
-        seconds = times[-1] - times[0] if len(times) >= 2 else 0.0
-        return ratio(delta.count if delta else None, seconds)
+        return _steps_per_s(st, w)
+    if name == "engine_busy":
+        per_s, step_s = _steps_per_s(st, w), st.hist_mean("itl", w)
+        return None if per_s is None or step_s is None else min(per_s * step_s, 1.0)
     if name == "decode_concurrency":
         tokens = st.rate("generation_tokens", w)
         itl = st.hist_mean("itl", w)
@@ -96,6 +97,14 @@ def window_value(name: str, w: float, columns: Columns) -> float | None:
         p95 = [q for k in st.series("ttft") if (q := st.hist_quantile(0.95, k, w)) is not None]
         return max(p95) / min(p95) if len(p95) >= 2 and min(p95) > 0 else None
     return None
+
+
+def _steps_per_s(st: Store, w: float) -> float | None:
+    """Engine steps per second over `w`: observations of iteration_tokens."""
+    delta = st.hist_delta("iteration_tokens", w)
+    times = st.times(w)
+    seconds = times[-1] - times[0] if len(times) >= 2 else 0.0
+    return ratio(delta.count if delta else None, seconds)
 
 
 def unreplaced(

@@ -249,6 +249,10 @@ class MeasureTranslator(abc.ABC):
             return f"clamp_max({mean} / {self.knob('max_num_batched_tokens')}, 1)"
         if name == "engine_steps_per_s":
             return self.hist_part("count", "iteration_tokens", w)
+        if name == "engine_busy":
+            steps = self.hist_part("count", "iteration_tokens", w)
+            itl = self.ratio(self.hist_part("sum", "itl", w), self.hist_part("count", "itl", w))
+            return f"clamp_max({steps} * {itl}, 1)"
         if name == "decode_concurrency":
             tokens = self.counter("rate", Operand("generation_tokens"), w)
             itl = self.ratio(self.hist_part("sum", "itl", w), self.hist_part("count", "itl", w))
