@@ -307,7 +307,7 @@ class Engine:
             for label, t in rule.evidence
         )
         held = now - st.since
-        summary = render(rule.summary, names)
+        summary = covered(render(rule.summary, names), history)
         if state == "firing" and st.last_true is not None and st.last_true < now:
             summary += (
                 f" (Held: its condition cleared {durations.span(now - st.last_true)} ago; a "
