@@ -1,6 +1,6 @@
 """Evidence never shows 0 for what was not read (issue 18): unknown is '–' everywhere.
 
-frontend-bound's "API server CPU" comes from the page's `process_cpu_seconds_total`. A vLLM
+frontend-bound's "API server process CPU" comes from the page's `process_cpu_seconds_total`. A vLLM
 whose API server runs in Prometheus multiprocess mode (several API servers) writes no
 `process_*` series at all: the real frontend-bound series (vLLM 0.32, the starved API server)
 with them left out is that page. The row must read '–' in the finding detail (the TUI's) and in
@@ -25,7 +25,7 @@ from vtop.sim.twin import Twin
 from vtop.sources import discovery
 from vtop.ui.views import detail
 
-ROW = "API server CPU"
+ROW = "API server process CPU"
 PROCESS = {"api_cpu_seconds", "api_start_time"}
 
 
