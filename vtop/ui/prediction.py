@@ -73,13 +73,13 @@ class Predictor:
         """On the loop: what to show now (nothing to predict, or why not), or the job that
         runs the twin on what the store holds now (read as the report and the text quiz read
         it: `vtop.whatif.advice.prediction_reading`)."""
-        finding = self.formula(finding)
-        if not twin_changes(finding):
+        asked = self.formula(finding)
+        if not twin_changes(asked):
             return Predicted([], finding)
-        reading = prediction_reading(monitor.watched(finding.endpoint), finding)
+        reading = prediction_reading(monitor.watched(asked.endpoint), asked)
         if isinstance(reading, str):
             return Predicted(unavailable_rows(reading), finding)
-        return lambda: self._run(finding, reading)
+        return lambda: self._run(asked, reading)
 
     def shown(self, finding: Finding) -> Finding:
         """`finding` with the twin's choice, where the twin answered for it and its rule's
