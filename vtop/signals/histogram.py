@@ -55,13 +55,14 @@ def quantile(q: float, h: Histogram | None) -> float | None:
 
     None when there are no observations. A rank in the +Inf bucket yields the highest finite
     bound (Prometheus's convention); buckets that decrease (a broken page) are made monotonic
-    first, as Prometheus does.
+    first, as Prometheus does. q = 1 is the upper bound of the highest bucket that holds an
+    observation (the largest seen, to a bucket), as in Prometheus; above 1, the highest bound.
     """
     if h is None or not h.count > 0 or math.isnan(q):
         return None
     if q <= 0:
         return 0.0 if not h.bounds or h.bounds[0] >= 0 else h.bounds[0]
-    if q >= 1:
+    if q > 1:
         return h.bounds[-1] if h.bounds else None
     counts: list[float] = []
     running = 0.0
