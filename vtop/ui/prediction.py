@@ -50,10 +50,8 @@ class Predicted:
 Job = Callable[[], Predicted]
 """The twin's run, for a worker thread."""
 
-_Flags = tuple[str, ...]
 
-
-def _flags(recommendations: tuple[Recommendation, ...]) -> _Flags:
+def _flags(recommendations: tuple[Recommendation, ...]) -> tuple[str, ...]:
     return tuple(r.flag for r in recommendations)
 
 
@@ -64,10 +62,10 @@ class Predictor:
         self._advisor = Advisor(goals)
         self._lock = threading.Lock()
         self._chosen: dict[
-            tuple[str, str], tuple[_Flags, tuple[Recommendation, ...], tuple[Recommendation, ...]]
+            tuple[str, str], tuple[tuple[Recommendation, ...], tuple[Recommendation, ...]]
         ] = {}
-        """(endpoint, rule) -> the formula's flags, its recommendations and the twin's choice
-        for them, from the twin's latest answer (written on the worker, read on the loop)."""
+        """(endpoint, rule) -> the formula's recommendations and the twin's choice for them,
+        from the twin's latest answer (written on the worker, read on the loop)."""
 
     def start(self, monitor: Monitor, finding: Finding) -> Predicted | Job:
         """On the loop: what to show now (nothing to predict, or why not), or the job that
@@ -85,9 +83,9 @@ class Predictor:
         """`finding` with the twin's choice, where the twin answered for it and its rule's
         formula still gives the flags it gave then; `finding` itself otherwise."""
         kept = self._chosen.get((finding.endpoint, finding.rule))
-        if kept is None or kept[0] != _flags(finding.recommendations):
+        if kept is None or _flags(kept[0]) != _flags(finding.recommendations):
             return finding
-        return replace(finding, recommendations=kept[2])
+        return replace(finding, recommendations=kept[1])
 
     def showing(self, provider: FindingsProvider) -> FindingsProvider:
         """`provider` with each finding as `shown` gives it: what the screen lists."""
@@ -101,9 +99,9 @@ class Predictor:
     def formula(self, finding: Finding) -> Finding:
         """`finding` with its rule's own recommendations, where `shown` gave it the twin's."""
         kept = self._chosen.get((finding.endpoint, finding.rule))
-        if kept is None or _flags(kept[2]) != _flags(finding.recommendations):
+        if kept is None or _flags(kept[1]) != _flags(finding.recommendations):
             return finding
-        return replace(finding, recommendations=kept[1])
+        return replace(finding, recommendations=kept[0])
 
     def _run(self, finding: Finding, reading: Reading) -> Predicted:
         """On a worker thread: the twin's rows and choice, or the one row that says why not."""
@@ -114,7 +112,7 @@ class Predictor:
             return Predicted(unavailable_rows(twin_failed(exc)), finding)
         chosen = chosen_recommendations(finding, advice)
         key = (finding.endpoint, finding.rule)
-        self._chosen[key] = (_flags(finding.recommendations), finding.recommendations, chosen)
+        self._chosen[key] = (finding.recommendations, chosen)
         if chosen != finding.recommendations:
             finding = replace(finding, recommendations=chosen)
         return Predicted(prediction_rows(advice), finding)
