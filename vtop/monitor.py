@@ -113,7 +113,8 @@ class Monitor:
                 fed = {}
             view = self.configure(scrape)
             view.last = scrape
-            events.extend(view.store.ingest(scrape, frame.gpu if view.local else None))
+            gpu, host = (frame.gpu, frame.host) if view.local else (None, None)
+            events.extend(view.store.ingest(scrape, gpu, host))
             fed[scrape.endpoint] = view
         self._judge(fed)
         return events

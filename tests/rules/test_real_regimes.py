@@ -74,8 +74,13 @@ def test_a_30_s_report_names_the_right_cause_soon(trace: str, rule: str | None) 
     assert began is not None, said
     took = top["first_t"] - began
     assert took <= WITHIN_S.get(rule, 15.0), (took, said)
-    if rule in ("memory-ceiling", "budget-too-small", "frontend-bound"):
+    if rule in ("memory-ceiling", "budget-too-small"):
         assert top["recommendations"], top  # a verdict comes with its flag
+    if rule == "frontend-bound":
+        # vLLM's CPU build holds every core of this host: no second API server process (it
+        # made 10 % fewer tokens/s), more cores, and the summary says so
+        assert not top["recommendations"], top
+        assert "more cores, not more API server processes" in top["summary"], top
     raises = [
         r
         for f in doc["findings"]

@@ -411,6 +411,17 @@ SIGNALS: tuple[Signal, ...] = (
         combine="max",
     ),
     _s("scrape_bytes", G, "bytes", (), """Size of the /metrics page.""", vllm=False),
+    _s(
+        "host_cpu",
+        G,
+        "ratio",
+        (),
+        """Share of this host's CPU time busy since the previous poll (0..1, psutil), on an
+       endpoint served from this host only. Near 1, an API server that answers late is short
+       of cores, not of processes: the engine's threads hold them all (vLLM's CPU build).""",
+        vllm=False,
+        combine="max",
+    ),
 )
 
 BY_NAME: dict[str, Signal] = {s.name: s for s in SIGNALS}

@@ -28,7 +28,7 @@ from array import array
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from vtop.model import ALL, Event, GpuStatus, Histogram, Scrape, SeriesKey
+from vtop.model import ALL, Event, GpuStatus, Histogram, HostReading, Scrape, SeriesKey
 from vtop.signals import gpus, resets, windows
 from vtop.signals import histogram as hist
 from vtop.signals.catalog import BY_NAME, Kind, Signal
@@ -77,8 +77,11 @@ class Store:
 
     # -- ingest --------------------------------------------------------------------------------
 
-    def ingest(self, scrape: Scrape, gpu: GpuStatus | None = None) -> list[Event]:
-        """Add one poll. Returns the events it revealed (a server restart)."""
+    def ingest(
+        self, scrape: Scrape, gpu: GpuStatus | None = None, host: HostReading | None = None
+    ) -> list[Event]:
+        """Add one poll, with this host's GPUs and CPU where the endpoint is served from this
+        host. Returns the events it revealed (a server restart)."""
         t = scrape.t
         if self._t and t <= self._t[-1]:
             return []
@@ -107,6 +110,8 @@ class Store:
                     v = getattr(reading, attr)
                     if v is not None:
                         values[SeriesKey(signal, "", "", str(reading.index))] = float(v)
+        if host is not None and host.cpu_pct is not None:
+            values[key("host_cpu")] = host.cpu_pct / 100
         if scrape.info:
             self.info = dict(scrape.info)
         self._ingest_scalars(values, n)

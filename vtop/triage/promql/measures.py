@@ -43,6 +43,7 @@ UNAVAILABLE = {
     "gpu_power_limit": "only vtop's NVML reader reads the power limit",
     "scrape_bytes": "Prometheus records scrape sizes only with the extra-scrape-metrics "
     "feature flag",
+    "host_cpu": "only vtop reads the CPU of the host it shares with the server",
 }
 
 
@@ -83,7 +84,10 @@ class MeasureTranslator(abc.ABC):
     def _signal(self, name: str) -> Signal:
         if name in UNAVAILABLE:
             raise NotExpressible(f"uses {name}: {UNAVAILABLE[name]}")
-        return BY_NAME[name]
+        sig = BY_NAME[name]
+        if not sig.aliases:  # measured by vtop alone; UNAVAILABLE should say why
+            raise NotExpressible(f"uses {name}: no server or exporter publishes it")
+        return sig
 
     def _matchers(self, sig: Signal, label: str) -> str:
         if label and label != "*" and sig.label is not None:
