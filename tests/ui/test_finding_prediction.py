@@ -4,6 +4,7 @@ its line; and the rows it turns an `Advice` into, without Textual."""
 from __future__ import annotations
 
 import threading
+from dataclasses import replace
 
 from tests.ui.scripted import build_sim_app
 from vtop.model import Finding, Knob, Recommendation, Severity
@@ -13,7 +14,7 @@ from vtop.ui.screens.finding import DetailBody, FindingScreen
 from vtop.ui.views import detail
 from vtop.whatif.advice import Advice
 from vtop.whatif.predict import Band, Prediction
-from vtop.whatif.search import Goals
+from vtop.whatif.search import Choice, Goals, Trial
 
 SIZE = (100, 40)
 
@@ -161,3 +162,35 @@ async def test_the_twin_s_choice_is_what_every_view_shows_and_copies() -> None:
             assert flag in _body(app).split("Change", 1)[1]
     finally:
         Predictor._run = real  # type: ignore[method-assign]
+
+
+def _choosing(value: int) -> Advice:
+    """The twin's answer to `_finding()`: it chose `value` seats over the formula's."""
+    band = Band(now=100.0, after=150.0, low=140.0, high=160.0)
+
+    def trial(seats: int) -> Trial:
+        p = Prediction({"max_num_seqs": seats}, {"generation_tokens_per_s": band}, {}, "high", "")
+        return Trial({"max_num_seqs": seats}, p, ())
+
+    formula, chosen = trial(64), trial(value)
+    choice = Choice(Goals(), formula, chosen, (formula,), True, "", (formula, chosen))
+    return Advice("budget-too-small", chosen.prediction, "generation_tokens_per_s", 0.5, "", choice)
+
+
+def test_the_twin_s_choice_stays_while_the_formula_s_value_moves_with_the_load() -> None:
+    """The rule's formula follows the load (64 seats, then 72 a few polls later); the twin's
+    choice (37) holds for as long as the rule asks for the same move, and says the formula's
+    value of the moment. A rule that stops asking for it drops the choice."""
+    predictor = Predictor()
+    asked = _finding()
+    predictor._advice[(asked.endpoint, asked.rule)] = ((("max_num_seqs", "raise"),), _choosing(37))
+    (rec,) = predictor.shown(asked).recommendations
+    assert rec.flag == "--max-num-seqs 37" and rec.formula_value == 64
+    moved = replace(asked, recommendations=(replace(asked.recommendations[0], new_value=72),))
+    shown = predictor.shown(moved)
+    (rec,) = shown.recommendations
+    assert rec.flag == "--max-num-seqs 37" and rec.formula_value == 72, rec
+    assert predictor.formula(shown) == moved, "the twin is asked about the formula's 72"
+    lowered = replace(moved.recommendations[0], new_value=8, direction="lower")
+    other = replace(moved, recommendations=(lowered,))
+    assert predictor.shown(other) == other

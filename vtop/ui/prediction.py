@@ -12,8 +12,12 @@ the same finding under the same load is instant; a lock keeps its runs to one at
 
 The twin may choose another value than the rule's formula (`--max-num-seqs 36` where the
 formula gave 64). From then on every view says the twin's: the detail's Change box, the triage
-panel's arrow and what `c` copies (`shown`), as the reports do; the twin is asked about the
-formula's own recommendations still (`formula`), never about its own earlier answer.
+panel's arrow and what `c` copies (`shown`), as the reports do, for as long as the rule asks
+for the same moves (the same knobs, the same directions): its formula's value moves with the
+load from poll to poll (64, then 72), the twin's search does not start from it, and a panel
+that went back to the formula's value at each such step would flip between two answers. The
+twin is asked about the formula's own recommendations still (`formula`), never about its own
+earlier answer.
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ from vtop.monitor import Monitor
 from vtop.ui.views.detail import Row, prediction_rows, unavailable_rows
 from vtop.ui.views.findings import FindingsProvider
 from vtop.whatif.advice import (
+    Advice,
     Advisor,
     Reading,
     chosen_recommendations,
@@ -51,8 +56,12 @@ Job = Callable[[], Predicted]
 """The twin's run, for a worker thread."""
 
 
-def _flags(recommendations: tuple[Recommendation, ...]) -> tuple[str, ...]:
-    return tuple(r.flag for r in recommendations)
+Moves = tuple[tuple[str, str], ...]
+
+
+def _moves(recommendations: tuple[Recommendation, ...]) -> Moves:
+    """What a rule asks for, whatever its formula's values: each knob and its direction."""
+    return tuple((r.knob, r.direction) for r in recommendations)
 
 
 class Predictor:
@@ -61,11 +70,11 @@ class Predictor:
     def __init__(self, goals: Goals | None = None) -> None:
         self._advisor = Advisor(goals)
         self._lock = threading.Lock()
-        self._chosen: dict[
-            tuple[str, str], tuple[tuple[Recommendation, ...], tuple[Recommendation, ...]]
-        ] = {}
-        """(endpoint, rule) -> the formula's recommendations and the twin's choice for them,
-        from the twin's latest answer (written on the worker, read on the loop)."""
+        self._advice: dict[tuple[str, str], tuple[Moves, Advice]] = {}
+        """(endpoint, rule) -> what the rule asked for and the twin's latest answer to it
+        (written on the worker, read on the loop)."""
+        self._formula: dict[tuple[str, str], tuple[Recommendation, ...]] = {}
+        """(endpoint, rule) -> the rule's own recommendations, as the screens last listed them."""
 
     def start(self, monitor: Monitor, finding: Finding) -> Predicted | Job:
         """On the loop: what to show now (nothing to predict, or why not), or the job that
@@ -80,12 +89,19 @@ class Predictor:
         return lambda: self._run(asked, reading)
 
     def shown(self, finding: Finding) -> Finding:
-        """`finding` with the twin's choice, where the twin answered for it and its rule's
-        formula still gives the flags it gave then; `finding` itself otherwise."""
-        kept = self._chosen.get((finding.endpoint, finding.rule))
-        if kept is None or _flags(kept[0]) != _flags(finding.recommendations):
+        """`finding` (as its rule gives it) with the twin's choice, where the twin answered
+        the same moves; `finding` itself otherwise."""
+        key = (finding.endpoint, finding.rule)
+        self._formula[key] = finding.recommendations
+        kept = self._advice.get(key)
+        if kept is None or kept[0] != _moves(finding.recommendations):
             return finding
-        return replace(finding, recommendations=kept[1])
+        chosen = chosen_recommendations(finding, kept[1])
+        return (
+            finding
+            if chosen == finding.recommendations
+            else replace(finding, recommendations=chosen)
+        )
 
     def showing(self, provider: FindingsProvider) -> FindingsProvider:
         """`provider` with each finding as `shown` gives it: what the screen lists."""
@@ -97,11 +113,12 @@ class Predictor:
         return findings
 
     def formula(self, finding: Finding) -> Finding:
-        """`finding` with its rule's own recommendations, where `shown` gave it the twin's."""
-        kept = self._chosen.get((finding.endpoint, finding.rule))
-        if kept is None or _flags(kept[1]) != _flags(finding.recommendations):
+        """`finding` with its rule's own recommendations as the screens last listed them
+        (where `shown` gave it the twin's)."""
+        own = self._formula.get((finding.endpoint, finding.rule))
+        if own is None or own == finding.recommendations:
             return finding
-        return replace(finding, recommendations=kept[0])
+        return replace(finding, recommendations=own)
 
     def _run(self, finding: Finding, reading: Reading) -> Predicted:
         """On a worker thread: the twin's rows and choice, or the one row that says why not."""
@@ -110,9 +127,12 @@ class Predictor:
                 advice = self._advisor.advise(finding, reading)
         except Exception as exc:  # a worker that raises would close the app
             return Predicted(unavailable_rows(twin_failed(exc)), finding)
-        chosen = chosen_recommendations(finding, advice)
         key = (finding.endpoint, finding.rule)
-        self._chosen[key] = (finding.recommendations, chosen)
+        if advice is None:
+            self._advice.pop(key, None)
+        else:
+            self._advice[key] = (_moves(finding.recommendations), advice)
+        chosen = chosen_recommendations(finding, advice)
         if chosen != finding.recommendations:
             finding = replace(finding, recommendations=chosen)
         return Predicted(prediction_rows(advice), finding)
