@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
 import subprocess
 import sys
 from collections.abc import Callable, Coroutine
@@ -179,12 +180,23 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     parser.add_argument("regimes", nargs="*", help="default: every regime")
     parser.add_argument("--suffix", default="", help="added to each trace's name (e.g. -slowhost)")
+    parser.add_argument(
+        "--dtype",
+        help="vLLM's --dtype (default: the model's, or float32 where bfloat16 is emulated)",
+    )
+    parser.add_argument("--seconds", type=float, help="how long to record (default: the regime's)")
     args = parser.parse_args(argv)
     names = args.regimes or list(REGIMES)
     for name in names:
         if name not in REGIMES:
             parser.error(f"unknown regime {name!r}; known: {', '.join(REGIMES)}")
-        path = asyncio.run(record(name, REGIMES[name], args.suffix))
+        regime = REGIMES[name]
+        if args.dtype:
+            server = {**regime.server, "extra_args": ("--dtype", args.dtype)}
+            regime = dataclasses.replace(regime, server=server)
+        if args.seconds:
+            regime = dataclasses.replace(regime, record=args.seconds)
+        path = asyncio.run(record(name, regime, args.suffix))
         print(f"{name}: {path}", file=sys.stderr)
     return 0
 
