@@ -166,6 +166,20 @@ DERIVED: dict[str, Derived] = {
             "increase(vllm:time_to_first_token_seconds_count[W])), 1)",
         ),
         Derived(
+            "queue_seen",
+            "window",
+            "ratio",
+            "The queue the waiting gauge showed over W against the queue the requests that "
+            "finished in W say they waited in (Little's law: seconds of queueing per second is "
+            "the mean number waiting): avg_over_time(waiting) / rate(queue_time_sum). Near 1 "
+            "when they queued within the window; far under when they queued before it (a "
+            "request's queue time is recorded as it finishes, up to its end-to-end latency "
+            "after it waited: a burst at the load's start read 100% queueing 30 s later, with "
+            "nothing waiting).",
+            "avg_over_time(vllm:num_requests_waiting[W]) / "
+            "rate(vllm:request_queue_time_seconds_sum[W])",
+        ),
+        Derived(
             "prefill_share_of_ttft",
             "window",
             "ratio",

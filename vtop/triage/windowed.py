@@ -72,6 +72,12 @@ def window_value(name: str, w: float, columns: Columns) -> float | None:
     if name == "engine_busy":
         per_s, step_s = _steps_per_s(st, w), st.hist_mean("itl", w)
         return None if per_s is None or step_s is None else min(per_s * step_s, 1.0)
+    if name == "queue_seen":
+        waiting = over_time("avg_over_time", columns.get(Operand("waiting"), w), None)
+        queued = st.hist_delta("queue_time", w)
+        times = st.times(w)
+        seconds = times[-1] - times[0] if len(times) >= 2 else 0.0
+        return ratio(waiting, ratio(queued.sum if queued else None, seconds))
     if name == "decode_concurrency":
         tokens = st.rate("generation_tokens", w)
         itl = st.hist_mean("itl", w)

@@ -257,6 +257,9 @@ class MeasureTranslator(abc.ABC):
             steps = self.hist_part("count", "iteration_tokens", w)
             itl = self.ratio(self.hist_part("sum", "itl", w), self.hist_part("count", "itl", w))
             return f"clamp_max({steps} * {itl}, 1)"
+        if name == "queue_seen" and w is not None:
+            waiting = f"avg_over_time(({self.instant(Operand('waiting'))}){self._sub(w)})"
+            return self.ratio(waiting, self.hist_part("sum", "queue_time", w))
         if name == "decode_concurrency":
             tokens = self.counter("rate", Operand("generation_tokens"), w)
             itl = self.ratio(self.hist_part("sum", "itl", w), self.hist_part("count", "itl", w))
