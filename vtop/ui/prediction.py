@@ -73,8 +73,11 @@ class Predictor:
         self._advice: dict[tuple[str, str], tuple[Moves, Advice]] = {}
         """(endpoint, rule) -> what the rule asked for and the twin's latest answer to it
         (written on the worker, read on the loop)."""
-        self._formula: dict[tuple[str, str], tuple[Recommendation, ...]] = {}
-        """(endpoint, rule) -> the rule's own recommendations, as the screens last listed them."""
+        self._shown: dict[
+            tuple[str, str], tuple[tuple[Recommendation, ...], tuple[Recommendation, ...]]
+        ] = {}
+        """(endpoint, rule) -> the recommendations `shown` last gave in place of the rule's
+        own, and those (`formula` maps the one back to the other)."""
 
     def start(self, monitor: Monitor, finding: Finding) -> Predicted | Job:
         """On the loop: what to show now (nothing to predict, or why not), or the job that
@@ -92,16 +95,14 @@ class Predictor:
         """`finding` (as its rule gives it) with the twin's choice, where the twin answered
         the same moves; `finding` itself otherwise."""
         key = (finding.endpoint, finding.rule)
-        self._formula[key] = finding.recommendations
         kept = self._advice.get(key)
         if kept is None or kept[0] != _moves(finding.recommendations):
             return finding
         chosen = chosen_recommendations(finding, kept[1])
-        return (
-            finding
-            if chosen == finding.recommendations
-            else replace(finding, recommendations=chosen)
-        )
+        if chosen == finding.recommendations:
+            return finding
+        self._shown[key] = (chosen, finding.recommendations)
+        return replace(finding, recommendations=chosen)
 
     def showing(self, provider: FindingsProvider) -> FindingsProvider:
         """`provider` with each finding as `shown` gives it: what the screen lists."""
@@ -113,12 +114,11 @@ class Predictor:
         return findings
 
     def formula(self, finding: Finding) -> Finding:
-        """`finding` with its rule's own recommendations as the screens last listed them
-        (where `shown` gave it the twin's)."""
-        own = self._formula.get((finding.endpoint, finding.rule))
-        if own is None or own == finding.recommendations:
+        """`finding` with its rule's own recommendations, where `shown` gave it the twin's."""
+        shown = self._shown.get((finding.endpoint, finding.rule))
+        if shown is None or shown[0] != finding.recommendations:
             return finding
-        return replace(finding, recommendations=own)
+        return replace(finding, recommendations=shown[1])
 
     def _run(self, finding: Finding, reading: Reading) -> Predicted:
         """On a worker thread: the twin's rows and choice, or the one row that says why not."""
