@@ -75,9 +75,7 @@ def window_value(name: str, w: float, columns: Columns) -> float | None:
     if name == "queue_seen":
         waiting = over_time("avg_over_time", columns.get(Operand("waiting"), w), None)
         queued = st.hist_delta("queue_time", w)
-        times = st.times(w)
-        seconds = times[-1] - times[0] if len(times) >= 2 else 0.0
-        return ratio(waiting, ratio(queued.sum if queued else None, seconds))
+        return ratio(waiting, ratio(queued.sum if queued else None, _seconds(st, w)))
     if name == "decode_concurrency":
         tokens = st.rate("generation_tokens", w)
         itl = st.hist_mean("itl", w)
@@ -105,12 +103,16 @@ def window_value(name: str, w: float, columns: Columns) -> float | None:
     return None
 
 
+def _seconds(st: Store, w: float) -> float:
+    """The seconds the polls of `w` span (0 with fewer than two)."""
+    times = st.times(w)
+    return times[-1] - times[0] if len(times) >= 2 else 0.0
+
+
 def _steps_per_s(st: Store, w: float) -> float | None:
     """Engine steps per second over `w`: observations of iteration_tokens."""
     delta = st.hist_delta("iteration_tokens", w)
-    times = st.times(w)
-    seconds = times[-1] - times[0] if len(times) >= 2 else 0.0
-    return ratio(delta.count if delta else None, seconds)
+    return ratio(delta.count if delta else None, _seconds(st, w))
 
 
 def unreplaced(

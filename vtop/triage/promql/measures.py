@@ -257,15 +257,15 @@ class MeasureTranslator(abc.ABC):
             steps = self.hist_part("count", "iteration_tokens", w)
             itl = self.ratio(self.hist_part("sum", "itl", w), self.hist_part("count", "itl", w))
             return f"clamp_max({steps} * {itl}, 1)"
-        if name == "queue_seen" and w is not None:
-            waiting = f"avg_over_time(({self.instant(Operand('waiting'))}){self._sub(w)})"
-            return self.ratio(waiting, self.hist_part("sum", "queue_time", w))
         if name == "decode_concurrency":
             tokens = self.counter("rate", Operand("generation_tokens"), w)
             itl = self.ratio(self.hist_part("sum", "itl", w), self.hist_part("count", "itl", w))
             return f"({tokens} * {itl})"
         if w is None:
             raise NotExpressible(f"{name} has no meaning since the server started")
+        if name == "queue_seen":
+            waiting = f"avg_over_time(({self.instant(Operand('waiting'))}){self._sub(w)})"
+            return self.ratio(waiting, self.hist_part("sum", "queue_time", w))
         if name == "prompt_quiet":
             steps = self.counter("idelta", Operand("prompt_tokens"), 60.0)
             return f"avg_over_time(({steps} == bool 0){self._sub(w)})"
