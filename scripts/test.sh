@@ -14,23 +14,36 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-# Phases of the full run, timed: `phase NAME CMD...` runs CMD and notes how long it took; the
-# table comes at the end, pass or fail, so a slow CI names its slow part.
+# Phases of the full run, timed: `phase NAME CMD...` runs CMD and notes how long it took and
+# how many CPU seconds the whole machine spent meanwhile (all cores, whatever ran beside it);
+# the table comes at the end, pass or fail, so a slow CI names its slow part, and whether it
+# waited or computed: wall seconds x cores is what the machine could have given.
 PHASES=()
 STARTED=$SECONDS
+busy_cs() {  # the machine's busy CPU time so far, in hundredths of a second (0 without /proc)
+    local cpu user nice system idle iowait irq softirq steal
+    read -r cpu user nice system idle iowait irq softirq steal _ </proc/stat 2>/dev/null || {
+        echo 0
+        return
+    }
+    echo $(((user + nice + system + irq + softirq) * 100 / $(getconf CLK_TCK)))
+}
+BUSY_AT_START=$(busy_cs)
 phase() {
-    local name=$1 began=$SECONDS rc=0
+    local name=$1 began=$SECONDS busy rc=0
+    busy=$(busy_cs)
     shift
     echo "== $name" >&2
     "$@" || rc=$?
-    PHASES+=("$(printf '%6d s  %s%s' $((SECONDS - began)) "$name" "$([ "$rc" -eq 0 ] || echo " (exit $rc)")")")
+    PHASES+=("$(printf '%6d s %7d CPU-s  %s%s' $((SECONDS - began)) \
+        $((($(busy_cs) - busy) / 100)) "$name" "$([ "$rc" -eq 0 ] || echo " (exit $rc)")")")
     return "$rc"
 }
 phase_table() {
     [ "${#PHASES[@]}" -gt 0 ] || return 0
-    echo "== phases"
+    echo "== phases ($(nproc) cores)"
     printf '%s\n' "${PHASES[@]}"
-    printf '%6d s  total\n' $((SECONDS - STARTED))
+    printf '%6d s %7d CPU-s  total\n' $((SECONDS - STARTED)) $((($(busy_cs) - BUSY_AT_START) / 100))
 }
 
 quiet() {  # run pip without its notes on index locations it cannot read (noise in a CI log)
@@ -83,7 +96,7 @@ joined() {
     echo "== $name (joined after $((SECONDS - waited)) s of waiting)" >&2
     cat "${BESIDE_OUT[$name]}" >&2
     rm -f "${BESIDE_OUT[$name]}" "${BESIDE_OUT[$name]}.done"
-    PHASES+=("$(printf '%6d s  %s, beside%s' "$secs" "$name" \
+    PHASES+=("$(printf '%6d s %7s        %s, beside%s' "$secs" "" "$name" \
         "$([ "$rc" -eq 0 ] || echo " (exit $rc)")")")
     return "$rc"
 }
