@@ -158,6 +158,11 @@ def test_the_gate_judges_each_family_on_its_own() -> None:
     assert crowded.confidence == "low"
     assert check(observed, observed | {"waiting": 1.3}).confidence == "medium"
     assert check(observed, observed | {"queue_p50": 1.6}).confidence == "medium"
+    # a latency half again as long is no "high" (the float32 API-bound report: TTFT p90 1.49x
+    # off beside "confidence high"); within a quarter it is
+    assert check(observed, observed | {"ttft_p90": 1.49}).confidence == "medium"
+    assert check(observed, observed | {"ttft_p90": 1 / 1.3}).confidence == "medium"
+    assert check(observed, observed | {"ttft_p90": 1.2}).confidence == "high"
     assert fine.confidence == "high"
     blind = check(
         observed | dict.fromkeys(("queue_p50", "ttft_p50", "ttft_p90", "itl_p50")), observed

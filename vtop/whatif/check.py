@@ -12,9 +12,9 @@ runs it at today's knobs and asks `check` whether it does:
   generated tokens/s the twin does not describe this server and every prediction is withheld
   with that reason; no observed token rate withholds as well. Below it, the confidence is the
   worst of what each family allows: tokens/s "high" (<= 10 %), "medium" (<= 20 %) or "low";
-  occupancy and latency "high" within half their limit, "medium" within it, "low" past it
-  (their figures then withheld). One confident figure beside a twin that misses the queue
-  14x is no high confidence.
+  occupancy "high" within half its limit, latency within `HIGH_LATENCY_FACTOR`, "medium"
+  within the limit, "low" past it (their figures then withheld). One confident figure beside
+  a twin that misses the queue 14x is no high confidence.
 - A twin can get the token rate right and the rest wrong (a queue of 243 ms against 20 s
   observed: a different load, the same throughput), so each family of `FAMILIES` is judged on
   its own and a family that is off has its figures withheld with its reason, while the others
@@ -41,6 +41,11 @@ MAX_OCCUPANCY_ERROR = 0.50
 """Above this relative error on running, waiting or KV usage, occupancy is withheld."""
 MAX_LATENCY_FACTOR = 2.0
 """Above this ratio (twin/observed or its inverse) on a latency figure, latency is withheld."""
+HIGH_LATENCY_FACTOR = 1.25
+"""Within this ratio on every latency figure, latency allows "high" confidence; past it, at most
+"medium". Half the limit (1.5x) let the float32 API-bound server's report say "confidence
+high" beside a twin whose TTFT p90 was 1.49x off: no user reads a latency half again as long
+as a confident one."""
 
 Confidence = Literal["high", "medium", "low", "withheld"]
 
@@ -241,13 +246,14 @@ def _grade(error: float, high: float, medium: float) -> Confidence:
 
 def _family_grade(verdict: FamilyCheck) -> Confidence:
     """What one family's error allows the confidence to be: a family off its limit (its
-    figures withheld) leaves at most "low", one within its limit but past half of it
-    "medium". A twin that gets the token rate right and the queue 14x wrong does not describe
-    the server, whatever its tokens/s; a family the server shows none of says nothing."""
+    figures withheld) leaves at most "low", one within its limit but past half of it (latency:
+    past `HIGH_LATENCY_FACTOR`) "medium". A twin that gets the token rate right and the queue
+    14x wrong does not describe the server, whatever its tokens/s; a family the server shows
+    none of says nothing."""
     if verdict.error is None:
         return "high"
     if verdict.withheld:
         return "low"
     if verdict.family == "latency":
-        return _grade(verdict.error, 1 + (MAX_LATENCY_FACTOR - 1) / 2, MAX_LATENCY_FACTOR)
+        return _grade(verdict.error, HIGH_LATENCY_FACTOR, MAX_LATENCY_FACTOR)
     return _grade(verdict.error, MAX_OCCUPANCY_ERROR / 2, MAX_OCCUPANCY_ERROR)
