@@ -6,9 +6,11 @@ the way vtop does, through its /metrics page once a second:
 - `fit` measures the engine's step time at several operating points on one server
   (max_num_seqs 16, 24 blocks): pure decode with 1-16 clients (step time = mean inter-token
   latency), decode over long contexts, and saturated prefill (step time = seconds per engine
-  step while requests wait). It prints the points, the least-squares step-time law
-  (`vtop.sim.calibration.fit_step_time`) and the `MEASURED` tuple to paste into
-  tests/simtools/realcpu.py beside the `cpu-engine` preset's constants in hardware.py.
+  step while requests wait). It prints the points, the step-time law fitted to them and to
+  bench/tune_real.py's sweep points (`realcpu.SWEPT`) by `vtop.sim.calibration.fit_step_time`
+  (flat up to `realcpu.FLOOR_TOKENS` tokens a step, linear above), and the `CALIBRATED` tuple
+  to paste into tests/simtools/realcpu.py beside the `cpu-engine` preset's constants in
+  hardware.py.
 - `compare` (the default) runs the three configurations of `realcpu.CONFIGS` --
   KV-exhausted, budget-bound, light -- on the real server and on the twin with the same
   arguments and load, and prints running, waiting, KV usage, preemptions/s and generated
@@ -45,7 +47,9 @@ import httpx
 from bench._realserver import measured_alone, start_alone, stop_on_sigterm
 from tests.simtools.realcpu import (
     CONFIGS,
+    FLOOR_TOKENS,
     MEASURED,
+    SWEPT,
     Figures,
     RealConfig,
     read_page,
@@ -185,10 +189,11 @@ def fit_command(seconds: float) -> None:
             )
     finally:
         server.stop()
-    fit = fit_step_time(points)
+    fit = fit_step_time([*points, *SWEPT], FLOOR_TOKENS)
     print(
-        f"\nfit: step = {fit.base_s * 1000:.2f} ms + {fit.per_token_s * 1000:.3f} ms/token + "
-        f"{fit.per_seq_s * 1000:.3f} ms/request + "
+        f"\nfit: step = at least {fit.kernel_floor_s * 1000:.2f} ms (up to {FLOOR_TOKENS:g} "
+        f"tokens), else {(fit.base_s + fit.kernel_base_s) * 1000:.2f} ms + "
+        f"{fit.per_token_s * 1000:.3f} ms/token + {fit.per_seq_s * 1000:.3f} ms/request + "
         f"{fit.per_context_token_s * 1e6:.3f} us/context token"
     )
     print(f"  {'point':<26} {'tokens':>7} {'seqs':>6} {'context':>8} {'real ms':>8} {'fit ms':>8}")
@@ -197,7 +202,7 @@ def fit_command(seconds: float) -> None:
             f"  {p.label:<26} {p.tokens:7.1f} {p.seqs:6.2f} {p.context:8.0f} "
             f"{p.step_s * 1000:8.1f} {predict(fit, p) * 1000:8.1f}"
         )
-    print("\nMEASURED = (")
+    print("\nCALIBRATED = (")
     for p in points:
         print(
             f"    StepPoint({p.label!r}, {p.tokens:.2f}, {p.seqs:.2f}, {p.context:.0f}, "
@@ -206,8 +211,10 @@ def fit_command(seconds: float) -> None:
     print(")")
     print(
         f"fitted=FittedStepTime(base_s={fit.base_s:.5f}, per_token_s={fit.per_token_s:.6f}, "
-        f"per_seq_s={fit.per_seq_s:.6f}, per_context_token_s={fit.per_context_token_s:.3e})"
+        f"per_seq_s={fit.per_seq_s:.6f}, per_context_token_s={fit.per_context_token_s:.3e}, "
+        f"kernel_base_s={fit.kernel_base_s:.6f}, kernel_floor_s={fit.kernel_floor_s:.6f})"
     )
+    print("(fitted with realcpu.SWEPT too: paste the points above as CALIBRATED)")
 
 
 # --- compare ------------------------------------------------------------------------------------

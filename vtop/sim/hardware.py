@@ -90,9 +90,13 @@ class ModelSpec:
 class FittedStepTime:
     """A step-time law fitted to a real server, used instead of the roofline when present.
 
-    kernel = kernel_base_s + per_token_s * scheduled_tokens + per_seq_s * scheduled_requests
-             + per_context_token_s * context_tokens_read
+    kernel = max(kernel_floor_s, kernel_base_s + per_token_s * scheduled_tokens
+                 + per_seq_s * scheduled_requests + per_context_token_s * context_tokens_read)
     step   = kernel + base_s
+
+    `kernel_floor_s` is what the smallest steps cost however few tokens they carry (a GPU's
+    weights read once a step; the CPU build's steps up to about eight tokens); 0 for a law that
+    is linear all the way down.
     """
 
     base_s: float
@@ -100,6 +104,7 @@ class FittedStepTime:
     per_seq_s: float
     per_context_token_s: float = 0.0
     kernel_base_s: float = 0.0
+    kernel_floor_s: float = 0.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -263,7 +268,7 @@ class StepCost:
                 + fit.per_seq_s * seqs
                 + fit.per_context_token_s * context_tokens
             )
-            return kernel, fit.base_s
+            return max(kernel, fit.kernel_floor_s), fit.base_s
         read = self._weight_bytes + self._kv_bytes * context_tokens
         write = self._kv_bytes * tokens
         mem = (read + write) / self._mem_rate
@@ -433,12 +438,21 @@ CPU_ENGINE = Preset(
     served_model_name="vtop/engine",
     weight_bytes=int(CPU_ENGINE_MODEL.num_params * 2),
     gpu=None,
-    fitted=FittedStepTime(base_s=0.01560, per_token_s=0.001160, per_seq_s=0.0),
+    fitted=FittedStepTime(
+        base_s=0.0,
+        per_token_s=0.0011869,
+        per_seq_s=0.00017871,
+        per_context_token_s=5.190e-07,
+        kernel_base_s=0.010949,
+        kernel_floor_s=0.019045,
+    ),
     scheduler_override=FALLBACK,
 )
-"""Step time fitted to the real server on 2026-11-30: 15.6 ms + 1.16 ms per scheduled token
-(`MEASURED` in tests/simtools/realcpu.py holds the points). vLLM's CPU defaults for the OpenAI
-server are 128 seqs and 2048 batched tokens."""
+"""Step time fitted to the real server on 2026-11-30 and 2026-12-06: at least 19.0 ms, else
+10.9 ms + 1.19 ms per scheduled token + 0.18 ms per request + 0.52 us per context token
+(`MEASURED` in tests/simtools/realcpu.py holds the points, `FLOOR_TOKENS` the knee; the fit:
+`vtop.sim.calibration.fit_step_time`). vLLM's CPU defaults for the OpenAI server are 128 seqs
+and 2048 batched tokens."""
 
 PRESETS: dict[str, Preset] = {
     p.name: p

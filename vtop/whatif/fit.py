@@ -167,6 +167,7 @@ def scaled(preset: Preset, factor: float) -> Preset:
                 per_seq_s=f.per_seq_s * factor,
                 per_context_token_s=f.per_context_token_s * factor,
                 kernel_base_s=f.kernel_base_s * factor,
+                kernel_floor_s=f.kernel_floor_s * factor,
             ),
         )
     return replace(
