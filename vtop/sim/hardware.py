@@ -95,7 +95,7 @@ class FittedStepTime:
     step   = kernel + base_s
 
     `kernel_floor_s` is what the smallest steps cost however few tokens they carry (a GPU's
-    weights read once a step; the CPU build's steps up to about eight tokens); 0 for a law that
+    weights read once a step; the CPU build's steps up to about five tokens); 0 for a law that
     is linear all the way down.
     """
 
