@@ -25,7 +25,7 @@ sampling of both sides are bench and test tools (`tests/simtools/realcpu.py`), n
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from vtop.sim.hardware import FittedStepTime
 
@@ -83,14 +83,8 @@ def fit_step_time(
     wide = [p for p in points if p.tokens > floor_tokens]
     if small and wide:
         line = fit_step_time(wide)
-        return FittedStepTime(
-            base_s=0.0,
-            per_token_s=line.per_token_s,
-            per_seq_s=line.per_seq_s,
-            per_context_token_s=line.per_context_token_s,
-            kernel_base_s=line.base_s,
-            kernel_floor_s=sum(p.step_s for p in small) / len(small),
-        )
+        floor = sum(p.step_s for p in small) / len(small)
+        return replace(line, base_s=0.0, kernel_base_s=line.base_s, kernel_floor_s=floor)
     if not points:
         raise ValueError("no measured points to fit")
     active = [0, 1, 2, 3]
@@ -121,10 +115,4 @@ def fit_step_time(
 
 def predict(fit: FittedStepTime, p: StepPoint) -> float:
     """The step time `fit` gives the point's step (what the twin's StepCost computes)."""
-    kernel = (
-        fit.kernel_base_s
-        + fit.per_token_s * p.tokens
-        + fit.per_seq_s * p.seqs
-        + fit.per_context_token_s * p.context
-    )
-    return fit.base_s + max(kernel, fit.kernel_floor_s)
+    return fit.base_s + fit.kernel_s(p.tokens, p.seqs, p.context)

@@ -106,6 +106,16 @@ class FittedStepTime:
     kernel_base_s: float = 0.0
     kernel_floor_s: float = 0.0
 
+    def kernel_s(self, tokens: float, seqs: float, context_tokens: float) -> float:
+        """The kernel part of one step (the law above, without `base_s`)."""
+        line = (
+            self.kernel_base_s
+            + self.per_token_s * tokens
+            + self.per_seq_s * seqs
+            + self.per_context_token_s * context_tokens
+        )
+        return max(line, self.kernel_floor_s)
+
 
 @dataclass(frozen=True, slots=True)
 class Preset:
@@ -262,13 +272,7 @@ class StepCost:
         """
         fit = self._fit
         if fit is not None:
-            kernel = (
-                fit.kernel_base_s
-                + fit.per_token_s * tokens
-                + fit.per_seq_s * seqs
-                + fit.per_context_token_s * context_tokens
-            )
-            return max(kernel, fit.kernel_floor_s), fit.base_s
+            return fit.kernel_s(tokens, seqs, context_tokens), fit.base_s
         read = self._weight_bytes + self._kv_bytes * context_tokens
         write = self._kv_bytes * tokens
         mem = (read + write) / self._mem_rate
