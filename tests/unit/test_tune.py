@@ -22,7 +22,7 @@ from vtop.sim.twin import Twin
 from vtop.sources.sim import SimSource
 from vtop.tune.flags import edit_file_text, file_flags, with_changes
 from vtop.tune.loop import Figures as F
-from vtop.tune.loop import Plan, Trial, Tuner, better, halfway, overshot
+from vtop.tune.loop import Plan, Trial, Tuner, better, between, bound_fraction, overshot
 from vtop.whatif.search import Goals
 
 # -- the flags edit --------------------------------------------------------------------------
@@ -165,7 +165,7 @@ def test_a_step_past_a_latency_bound_is_halved_back_toward_the_best() -> None:
     seats = [t.changes.get("max_num_seqs") for t in outcome.trials]
     assert isinstance(seats[1], int) and seats[1] > 24, seats  # the twin's step: past the knee
     assert "past a latency bound" in first.note and first.misses
-    assert all("halfway between trials" in t.note for t in outcome.trials[2:]), outcome.trials
+    assert all(t.note.startswith("between trials") for t in outcome.trials[2:]), outcome.trials
     # every halving lies strictly between the best so far and the nearest miss above it
     assert all(16 < s < seats[1] for s in seats[2:] if isinstance(s, int)), seats
     best = outcome.best
@@ -176,19 +176,69 @@ def test_a_step_past_a_latency_bound_is_halved_back_toward_the_best() -> None:
     assert server.running == best.changes, (server.running, best.changes)  # left at the best
 
 
-def test_halfway_halves_numbers_toward_the_trial_that_met_the_goals() -> None:
+class SlopeServer(KneeServer):
+    """ITL flat up to `knee` seats, then rising by the start's ITL every `per` seats: the 1.5x
+    bound lies at knee + per / 2 seats, and a straight line through one trial below the knee
+    and one past the bound finds it (or a value below it)."""
+
+    def __init__(self, knee: int, per: int) -> None:
+        super().__init__(knee)
+        self.per = per
+
+    def observe(self, goals: Goals) -> Document:
+        doc = SimServer.observe(self, goals)
+        itl = doc["latency"]["itl"]
+        if self.itl_at_start is None:
+            self.itl_at_start = itl["mean"]
+        seats = self.running.get("max_num_seqs", self.scenario.args.max_num_seqs)
+        assert isinstance(seats, int) and self.itl_at_start is not None
+        itl["mean"] = self.itl_at_start * (1 + max(0, seats - self.knee) / self.per)
+        return doc
+
+
+def test_a_step_past_a_latency_bound_closes_in_on_it_in_one_restart() -> None:
+    server = SlopeServer(knee=16, per=8)  # the bound: 20 seats
+    outcome = Tuner(server, server.observe, Goals(), max_restarts=4).run()
+    seats = [t.changes.get("max_num_seqs") for t in outcome.trials]
+    assert isinstance(seats[1], int) and seats[1] > 20, seats  # the twin's step: past the bound
+    assert "past a latency bound" in outcome.trials[1].note
+    assert seats[2:] == [20], seats  # where the line through trials 0 and 1 meets the bound
+    best = outcome.best
+    assert best is not None and best.number == 2 and best.meets, outcome.trials
+    assert outcome.restarts == 2 and "no value between" in outcome.stopped, outcome.stopped
+
+
+def test_between_moves_numbers_from_the_trial_that_met_the_goals() -> None:
     start: dict[str, KnobValue] = {"max_num_seqs": 16, "kv_cache_dtype": "auto"}
-    assert halfway({}, {"max_num_seqs": 36}, start) == {"max_num_seqs": 26}
-    assert halfway({"max_num_seqs": 6}, {"max_num_seqs": 13}, start) == {"max_num_seqs": 9}
-    assert halfway({"gpu_memory_utilization": 0.9}, {"gpu_memory_utilization": 0.95}, {}) == {
+    assert between({}, {"max_num_seqs": 36}, start) == {"max_num_seqs": 26}
+    assert between({"max_num_seqs": 6}, {"max_num_seqs": 13}, start) == {"max_num_seqs": 9}
+    assert between({"gpu_memory_utilization": 0.9}, {"gpu_memory_utilization": 0.95}, {}) == {
         "gpu_memory_utilization": 0.93
     }
-    assert halfway({"max_num_seqs": 9}, {"max_num_seqs": 6}, start) == {"max_num_seqs": 8}
-    assert halfway({"max_num_seqs": 8}, {"max_num_seqs": 9}, start) is None  # nothing between
+    assert between({"max_num_seqs": 9}, {"max_num_seqs": 6}, start) == {"max_num_seqs": 8}
+    assert between({"max_num_seqs": 8}, {"max_num_seqs": 9}, start) is None  # nothing between
     both: dict[str, KnobValue] = {"max_num_seqs": 12, "kv_cache_dtype": "fp8"}
-    assert halfway({}, both, start) is None  # a dtype has no halfway
-    assert halfway({"max_num_seqs": 6}, {"max_num_seqs": 13}, {}) == {"max_num_seqs": 9}
-    assert halfway({}, {"max_num_seqs": 13}, {}) is None  # the start's value not known
+    assert between({}, both, start) is None  # a dtype has no value between
+    assert between({"max_num_seqs": 6}, {"max_num_seqs": 13}, {}) == {"max_num_seqs": 9}
+    assert between({}, {"max_num_seqs": 13}, {}) is None  # the start's value not known
+    # a fraction of the way, whole numbers rounded toward the good end
+    two: dict[str, KnobValue] = {"max_num_seqs": 2}
+    assert between({}, {"max_num_seqs": 9}, two, 0.88) == {"max_num_seqs": 8}
+    assert between({}, {"max_num_seqs": 9}, two, 0.1) is None
+    assert between({"max_num_seqs": 16}, {"max_num_seqs": 4}, {}, 0.25) == {"max_num_seqs": 13}
+
+
+def test_the_bound_lies_where_the_line_through_two_trials_meets_it() -> None:
+    goals = Goals(max_itl_s=0.0312)
+    # 2 seats at 20.8 ms, 9 at 32.6 ms (bench/tune_real, 2026-12-06): 88 % of the way, 8 seats
+    assert bound_fraction(goals, F(95, 0, 1.0, 0.0208), F(272, 0, 1.0, 0.0326)) == pytest.approx(
+        0.881, abs=0.001
+    )
+    assert bound_fraction(goals, F(95, 0, 1.0, 0.0312), F(272, 0, 1.0, 0.0326)) == 0.0  # no room
+    assert bound_fraction(goals, F(95, 0, 1.0, None), F(272, 0, 1.0, 0.0326)) == 0.5  # unknown
+    # two bounds missed: the nearer decides
+    both = Goals(max_itl_s=0.03, max_ttft_s=2.0)
+    assert bound_fraction(both, F(95, 0, 1.0, 0.02), F(272, 0, 5.0, 0.04)) == pytest.approx(0.25)
 
 
 def test_an_overshoot_is_more_tokens_with_only_a_latency_bound_missed() -> None:

@@ -8,8 +8,9 @@ change so far, waits for the server and its load, and measures the same window. 
 kept when it meets the goals at least as the best one did and its tokens/s is not worse than
 the best's by more than `NOISE`; otherwise the best configuration is restored and the loop
 stops, unless the trial gained tokens/s and missed only a latency bound (`overshot`): then the
-step is halved back toward the best while restarts remain (`halfway`), the twin having shown
-it cannot see where the bound lies. A restarted server that shows another value than the one
+loop closes in on the bound from the best while restarts remain, at the value where the line
+through the two measured trials meets it (`between`), the twin having shown it cannot see
+where the bound lies. A restarted server that shows another value than the one
 asked for (a restart command that does not read the flags file) stops the loop too: its
 measurement would be of the old configuration under the new name. It also stops when no such
 finding is left, when the next change is predicted to gain under `MIN_GAIN`, after
@@ -245,12 +246,33 @@ def overshot(goals: Goals, trial: Trial, best: Trial, start: Figures) -> bool:
     return not misses(unbounded, trial.measured, start)
 
 
-def halfway(
-    good: Mapping[str, KnobValue], bad: Mapping[str, KnobValue], start: Mapping[str, KnobValue]
+def bound_fraction(goals: Goals, good: Figures, bad: Figures) -> float:
+    """How far from `good` toward `bad` the nearest latency bound that `bad` missed lies, each
+    figure taken as a straight line between the two measured trials (a secant): 0 when `good`
+    already sits at that bound, 0.5 where no missed bound has both figures. A step law flat at
+    the bottom and linear above (the CPU's) is convex, so its secant lies above it and the
+    value found meets the bound with room."""
+    fractions = [
+        max(0.0, (limit - g) / (b - g))
+        for limit, g, b in (
+            (goals.max_itl_s, good.itl_mean_s, bad.itl_mean_s),
+            (goals.max_ttft_s, good.ttft_p90_s, bad.ttft_p90_s),
+        )
+        if limit is not None and g is not None and b is not None and g < b and limit < b
+    ]
+    return min(fractions, default=0.5)
+
+
+def between(
+    good: Mapping[str, KnobValue],
+    bad: Mapping[str, KnobValue],
+    start: Mapping[str, KnobValue],
+    fraction: float = 0.5,
 ) -> dict[str, KnobValue] | None:
-    """The changes halfway between two trials' (each knob not changed being as the server
-    `start`ed): numbers halved toward `good`, the rest alike; None when the two differ in a
-    knob that has no halfway (a dtype, a switch, a value not known) or nothing lies between."""
+    """The changes `fraction` of the way from one trial's to another's (each knob not changed
+    being as the server `start`ed): numbers moved from `good` toward `bad`, whole numbers
+    rounded toward `good`, the rest alike; None when the two differ in a knob that has no
+    value between (a dtype, a switch, a value not known) or nothing lies strictly between."""
     out = dict(good)
     for name in sorted(good.keys() | bad.keys()):
         lo, hi = good.get(name, start.get(name)), bad.get(name, start.get(name))
@@ -259,7 +281,8 @@ def halfway(
         if not knobs.is_number(lo) or not knobs.is_number(hi):
             return None
         both_int = isinstance(lo, int) and isinstance(hi, int)
-        mid: KnobValue = lo + int((hi - lo) / 2) if both_int else round((lo + hi) / 2, 2)
+        step = (hi - lo) * fraction
+        mid: KnobValue = lo + int(step) if both_int else round(lo + step, 2)
         if mid in (lo, hi):
             return None
         out[name] = mid
@@ -402,7 +425,7 @@ class Tuner:
                 continue
             if overshot(self.goals, trial, out.best, out.trials[0].measured):
                 trial.note += "; past a latency bound"
-                self._halve(out.best, trial)
+                self._close_in(out.best, trial)
                 return
             trial.note += "; worse: rolled back"
             out.stopped = f"trial {trial.number} measured worse than trial {out.best.number}"
@@ -424,18 +447,20 @@ class Tuner:
         self._restore()
         return False
 
-    def _halve(self, good: Trial, bad: Trial) -> None:
-        """Halve the step between the best trial and one that went past a latency bound, while
-        restarts remain: two measured points say more than the twin that overshot. The first
-        halfway trial takes the restart a rollback would have cost; the best is restored at
-        the end if the server runs another."""
+    def _close_in(self, good: Trial, bad: Trial) -> None:
+        """Close in on the latency bound between the best trial and one that went past it,
+        while restarts remain: two measured points say more than the twin that overshot, so
+        the next value is where the line through them meets the bound (`bound_fraction`), not
+        simply halfway. The first such trial takes the restart a rollback would have cost; the
+        best is restored at the end if the server runs another."""
         out = self.outcome
         while True:
-            between = halfway(good.changes, bad.changes, self._started_with)
-            if between is None:
+            fraction = bound_fraction(self.goals, good.measured, bad.measured)
+            changes = between(good.changes, bad.changes, self._started_with, fraction)
+            if changes is None:
                 out.stopped = (
-                    f"trial {bad.number} went past a latency bound and no value lies between "
-                    f"it and trial {good.number}"
+                    f"trial {bad.number} went past a latency bound and no value between it "
+                    f"and trial {good.number} is expected to meet it"
                 )
                 break
             if out.restarts >= self.max_restarts:
@@ -444,23 +469,22 @@ class Tuner:
                     f"{good.number} and {bad.number}"
                 )
                 break
+            where = f"between trials {good.number} and {bad.number}"
             step = Plan(
-                rule="halfway",
-                changes=between,
+                rule="between",
+                changes=changes,
                 predicted=None,
                 gain=None,
                 line=f"none (trial {good.number} met the goals, trial {bad.number} missed "
                 + ", ".join(bad.misses)
-                + ")",
-                unchecked=f"halfway between trials {good.number} and {bad.number}",
+                + f"; the bound lies {fraction:.0%} of the way)",
+                unchecked=where,
             )
             if not self.confirm(step):
                 out.stopped = "the restart was not confirmed"
                 break
-            self._restart(between)
-            trial, doc = self._measure(
-                between, None, f"halfway between trials {good.number} and {bad.number}"
-            )
+            self._restart(changes)
+            trial, doc = self._measure(changes, None, where)
             if not self._applied(trial, doc):
                 return
             if better(trial, good):
