@@ -197,6 +197,22 @@ def test_when_every_other_value_misses_the_goals_the_twin_keeps_todays() -> None
     assert raises and all(any("ITL mean 2x" in m for m in t.misses) for t in raises)
 
 
+def test_a_raise_is_never_turned_into_a_cut_even_when_no_raise_meets_the_goals() -> None:
+    """A latency bound today's server already misses, on a budget-bound server: a narrower
+    batch would meet it, but a budget finding that recommends fewer seats contradicts its own
+    words (the batch is at its cap). The search stays on the raise's side, finds none that
+    meets the bound, and says so beside the formula's value."""
+    whatif = fitted("budget-too-small")
+    today = whatif.args.max_num_seqs
+    assert today is not None
+    formula: dict[str, KnobValue] = {"max_num_seqs": today * 4}
+    itl_today = whatif.predict({}).figures["itl_mean"].now
+    choice = search(whatif, formula, Goals(max_itl_s=0.8 * itl_today), kv_wall=False)
+    assert choice.checked and not choice.moved and not choice.chosen.meets
+    assert all(seats_in(t.changes) >= today for t in choice.trials), choice.trials
+    assert choice.note.startswith("none of") and "this one: ITL mean" in choice.note
+
+
 def test_kv_is_the_wall_on_the_finding_or_on_the_figures() -> None:
     assert kv_is_wall({}, "memory-ceiling")
     assert kv_is_wall({"kv_usage": 0.97, "preemptions_per_s": 1.0}, "ttft-queueing")
@@ -243,6 +259,9 @@ def test_the_search_holds_the_rules_and_the_goals_whatever_the_twin_says(
         for t in choice.trials:
             raised = seats_in(t.changes) > today
             assert not raised or t.changes.get("kv_cache_dtype") == "fp8" or t is choice.formula
+    if not fp8:  # every candidate moves the way the formula does, or stays at today's
+        way = seats_in(formula) - today
+        assert all((seats_in(t.changes) - today) * way >= 0 for t in choice.trials), choice
     meeting = [t.tokens or 0 for t in choice.trials if t.meets]
     if choice.moved:
         assert choice.chosen.meets and choice.chosen.tokens == max(meeting)

@@ -114,6 +114,15 @@ def test_the_loop_applies_the_twins_choice_and_stops_when_nothing_is_left() -> N
     assert outcome.stopped, outcome
 
 
+def test_no_restart_when_the_twin_expects_no_change_to_meet_the_goals() -> None:
+    # an ITL bound of 1 ms: today's misses it, and every raise the budget finding may make too
+    server = SimServer("budget-too-small")
+    outcome = Tuner(server, server.observe, Goals(max_itl_s=0.001), max_restarts=3).run()
+    assert server.asked == [] and len(outcome.trials) == 1, server.asked
+    assert outcome.stopped.startswith("the twin expects no change to meet the goals: none of")
+    assert "ITL mean" in outcome.stopped, outcome.stopped
+
+
 def test_a_restart_that_comes_back_worse_is_rolled_back() -> None:
     # The seats asked for, but a KV pool of 200 blocks beside them (a GPU shared with another
     # process): preemption, and the goals missed.

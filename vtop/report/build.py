@@ -294,6 +294,7 @@ def search_doc(choice: Choice) -> SearchDoc:
         "goals": choice.goals.describe(),
         "checked": choice.checked,
         "moved": choice.moved,
+        "meets": choice.chosen.meets,
         "keeps_today": choice.keeps_today,
         "formula": dict(choice.formula.changes),
         "note": choice.note,

@@ -167,6 +167,9 @@ class SearchDoc(TypedDict):
     """Whether the twin could judge the candidates; false: the formula's value stands."""
     moved: bool
     """Whether the twin chose another configuration than the formula's."""
+    meets: bool
+    """Whether the configuration recommended is predicted to meet the goals (false: none of
+    those the twin ran does, and the formula's value stands)."""
     keeps_today: bool
     """Whether the twin chose the configuration the server runs (no change meets the goals
     better): the finding then recommends no knob the twin sets."""

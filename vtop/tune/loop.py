@@ -13,7 +13,8 @@ through the two measured trials meets it (`between`), the twin having shown it c
 where the bound lies. A restarted server that shows another value than the one
 asked for (a restart command that does not read the flags file) stops the loop too: its
 measurement would be of the old configuration under the new name. It also stops when no such
-finding is left, when the next change is predicted to gain under `MIN_GAIN`, after
+finding is left, when the twin expects none of the changes it ran to meet the goals, when
+the next change is predicted to gain under `MIN_GAIN`, after
 `max_restarts` trials, or on Ctrl-C (the best measured configuration is restored first, when
 the server runs another).
 """
@@ -101,6 +102,9 @@ class Plan:
     unchecked: str = ""
     """Why the twin did not judge this change ("": it did): the rule's formula stood, or the
     value lies between two measured trials."""
+    short: str = ""
+    """Why the twin expects this change to miss the goals ("": it meets them, or was not
+    judged): none of the configurations it ran meets them."""
 
     def flags(self) -> str:
         return knobs.flags(self.changes)
@@ -144,6 +148,7 @@ def _plan_of(f: FindingDoc, changes: dict[str, KnobValue]) -> Plan:
         unchecked=""
         if search and search["checked"] and p and p["confidence"] != "withheld"
         else "not checked by the twin: the rule's formula",
+        short=search["note"] if search and search["checked"] and not search["meets"] else "",
     )
 
 
@@ -402,6 +407,9 @@ class Tuner:
                 return
             if step is None:
                 out.stopped = "no finding left that a knob the twin sets would fix"
+                return
+            if step.short:
+                out.stopped = f"the twin expects no change to meet the goals: {step.short}"
                 return
             if step.gain is not None and step.gain < MIN_GAIN:
                 out.stopped = (

@@ -297,11 +297,16 @@ def search(
     if now is not None and first.prediction.figures:
         trial(now)  # no change is a candidate too: a raise must beat it, not a guess
     for changes in _coarse(whatif, base, kv_wall=kv_wall, gpu_room=gpu_room):
-        trial(changes)
+        if not _backwards(changes, base, now):
+            trial(changes)
     best = best_of(tried.values())
     today = _today(whatif)
     while best is not None and len(tried) < MAX_TRIALS and not cut:
-        steps = _fine(best, tried.values(), kv_wall=kv_wall, today=today)
+        steps = [
+            changes
+            for changes in _fine(best, tried.values(), kv_wall=kv_wall, today=today)
+            if not _backwards(changes, base, now)
+        ]
         if not steps:
             break
         for changes in steps:
@@ -313,6 +318,8 @@ def search(
         note = f"the formula's value is the best of {len(tried)} configurations the twin ran"
     if best is None:
         best, note = first, f"none of {len(tried)} configurations meets the goals"
+        if first.misses:
+            note += f" (this one: {', '.join(first.misses)})"
     elif best is not first and first.meets and first.tokens and best.tokens is not None:
         gain = best.tokens / first.tokens - 1
         if gain < resolution:
@@ -332,6 +339,28 @@ def search(
         note += " (cut short by the report's time budget: the host gave vtop little CPU)"
     alternatives = _alternatives(best, first, trials)
     return Choice(goals, first, best, alternatives, True, note, trials, keeps, cut)
+
+
+def _backwards(
+    changes: Mapping[str, KnobValue],
+    formula: Mapping[str, KnobValue],
+    now: Mapping[str, KnobValue] | None,
+) -> bool:
+    """Whether `changes` moves a number the way opposite to the one the formula moves it from
+    today's (a budget finding's search lowering max_num_seqs): such a candidate answers
+    another finding than this one, whose words (the batch is at its cap) it would contradict.
+    A formula that changes the KV cache's dtype makes room its own way: its search's numbers
+    go either way (fewer seats without FP8 KV is a trade-off worth showing)."""
+    dtype = formula.get("kv_cache_dtype")
+    if now is None or (dtype is not None and dtype != now.get("kv_cache_dtype")):
+        return False
+    for name, target in formula.items():
+        today, value = now.get(name), changes.get(name)
+        if not (knobs.is_number(target) and knobs.is_number(today) and knobs.is_number(value)):
+            continue
+        if (target - today) * (value - today) < 0:
+            return True
+    return False
 
 
 def _today_of(whatif: WhatIf, base: Mapping[str, KnobValue]) -> Changes | None:
