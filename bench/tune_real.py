@@ -61,7 +61,7 @@ from vtop.sources.vllm import ScrapeOptions
 from vtop.tune.load import ClosedLoop, parse_shape
 from vtop.tune.loop import NOISE
 from vtop.whatif.check import figures
-from vtop.whatif.search import Goals
+from vtop.whatif.goals import Goals
 
 WARMUP_S = 15.0
 WATCH_S = 60.0

@@ -199,7 +199,7 @@ TTFT_P90 = _percentile("ttft_p90", TTFT, 0.9)
 TTFT_P99 = _percentile("ttft_p99", TTFT, 0.99)
 ITL_P50 = _percentile("itl_p50", ITL, 0.5)
 ITL_MEAN = _mean("itl_mean", ITL)
-"""What the goals judge ITL by (`vtop.whatif.search.ITL_GROWTH` says why)."""
+"""What the goals judge ITL by (`vtop.whatif.goals.ITL_GROWTH` says why)."""
 
 CATALOG: tuple[Figure, ...] = (
     *(RUNNING, WAITING, KV_USAGE),

@@ -16,7 +16,7 @@ from vtop.model import Finding, Frame, GpuStatus, Knob, Recommendation, Severity
 from vtop.monitor import Monitor
 from vtop.sources.status import CONNECTED, SIMULATED, ConnectionStatus
 from vtop.ui.app import VtopApp
-from vtop.whatif.search import Goals
+from vtop.whatif.goals import Goals
 
 
 class ScriptedSource:

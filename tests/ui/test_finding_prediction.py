@@ -13,8 +13,9 @@ from vtop.ui.prediction import Predicted, Predictor
 from vtop.ui.screens.finding import DetailBody, FindingScreen
 from vtop.ui.views import detail
 from vtop.whatif.advice import Advice
+from vtop.whatif.goals import Goals
 from vtop.whatif.predict import Band, Prediction
-from vtop.whatif.search import Choice, Goals, Trial
+from vtop.whatif.search import Choice, Trial
 
 SIZE = (100, 40)
 

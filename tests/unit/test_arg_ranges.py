@@ -258,7 +258,7 @@ def test_whatif_says_in_one_line_when_the_servers_own_max_model_len_outgrows_its
 ) -> None:
     """`--report` says "the twin failed (…)" for this; `vtop whatif` crashed with a traceback."""
     from vtop.cli import whatif
-    from vtop.whatif.search import Goals
+    from vtop.whatif.goals import Goals
     from vtop.whatif.watched import read_trace
 
     watched = read_trace(str(ROOT / "tests" / "fixtures" / "real-regimes" / "budget4.vtrace"))

@@ -22,15 +22,9 @@ from hypothesis import strategies as st
 
 from vtop.cli import shipped_traces
 from vtop.knobs import KnobValue
+from vtop.whatif.goals import SUSTAINED_PREEMPTION_PER_S, Goals
 from vtop.whatif.predict import BAND_FLOOR, Band, Prediction, WhatIf, prepare
-from vtop.whatif.search import (
-    MAX_TRIALS,
-    SUSTAINED_PREEMPTION_PER_S,
-    Goals,
-    Trial,
-    kv_is_wall,
-    search,
-)
+from vtop.whatif.search import MAX_TRIALS, Trial, kv_is_wall, search
 from vtop.whatif.watched import read_trace
 
 WINDOW_S = 300.0

@@ -17,7 +17,7 @@ from vtop.model import Finding, Knob, Recommendation, Severity
 from vtop.training.grading import Answer, grade, predict
 from vtop.training.questions import COMMON_KNOBS, Choice, Question, moves, questions
 from vtop.triage.engine import Engine
-from vtop.whatif.search import Goals
+from vtop.whatif.goals import Goals
 
 ROOT = Path(__file__).resolve().parents[2]
 TRACE = str(ROOT / "tests" / "golden" / "kv-pressure.vtrace")

@@ -23,7 +23,7 @@ from vtop.sources.sim import SimSource
 from vtop.tune.flags import edit_file_text, file_flags, with_changes
 from vtop.tune.loop import Figures as F
 from vtop.tune.loop import Plan, Trial, Tuner, better, between, bound_fraction, overshot
-from vtop.whatif.search import Goals
+from vtop.whatif.goals import Goals
 
 # -- the flags edit --------------------------------------------------------------------------
 

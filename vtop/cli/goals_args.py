@@ -13,7 +13,7 @@ from __future__ import annotations
 import argparse
 
 from vtop.cli import ranges
-from vtop.whatif.search import Goals
+from vtop.whatif.goals import Goals
 
 
 def add_goals(group: argparse._ArgumentGroup, *, what: str = "the advice") -> None:

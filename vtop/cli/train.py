@@ -40,7 +40,7 @@ from vtop.training.questions import (
     questions,
 )
 from vtop.whatif.advice import Advisor
-from vtop.whatif.search import Goals
+from vtop.whatif.goals import Goals
 
 CONTEXT_S = 300.0
 

@@ -37,7 +37,7 @@ from vtop.tune.load import Load, LoadShape, parse_shape
 from vtop.tune.loop import Outcome, Plan, Trial, Tuner
 from vtop.tune.server import CommandServer, LaunchedServer, RestartError, Server
 from vtop.whatif.advice import Advisor
-from vtop.whatif.search import Goals
+from vtop.whatif.goals import Goals
 
 DEFAULT_WATCH = "45s"
 DEFAULT_WAIT = "10m"

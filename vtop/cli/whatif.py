@@ -60,8 +60,8 @@ from vtop.trace.reader import TraceError, shown_name
 from vtop.whatif import sweep
 from vtop.whatif.advice import twin_failed
 from vtop.whatif.check import FAMILIES, FIGURES
+from vtop.whatif.goals import Goals
 from vtop.whatif.predict import KNOB_FIELDS, Prediction, WhatIf, observe, prepare_from
-from vtop.whatif.search import Goals
 from vtop.whatif.watched import Watched, read_trace
 
 COLUMNS = tuple(

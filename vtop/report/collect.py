@@ -62,7 +62,7 @@ from vtop.report.tracks import Track
 from vtop.report.window import WindowStats
 from vtop.triage.engine import MIN_DECISIVE_POLLS
 from vtop.whatif.advice import Advice, Advisor, prediction_reading, twin_failed, unavailable
-from vtop.whatif.search import Goals
+from vtop.whatif.goals import Goals
 
 REPORT_VERSION: Final = 1
 FindingsFn = Callable[[Monitor], Iterable[Finding]]

@@ -38,7 +38,7 @@ from vtop.sources.vllm import REFUSED, no_answer
 from vtop.trace.reader import TraceReader, Warn
 from vtop.triage.engine import Engine
 from vtop.whatif.advice import Advisor
-from vtop.whatif.search import Goals
+from vtop.whatif.goals import Goals
 
 MAX_EVALUATIONS = 2000
 HELD_FRAMES = 10

@@ -10,13 +10,12 @@ the best's by more than `NOISE`; otherwise the best configuration is restored an
 stops, unless the trial gained tokens/s and missed only a latency bound (`overshot`): then the
 loop closes in on the bound from the best while restarts remain, at the value where the line
 through the two measured trials meets it (`between`), the twin having shown it cannot see
-where the bound lies. A restarted server that shows another value than the one
-asked for (a restart command that does not read the flags file) stops the loop too: its
-measurement would be of the old configuration under the new name. It also stops when no such
-finding is left, when the twin expects none of the changes it ran to meet the goals, when
-the next change is predicted to gain under `MIN_GAIN`, after
-`max_restarts` trials, or on Ctrl-C (the best measured configuration is restored first, when
-the server runs another).
+where the bound lies. A restarted server that shows another value than the one asked for (a
+restart command that does not read the flags file) stops the loop too: its measurement would
+be of the old configuration under the new name. It also stops when no such finding is left,
+when the twin expects none of the changes it ran to meet the goals, when the next change is
+predicted to gain under `MIN_GAIN`, after `max_restarts` trials, or on Ctrl-C (the best
+measured configuration is restored first, when the server runs another).
 """
 
 from __future__ import annotations
@@ -31,7 +30,7 @@ from vtop import fmt, knobs
 from vtop.knobs import KnobValue
 from vtop.report.document import Document, FindingDoc
 from vtop.tune.server import Server
-from vtop.whatif.search import Goals
+from vtop.whatif.goals import Goals
 
 MIN_GAIN = 0.05
 """A next change predicted to gain less than this (on what it promises) is not worth a restart."""
@@ -103,8 +102,7 @@ class Plan:
     """Why the twin did not judge this change ("": it did): the rule's formula stood, or the
     value lies between two measured trials."""
     short: str = ""
-    """Why the twin expects this change to miss the goals ("": it meets them, or was not
-    judged): none of the configurations it ran meets them."""
+    """Why the twin expects this change to miss the goals ("": it meets them, or not judged)."""
 
     def flags(self) -> str:
         return knobs.flags(self.changes)
@@ -478,16 +476,9 @@ class Tuner:
                 )
                 break
             where = f"between trials {good.number} and {bad.number}"
-            step = Plan(
-                rule="between",
-                changes=changes,
-                predicted=None,
-                gain=None,
-                line=f"none (trial {good.number} met the goals, trial {bad.number} missed "
-                + ", ".join(bad.misses)
-                + f"; the bound lies {fraction:.0%} of the way)",
-                unchecked=where,
-            )
+            line = f"none (trial {good.number} met the goals, trial {bad.number} missed "
+            line += f"{', '.join(bad.misses)}; the bound lies {fraction:.0%} of the way)"
+            step = Plan("between", changes, None, None, line, unchecked=where)
             if not self.confirm(step):
                 out.stopped = "the restart was not confirmed"
                 break

@@ -62,7 +62,7 @@ from vtop.ui.widgets.gpu_panel import GpuPanel
 from vtop.ui.widgets.header_bar import HeaderBar
 from vtop.ui.widgets.scheduler_grid import SchedulerGrid
 from vtop.ui.widgets.triage_panel import TriagePanel
-from vtop.whatif.search import Goals
+from vtop.whatif.goals import Goals
 
 __all__ = ["INTERVALS", "THEMES", "WINDOWS", "ProcessCpu", "SelfCpu", "VtopApp"]
 

@@ -39,7 +39,7 @@ from vtop.whatif.advice import (
     twin_changes,
     twin_failed,
 )
-from vtop.whatif.search import Goals
+from vtop.whatif.goals import Goals
 
 
 @dataclass(frozen=True, slots=True)

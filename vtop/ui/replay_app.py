@@ -52,7 +52,7 @@ from vtop.ui.views.player import Analysis, Chunk, FindingsTimeline, Player
 from vtop.ui.views.thresholds import table_for
 from vtop.ui.views.training import Session
 from vtop.ui.widgets.timeline import Timeline
-from vtop.whatif.search import Goals
+from vtop.whatif.goals import Goals
 
 __all__ = ["ReplayApp", "utc"]
 

@@ -10,7 +10,8 @@ The one home of predictions, all functions of plain values (no I/O but reading a
                   self-check: does the twin at today's knobs reproduce today
     predict.py    the twin built and run on the observed workload, at today's knobs and after
                   a change, each figure with its band
-    search.py     the goals, and the twin's choice of a finding's setting among candidates
+    goals.py      what "best" means: the goals a choice and a trial are judged by
+    search.py     the twin's choice of a finding's setting among candidates, under the goals
     sweep.py      the configurations a user names (`vtop whatif --set/--sweep`), and the row
                   the same goals choose
     advice.py     what a finding's advice will buy, read for the report, the screens and the

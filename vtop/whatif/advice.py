@@ -29,6 +29,7 @@ from vtop.figures import ENDPOINT, FIGURE, ITL_MEAN, KV_USAGE, RUNNING, Scope
 from vtop.knobs import KnobValue, format_value, is_number
 from vtop.model import Finding, Knob, Recommendation
 from vtop.sim.calibration import StepPoint
+from vtop.whatif.goals import Goals
 from vtop.whatif.predict import (
     KNOB_FIELDS,
     Band,
@@ -38,7 +39,7 @@ from vtop.whatif.predict import (
     observe,
     prepare_from,
 )
-from vtop.whatif.search import Choice, Goals, kv_is_wall, search
+from vtop.whatif.search import Choice, kv_is_wall, search
 from vtop.whatif.watched import Watched
 
 PREDICT_WINDOW_S = 300.0

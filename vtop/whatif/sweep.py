@@ -19,8 +19,9 @@ from dataclasses import dataclass
 
 from vtop import knobs
 from vtop.knobs import KnobValue
+from vtop.whatif.goals import Goals
 from vtop.whatif.predict import KNOB_FIELDS, WhatIf
-from vtop.whatif.search import Goals, Trial, best_of, cannot_choose
+from vtop.whatif.search import Trial, best_of, cannot_choose
 
 
 def parse_value(name: str, text: str) -> KnobValue:
