@@ -448,7 +448,12 @@ def test_hostile_labels_are_inert_in_every_report_format(vtop_process: Callable[
         runs = {fmt: (proc, *proc.communicate(timeout=60)) for fmt, proc in procs.items()}
     outputs = {fmt: out for fmt, (_, out, _) in runs.items()}
     for fmt, (proc, out, err) in runs.items():
-        assert judged(proc.returncode, out) and err == "", (fmt, err)
+        assert judged(proc.returncode, out), (fmt, err)
+        # stderr: nothing, or vtop's own UNKNOWN line where no finding was still being judged
+        # when the half-second window ended (four at once on a busy host can poll that late)
+        lines = err.splitlines()
+        assert len(lines) <= 1 and all(ln.startswith("vtop: UNKNOWN: ") for ln in lines), err
+        assert_inert(err, f"{fmt} stderr")
         assert_inert(out, fmt)
         assert "L" * 201 not in out
     shown = ("[31mRED[0m[2J[H[5;5Hmoved", "vLLM ]2;pwned-version 0.32.0")
