@@ -116,11 +116,7 @@ class Goals:
             elif preemptions > SUSTAINED_PREEMPTION_PER_S:
                 out.append(f"{PREEMPTIONS.screen(preemptions)} {PREEMPTIONS.brief}")
         if self.max_itl_s is not None:
-            bound = self.max_itl_s * within
-            if itl is None:
-                out.append(f"{ITL_MEAN.brief} {unknown}")
-            elif itl > bound:
-                out.append(_over(ITL_MEAN, itl, self.max_itl_s))
+            out += _bounded(ITL_MEAN, itl, self.max_itl_s, within, unknown)
         elif itl is not None and itl_today and itl > self.itl_growth * within * itl_today > 0:
             ratio = itl / itl_today
             if ratio > self.itl_growth:
@@ -128,12 +124,18 @@ class Goals:
             else:
                 out.append(f"{ITL_MEAN.brief} {ratio:.3g}x today's, too near {self.itl_growth:g}x")
         if self.max_ttft_s is not None:
-            bound = self.max_ttft_s * within
-            if ttft is None:
-                out.append(f"{TTFT_P90.brief} {unknown}")
-            elif ttft > bound:
-                out.append(_over(TTFT_P90, ttft, self.max_ttft_s))
+            out += _bounded(TTFT_P90, ttft, self.max_ttft_s, within, unknown)
         return tuple(out)
+
+
+def _bounded(
+    figure: Figure, value: float | None, bound: float, within: float, unknown: str
+) -> list[str]:
+    """The miss of a bound the user gave (judged at `within` times it), or why it cannot be
+    shown met; [] when `value` meets it."""
+    if value is None:
+        return [f"{figure.brief} {unknown}"]
+    return [_over(figure, value, bound)] if value > bound * within else []
 
 
 def _over(figure: Figure, value: float, bound: float) -> str:
