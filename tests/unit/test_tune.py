@@ -302,6 +302,29 @@ def test_a_healthy_server_is_left_alone() -> None:
     assert outcome.stopped == "no finding left that a knob the twin sets would fix"
 
 
+class StillPendingServer(SimServer):
+    """Past its first restart, the window ends with only the start's finding, pending (a rule
+    that has not yet held for its `for`), as a short watch of a real server can."""
+
+    def observe(self, goals: Goals) -> Document:
+        doc = super().observe(goals)
+        if not self.asked:
+            self.start_findings = [dict(f) for f in doc["findings"]]
+            return doc
+        pending = [{**f, "state": "pending", "counts": False} for f in self.start_findings]
+        doc["findings"] = pending  # type: ignore[typeddict-item]
+        return doc
+
+
+def test_a_stop_for_want_of_a_verdict_keeps_a_trial_that_met_the_goals() -> None:
+    server = StillPendingServer("budget-too-small")
+    outcome = Tuner(server, server.observe, Goals(), max_restarts=3).run()
+    assert len(server.asked) == 1 and outcome.best is outcome.trials[1], outcome
+    assert outcome.best.meets, outcome.best
+    assert outcome.stopped.startswith("trial 1 meets the goals and is kept; no verdict"), outcome
+    assert "(budget-too-small, " in outcome.stopped and "still pending" in outcome.stopped
+
+
 def _trial(tokens: float, preempt: float = 0.0, itl: float = 0.02) -> Trial:
     m = F(tokens, preempt, 1.0, itl)
     misses = ("preempts",) if preempt > 0.05 else ()

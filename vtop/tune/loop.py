@@ -108,6 +108,13 @@ class Plan:
         return knobs.flags(self.changes)
 
 
+def _kept(out: Outcome) -> str:
+    """A trial that met the goals, kept: a stop's words must not read as a failure."""
+    best = out.best
+    ok = best is not None and best.number > 0 and best.meets
+    return f"trial {best.number} meets the goals and is kept; " if best and ok else ""
+
+
 def plan(doc: Document) -> Plan | None:
     """The change the watch advises: the first firing finding that counts and has a
     recommendation the twin can set; None when there is none."""
@@ -394,10 +401,8 @@ class Tuner:
             step = plan(doc)
             pending = [f["rule"] for f in doc["findings"] if f["state"] == "pending"]
             if step is None and pending:
-                out.stopped = (
-                    f"no verdict in the window ({', '.join(pending)} still "
-                    "pending): watch longer (--watch)"
-                )
+                out.stopped = f"{_kept(out)}no verdict in the window ({', '.join(pending)} "
+                out.stopped += "still pending): watch longer (--watch) to decide the next step"
                 return
             kept = _kept_today(doc)
             if step is None and kept:
