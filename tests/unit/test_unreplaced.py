@@ -20,13 +20,32 @@ def test_a_wave_draining_with_nothing_sent_is_held_back() -> None:
     assert unreplaced(times, demand, done, share=False) == pytest.approx(1.0)  # one drain
 
 
-def test_a_closed_loop_replaces_every_answer_even_in_bursts() -> None:
-    # the sawtooth of the waves above, but five requests finish every second and as many
-    # come in (a burst of admissions refills what finished): nothing was held back
+def test_a_closed_loop_in_bursts_is_held_back_only_by_its_front_ends_lag() -> None:
+    # the sawtooth of the waves above, but five requests finish every second and a starved
+    # front end hands their replacements over late, in bursts: what did not come in within
+    # each 2 s stretch (16 of 50), far from a client that replaces nothing
     times = [float(t) for t in range(12)]
     demand: list[float | None] = [16, 16, 14, 12, 9, 6, 3, 1, 0, 16, 16, 16]
     done: list[float | None] = [5.0 * t for t in range(12)]
+    assert unreplaced(times, demand, done, share=True) == pytest.approx(16 / 50)
+
+
+def test_a_closed_loop_that_replaces_each_answer_at_once_holds_nothing_back() -> None:
+    times = [float(t) for t in range(12)]
+    demand: list[float | None] = [16.0] * 12
+    done: list[float | None] = [5.0 * t for t in range(12)]
     assert unreplaced(times, demand, done, share=True) == pytest.approx(0.0)
+
+
+def test_a_waves_last_finishes_count_beside_the_next_waves_first_arrivals() -> None:
+    # A real client's waves (vLLM CPU server, one poll a second): the last ten answers of a
+    # wave and the first request of the next one fall in one 2 s stretch; the other fifteen
+    # come three seconds later. Nine of those ten went unreplaced, and the six before them:
+    # counted per stretch, the ten read as replaced, 6 of 16 in all.
+    times = [float(t) for t in range(14)]
+    demand: list[float | None] = [16, 16, 16, 16, 16, 15, 13, 11, 10, 6, 1, 1, 1, 16]
+    done: list[float | None] = [0, 0, 0, 0, 0, 1, 3, 5, 6, 10, 16, 16, 16, 16]
+    assert unreplaced(times, demand, done, share=True) == pytest.approx(15 / 16)
 
 
 def test_a_replacement_one_poll_late_counts_as_replaced() -> None:

@@ -266,11 +266,12 @@ DERIVED: dict[str, Derived] = {
             "unreplaced_share",
             "window",
             "ratio",
-            "Share of the requests finished over W that finished while no new request came "
-            "in (over stretches of 2 s; what came in is the change of running + waiting "
-            "plus what finished). A client that waits for its whole batch sends nothing "
-            "while the batch drains (near 1); closed-loop clients, however slow their "
-            "front end, replace each answer with a request (near 0).",
+            "Share of the requests finished over W that no new request replaced (over "
+            "stretches of 2 s: the finishes beyond what came in, which is the change of "
+            "running + waiting plus what finished). A client that waits for its whole "
+            "batch sends nothing while the batch drains (near 1); closed-loop clients "
+            "replace each answer with a request (near 0; a third where a starved front end "
+            "hands the replacements over in bursts, seconds late).",
             "no PromQL: stretches of conserved requests",
         ),
         Derived(

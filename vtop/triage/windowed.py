@@ -118,10 +118,14 @@ def _steps_per_s(st: Store, w: float) -> float | None:
 def unreplaced(
     times: Sequence[float], demand: Column, finished: Column, share: bool
 ) -> float | None:
-    """`unreplaced_share` (or `unreplaced_drain`): requests that finished while nothing new
-    came in (see `derived.DERIVED`). Requests in the server are conserved: what came in over a
-    stretch is the change of demand plus what finished, so a stretch whose requests finished
-    with no arrival is the client holding back. Stretches are at least `UNREPLACED_BIN_S`
+    """`unreplaced_share` (or `unreplaced_drain`): requests that finished with nothing new
+    coming in for them (see `derived.DERIVED`). Requests in the server are conserved: what came
+    in over a stretch is the change of demand plus what finished, so the finishes beyond the
+    arrivals of a stretch are the client holding back. Counted per request, not per stretch: a
+    client waiting for its batch sends the next wave the moment the last answer comes, so the
+    stretch that holds the wave's last finishes holds the next wave's first arrivals too, and
+    whole-stretch counting lost those finishes (a third of a wave on the real server, at one
+    poll a second, enough to read real waves as OK). Stretches are at least `UNREPLACED_BIN_S`
     long, so a closed-loop client that replaces a request a poll later (four polls a second)
     counts as replacing it; failed polls are skipped."""
     points = [
@@ -138,9 +142,9 @@ def unreplaced(
     done = held_back = 0.0
     for (_, d0, f0), (_, d1, f1) in itertools.pairwise(stretches):
         ended = max(0.0, f1 - f0)  # a counter reset is no finish
+        came = max(0.0, d1 - d0 + ended)
         done += ended
-        if ended > 0 and d1 - d0 + ended < 0.5:
-            held_back += ended
+        held_back += max(0.0, ended - came)
     if share:
         return held_back / done if done > 0 else None
     peak = quantile(0.95, [d for _, d, _ in points])
