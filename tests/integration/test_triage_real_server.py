@@ -300,9 +300,10 @@ def test_a_client_sending_waves_is_client_static_batching_within_30_s(server: Vl
         return waves(url, wave_size=16, duration=120.0, shape=shape, seed=7)
 
     doc, code, err = asyncio.run(report_under(server.url, load))
-    assert doc["status"] == "WARNING" and code == 1, said(doc) + err
+    shown = f"{said(doc)} (waves of {shape.max_tokens} tokens){err}"
+    assert doc["status"] == "WARNING" and code == 1, shown
     top = verdict(doc)
-    assert top["rule"] == "client-static-batching", said(doc)
+    assert top["rule"] == "client-static-batching", shown
     assert not any(f["rule"] == "budget-too-small" and f["counts"] for f in doc["findings"])
     print(f"\nreal server under waves of {shape.max_tokens} tokens, 30 s report: {said(doc)}")
 
