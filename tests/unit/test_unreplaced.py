@@ -59,3 +59,22 @@ def test_a_replacement_one_poll_late_counts_as_replaced() -> None:
 def test_unknown_polls_are_skipped_and_too_few_say_nothing() -> None:
     assert unreplaced([0.0, 1.0], [None, 3.0], [0.0, 1.0], share=True) is None
     assert unreplaced([0.0, 5.0], [3.0, 3.0], [0.0, 0.0], share=True) is None  # none finished
+
+
+def test_a_wave_drains_in_one_run_and_scattered_finishes_do_not_add_up() -> None:
+    # The real client's wave above: fifteen of sixteen held back in one run of no arrival.
+    times = [float(t) for t in range(14)]
+    demand: list[float | None] = [16, 16, 16, 16, 16, 15, 13, 11, 10, 6, 1, 1, 1, 16]
+    done: list[float | None] = [0, 0, 0, 0, 0, 1, 3, 5, 6, 10, 16, 16, 16, 16]
+    assert unreplaced(times, demand, done, share=False) == pytest.approx(15 / 16)
+    # A few long requests a minute, arriving independently: over 40 s ten of them finish
+    # unreplaced, but between arrivals, two at most in a row: no drain of the batch.
+    times = [2.0 * i for i in range(21)]
+    came = [0, 1, 0, 0, 1, 0, 1, 0, 0, 1, 0, 1, 0, 0, 1, 0, 0, 1, 0, 1, 0]
+    went = [0, 0, 1, 1, 0, 1, 0, 1, 1, 1, 0, 0, 1, 1, 0, 1, 1, 0, 1, 0, 1]
+    demand = [10.0 + sum(came[: i + 1]) - sum(went[: i + 1]) for i in range(21)]
+    done = [float(sum(went[: i + 1])) for i in range(21)]
+    share = unreplaced(times, demand, done, share=True)
+    assert share is not None and share > 0.6  # each finish unreplaced within its stretch
+    drain = unreplaced(times, demand, done, share=False)
+    assert drain is not None and drain <= 2 / 10

@@ -278,8 +278,10 @@ DERIVED: dict[str, Derived] = {
             "unreplaced_drain",
             "window",
             "ratio",
-            "Requests that finished with no new one coming in over W (unreplaced_share's "
-            "numerator), over the batch's p95: about 1 for each drain of a whole wave.",
+            "The most requests unreplaced_share counts in one run of stretches with no "
+            "arrival (up to the stretch where requests come again) over W, over the batch's "
+            "p95: about 1 when a whole wave drained; a finish or two between independent "
+            "arrivals.",
             "no PromQL: stretches of conserved requests",
         ),
         Derived(

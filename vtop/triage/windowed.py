@@ -127,7 +127,12 @@ def unreplaced(
     whole-stretch counting lost those finishes (a third of a wave on the real server, at one
     poll a second, enough to read real waves as OK). Stretches are at least `UNREPLACED_BIN_S`
     long, so a closed-loop client that replaces a request a poll later (four polls a second)
-    counts as replacing it; failed polls are skipped."""
+    counts as replacing it; failed polls are skipped.
+
+    The drain is the most held back in one run of stretches with no arrival (up to the stretch
+    where requests come again), over the batch's p95: a wave drains in one run, while
+    independent arrivals at a low rate (a few long requests a minute) leave a finish or two
+    unreplaced between arrivals, never most of the batch."""
     points = [
         (t, d, f)
         for t, d, f in zip(times, demand, finished, strict=True)
@@ -139,16 +144,20 @@ def unreplaced(
     for p in points[1:]:
         if p[0] - stretches[-1][0] >= UNREPLACED_BIN_S:
             stretches.append(p)
-    done = held_back = 0.0
+    done = held_back = run = longest = 0.0
     for (_, d0, f0), (_, d1, f1) in itertools.pairwise(stretches):
         ended = max(0.0, f1 - f0)  # a counter reset is no finish
         came = max(0.0, d1 - d0 + ended)
         done += ended
         held_back += max(0.0, ended - came)
+        run += max(0.0, ended - came)
+        longest = max(longest, run)
+        if came >= 0.5:  # the client sent again: this drain, if it was one, is over
+            run = 0.0
     if share:
         return held_back / done if done > 0 else None
     peak = quantile(0.95, [d for _, d, _ in points])
-    return held_back / peak if peak else None
+    return longest / peak if peak else None
 
 
 def waves(demand: Column, share: bool) -> float | None:
