@@ -299,6 +299,7 @@ def search_doc(choice: Choice) -> SearchDoc:
         "formula": dict(choice.formula.changes),
         "note": choice.note,
         "tried": len(choice.trials),
+        "cut_short": choice.cut_short,
         "line": choice.line(),
     }
 

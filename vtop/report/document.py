@@ -177,6 +177,9 @@ class SearchDoc(TypedDict):
     """The configuration the rule's formula gave."""
     note: str
     tried: int
+    cut_short: bool
+    """Whether the report's time budget stopped the search before its scan was done (a host
+    short of CPU): the choice is then the best of fewer configurations."""
     line: str
     """How the configuration was chosen and the goals, in words, as the text formats say it."""
 
