@@ -148,9 +148,10 @@ def unreplaced(
     for (_, d0, f0), (_, d1, f1) in itertools.pairwise(stretches):
         ended = max(0.0, f1 - f0)  # a counter reset is no finish
         came = max(0.0, d1 - d0 + ended)
+        unreplaced_here = max(0.0, ended - came)
         done += ended
-        held_back += max(0.0, ended - came)
-        run += max(0.0, ended - came)
+        held_back += unreplaced_here
+        run += unreplaced_here
         longest = max(longest, run)
         if came >= 0.5:  # the client sent again: this drain, if it was one, is over
             run = 0.0

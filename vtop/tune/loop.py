@@ -111,8 +111,9 @@ class Plan:
 def _kept(out: Outcome) -> str:
     """A trial that met the goals, kept: a stop's words must not read as a failure."""
     best = out.best
-    ok = best is not None and best.number > 0 and best.meets
-    return f"trial {best.number} meets the goals and is kept; " if best and ok else ""
+    if best is None or best.number == 0 or not best.meets:
+        return ""
+    return f"trial {best.number} meets the goals and is kept; "
 
 
 def plan(doc: Document) -> Plan | None:
