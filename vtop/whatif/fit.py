@@ -18,6 +18,18 @@ law fitted to them says nothing about a batch twice as wide. So the fit has thre
   compute-bound); the server sets the scale.
 - "prior": no usable points: the preset as it is.
 
+One more thing a single configuration does show: what a prompt token costs. A request's
+prefill time is the step that carried its prompt, and the window's other steps are decode
+steps (the busy time less the prefill steps, over their count), so a prompt of n tokens costs
+prefill - decode for n - 1 tokens more than a decode step (`prompt_token_cost`). A decode
+token does at least a prompt token's work (the same rows through the same weights), so a
+scaled prior whose cost per token is below it is raised to it (`fit(prompt_token_s=...)`).
+Where the prior's shape fits the machine the evidence sits below the law and changes nothing
+(0.6-0.8 ms a prompt token on the CPU preset's own machine, a law of 1.2); where the machine
+computes slower than it steps (float32 on a CPU without AVX-512: 3.5-3.7 ms a prompt token,
+the prior scaled at 2 seats 2.4), the scaled prior priced a 9-seat step at 54 ms where it
+measured 74, and promised +224 % throughput where the raise gave +140 %.
+
 The prior is the preset for the GPU the server runs on (NVML or the page) and, among those,
 the one serving the same model; no GPU means the CPU build's preset.
 
@@ -57,6 +69,11 @@ FLATTER = 0.5
 this share of what the prior's grows is not trusted there (`flatter_than_prior`)."""
 RECALIBRATE_ABOVE = 0.02
 """The twin's visible step time off its law by more than this share: the law is rescaled."""
+MIN_PREFILLS = 8
+"""Prompts a window must see prefilled before their cost is read (`prompt_token_cost`)."""
+DECODE_AGREES = 0.25
+"""The decode step read from the busy time within this share of the inter-token latency's
+median, or the prefill times hold more than one step each and say nothing of a prompt token."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,6 +97,8 @@ class StepFit:
 
     earlier: int = 0
     """How many of `points` were measured on the same server at other configurations."""
+    prompt_token_s: float | None = None
+    """The cost of a prompt token the window showed, where it raised the law's (else None)."""
 
     def window_points(self) -> tuple[StepPoint, ...]:
         """This window's own points with the uncounted work divided out: what the step law
@@ -98,7 +117,15 @@ class StepFit:
             if self.invisible > 1 + RECALIBRATE_ABOVE
             else ""
         )
-        return f"step time {self.grade} from {len(self.points)} points{hidden}; prior {self.prior}"
+        steeper = (
+            f", a token at least the {self.prompt_token_s * 1e3:.2g} ms a prompt token costs"
+            if self.prompt_token_s is not None
+            else ""
+        )
+        return (
+            f"step time {self.grade} from {len(self.points)} points{hidden}{steeper}; "
+            f"prior {self.prior}"
+        )
 
 
 def prior_preset(
@@ -158,24 +185,24 @@ def prior_step_s(preset: Preset, p: StepPoint, prefill_chunk: float | None = Non
 def scaled(preset: Preset, factor: float) -> Preset:
     """The preset with every step `factor` times as long."""
     if preset.fitted is not None:
-        f = preset.fitted
-        return replace(
-            preset,
-            fitted=FittedStepTime(
-                base_s=f.base_s * factor,
-                per_token_s=f.per_token_s * factor,
-                per_seq_s=f.per_seq_s * factor,
-                per_context_token_s=f.per_context_token_s * factor,
-                kernel_base_s=f.kernel_base_s * factor,
-                kernel_floor_s=f.kernel_floor_s * factor,
-            ),
-        )
+        return replace(preset, fitted=_scaled_law(preset.fitted, factor))
     return replace(
         preset,
         compute_efficiency=preset.compute_efficiency / factor,
         memory_efficiency=preset.memory_efficiency / factor,
         overhead_base_s=preset.overhead_base_s * factor,
         overhead_per_seq_s=preset.overhead_per_seq_s * factor,
+    )
+
+
+def _scaled_law(f: FittedStepTime, factor: float) -> FittedStepTime:
+    return FittedStepTime(
+        base_s=f.base_s * factor,
+        per_token_s=f.per_token_s * factor,
+        per_seq_s=f.per_seq_s * factor,
+        per_context_token_s=f.per_context_token_s * factor,
+        kernel_base_s=f.kernel_base_s * factor,
+        kernel_floor_s=f.kernel_floor_s * factor,
     )
 
 
@@ -258,25 +285,79 @@ def _hist_between(column: Sequence[Histogram | None], a: int, b: int) -> Histogr
     return hist.delta(new, old)
 
 
+def prompt_token_cost(
+    store: Store, window_s: float | None, *, prompt_tokens: float, scope: Scope = ENDPOINT
+) -> float | None:
+    """Seconds a prompt token adds to a step, read from the window's prefill times (see the
+    module's docstring), for prompts of `prompt_tokens` computed tokens (the prefix cache's
+    hits taken off) that fit one step. None where the window cannot say: fewer than
+    `MIN_PREFILLS` prompts, a preemption (a recomputed prompt's prefill time spans its wait),
+    prefill steps too many to leave decode steps apart, or a decode step that disagrees with
+    the inter-token latency's median by more than `DECODE_AGREES` (prompts prefilled together,
+    or a front end that hands first tokens out late)."""
+    prefills = store.hist_delta(scope.key("prefill_time"), window_s)
+    steps_h = store.hist_delta(scope.key("iteration_tokens"), window_s)
+    itl_median = hist.quantile(0.5, store.hist_delta(scope.key("itl"), window_s))
+    preempted = store.values(scope.key("preemptions"), window_s)
+    seen = [v for v in preempted if v is not None]
+    if (
+        prefills is None
+        or steps_h is None
+        or itl_median is None
+        or prefills.count < MIN_PREFILLS
+        or prompt_tokens <= 1
+        or (seen and seen[-1] > seen[0])
+    ):
+        return None
+    times = store.times(window_s)
+    running = [r for r in store.values(scope.key("running"), window_s) if r is not None]
+    if not running or len(times) < 2:
+        return None
+    busy_s = (times[-1] - times[0]) * sum(1 for r in running if r > 0) / len(running)
+    decode_steps = steps_h.count - prefills.count
+    if decode_steps < 2 * prefills.count:
+        return None
+    decode_s = (busy_s - prefills.sum) / decode_steps
+    if decode_s <= 0 or abs(decode_s / itl_median - 1) > DECODE_AGREES:
+        return None
+    prefill_s = prefills.sum / prefills.count
+    return (prefill_s - decode_s) / (prompt_tokens - 1) if prefill_s > decode_s else None
+
+
 def fit(
     points: Sequence[StepPoint],
     prior: Preset,
     prior_why: str,
     *,
     prefill_chunk: float | None = None,
+    prompt_token_s: float | None = None,
 ) -> StepFit:
     """The step law the points and the prior support (see the module's grades);
-    `prefill_chunk`: the prompt tokens one step prefills (mean prompt, capped by the budget)."""
+    `prefill_chunk`: the prompt tokens one step prefills (mean prompt, capped by the budget);
+    `prompt_token_s`: what a prompt token was seen to cost (`prompt_token_cost`), the least a
+    scaled prior's fitted law may charge a token."""
     pts = tuple(points)
     if len(pts) >= MIN_POINTS:
         spread = max(p.tokens for p in pts) / max(min(p.tokens for p in pts), 1e-9)
         if spread >= MIN_SPREAD:
-            law = fit_step_time(pts)
-            return StepFit(replace(prior, fitted=law), "fitted", prior_why, pts, 1.0, prior)
-    if pts:
-        factor = statistics.median(p.step_s / prior_step_s(prior, p, prefill_chunk) for p in pts)
-        return StepFit(scaled(prior, factor), "scaled prior", prior_why, pts, factor, prior)
-    return StepFit(prior, "prior", prior_why, pts, 1.0, prior)
+            fitted = replace(prior, fitted=fit_step_time(pts))
+            return StepFit(fitted, "fitted", prior_why, pts, 1.0, prior)
+    if not pts:
+        return StepFit(prior, "prior", prior_why, pts, 1.0, prior)
+    factor = statistics.median(p.step_s / prior_step_s(prior, p, prefill_chunk) for p in pts)
+    law = scaled(prior, factor)
+    f = law.fitted
+    if f is None or prompt_token_s is None or prompt_token_s <= f.per_token_s:
+        return StepFit(law, "scaled prior", prior_why, pts, factor, prior)
+    for _ in range(3):  # a dearer token leaves less of the observed step to the rest: relevel
+        trial = replace(law, fitted=replace(f, per_token_s=prompt_token_s))
+        level = statistics.median(p.step_s / prior_step_s(trial, p, prefill_chunk) for p in pts)
+        f = _scaled_law(replace(f, per_token_s=prompt_token_s), level)
+        factor *= level
+    law = replace(law, fitted=f)
+    return StepFit(
+        law, "scaled prior", prior_why, pts, factor, prior, prompt_token_s=prompt_token_s
+    )
 
 
 def invisible_work(

@@ -54,6 +54,7 @@ from vtop.whatif.fit import (
     invisible_work,
     pooled,
     prior_preset,
+    prompt_token_cost,
     recalibrated,
     step_points,
 )
@@ -255,6 +256,8 @@ class Observation:
     observed: dict[str, float | None]
     window_s: float
     """The span read: the window asked for, or its part after a load change."""
+    prompt_token_s: float | None = None
+    """What a prompt token was seen to add to a step (`fit.prompt_token_cost`; None: unread)."""
 
 
 def model_names(knobs: Mapping[str, Knob]) -> tuple[str, ...]:
@@ -285,7 +288,22 @@ def observe(watched: Watched, window_s: float, *, scope: Scope = ENDPOINT) -> Ob
     )
     points = step_points(store, window_s, kv_capacity_tokens=capacity, scope=scope)
     observed = figures(store, window_s, scope)
-    return Observation(work, args, read, assumed, prior, why, points, observed, window_s)
+    computed = work.prompt.mean * (1 - (work.prefix_hit or 0.0))
+    per_prompt_token = (
+        prompt_token_cost(store, window_s, prompt_tokens=computed, scope=scope)
+        if computed <= prefill_chunk(work, args, prior)  # each prompt prefilled in one step
+        else None
+    )
+    return Observation(
+        work, args, read, assumed, prior, why, points, observed, window_s, per_prompt_token
+    )
+
+
+def prefill_chunk(work: WorkloadEstimate, args: ServeArgs, prior: Preset) -> float:
+    """The prompt tokens one step prefills: the mean prompt less its prefix-cache hits, at
+    most the step's token budget."""
+    budget = args.max_num_batched_tokens or prior.default_max_num_batched_tokens
+    return min(work.prompt.mean * (1 - (work.prefix_hit or 0.0)), budget)
 
 
 def prepare_from(seen: Observation, *, seed: int = 0, earlier: Sequence[StepPoint] = ()) -> WhatIf:
@@ -293,9 +311,14 @@ def prepare_from(seen: Observation, *, seed: int = 0, earlier: Sequence[StepPoin
     step points of the same server at other configurations (`StepFit.window_points` of their
     fits), pooled with this window's once its uncounted work is known (`fit.pooled`)."""
     work, args = seen.workload, seen.args
-    budget = args.max_num_batched_tokens or seen.prior.default_max_num_batched_tokens
-    chunk = min(work.prompt.mean * (1 - (work.prefix_hit or 0.0)), budget)
-    step = fit(seen.points, seen.prior, seen.prior_why, prefill_chunk=chunk)
+    chunk = prefill_chunk(work, args, seen.prior)
+    step = fit(
+        seen.points,
+        seen.prior,
+        seen.prior_why,
+        prefill_chunk=chunk,
+        prompt_token_s=seen.prompt_token_s,
+    )
     store = twin_store(step.preset, args, work.workload, seed=seed)
     capacity = (
         args.num_gpu_blocks_override * args.block_size if args.num_gpu_blocks_override else None
