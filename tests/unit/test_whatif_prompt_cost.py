@@ -63,12 +63,16 @@ NINE_SEATS = StepPoint("9 seats", 9.0, 9.0, 800.0, 0.0)
 def test_a_prompt_token_dearer_than_the_scaled_law_steepens_it_and_keeps_the_step_seen() -> None:
     plain = fit([AT_TWO], CPU_ENGINE, "cpu", prefill_chunk=40.0)
     steep = fit([AT_TWO], CPU_ENGINE, "cpu", prefill_chunk=40.0, prompt_token_s=0.0036)
-    assert plain.preset.fitted is not None and steep.preset.fitted is not None
-    assert plain.preset.fitted.per_token_s < 0.0036
-    assert steep.preset.fitted.per_token_s == pytest.approx(0.0036, rel=0.02)
+    law, before = steep.preset.fitted, plain.preset.fitted
+    assert law is not None and before is not None
+    assert before.prompt_token_s < 0.0036
+    assert law.per_token_s == law.prompt_token_s == pytest.approx(0.0036, rel=0.02)
+    # a seat: the prompt token's compute plus the preset's bookkeeping at the scaled level
+    bookkeeping = before.per_token_s + before.per_seq_s - before.prompt_token_s
+    assert law.per_seq_s == pytest.approx(bookkeeping, rel=0.05)
     assert prior_step_s(steep.preset, AT_TWO, 40.0) == pytest.approx(AT_TWO.step_s, rel=0.02)
     assert prior_step_s(steep.preset, NINE_SEATS) > 1.2 * prior_step_s(plain.preset, NINE_SEATS)
-    assert "3.6 ms a prompt token" in steep.describe()
+    assert "3.6 ms a token as a prompt token costs here" in steep.describe()
 
 
 def test_a_prompt_token_cheaper_than_the_law_changes_nothing() -> None:
@@ -76,6 +80,13 @@ def test_a_prompt_token_cheaper_than_the_law_changes_nothing() -> None:
     cheap = fit([AT_TWO], CPU_ENGINE, "cpu", prefill_chunk=40.0, prompt_token_s=0.0005)
     assert cheap == plain
     assert cheap.prompt_token_s is None
+
+
+def test_a_law_whose_machine_never_had_its_prompt_token_measured_is_not_steepened() -> None:
+    assert CPU_ENGINE.fitted is not None
+    unmeasured = replace(CPU_ENGINE, fitted=replace(CPU_ENGINE.fitted, prompt_token_s=0.0))
+    plain = fit([AT_TWO], unmeasured, "cpu", prefill_chunk=40.0)
+    assert fit([AT_TWO], unmeasured, "cpu", prefill_chunk=40.0, prompt_token_s=0.0036) == plain
 
 
 def gen_change(trace: str, seats: int, *, with_cost: bool = True) -> float:
@@ -109,16 +120,36 @@ def test_a_prompt_tokens_cost_brings_the_raise_on_the_slow_cpu_closer_to_the_mea
     before: str, after: str, seats: int
 ) -> None:
     """The twin fitted at 2 seats without the cost over-promised the raise by 80-100 points;
-    with it, by 10-60 (a lower bound on the slope: a decode token may cost more than a prompt
-    token, never less), and it never promises less than the raise gave."""
+    with it, it is 17 under and 29 over (this machine's step grew 3.6 ms a seat in one hour
+    and 5.1 in the next: no one window foresees that)."""
     measured = measured_change(before, after)
     predicted = gen_change(before, seats)
     blind = gen_change(before, seats, with_cost=False)
     assert blind - measured > 0.6, (blind, measured)  # what the evidence corrects
-    assert measured - 0.05 < predicted < blind - 0.3, (predicted, blind, measured)
+    assert abs(predicted - measured) < 0.35, (predicted, measured)
+    assert abs(predicted - measured) < abs(blind - measured) - 0.3, (predicted, blind, measured)
 
 
-def test_the_twin_fitted_at_9_seats_predicts_the_cut_to_2() -> None:
-    measured = measured_change("budget9-slowhost.vtrace", "budget2-slowhost.vtrace")
-    predicted = gen_change("budget9-slowhost.vtrace", 2)
-    assert abs(predicted - measured) < 0.10, (predicted, measured)
+@pytest.mark.parametrize(
+    ("before", "after"),
+    [
+        ("budget9-slowhost.vtrace", "budget2-slowhost.vtrace"),
+        ("budget8-slowhost.vtrace", "budget2-slowhost-later.vtrace"),
+    ],
+)
+def test_the_twin_fitted_at_8_or_9_seats_predicts_the_cut_to_2(before: str, after: str) -> None:
+    measured = measured_change(before, after)
+    predicted = gen_change(before, 2)
+    assert abs(predicted - measured) < 0.12, (predicted, measured)
+
+
+@pytest.mark.parametrize("trace", ["budget2.vtrace", "budget4.vtrace", "full.vtrace"])
+def test_the_presets_prompt_token_holds_on_its_own_machine(trace: str) -> None:
+    """CPU_ENGINE's `prompt_token_s` (0.71 ms) is what a prompt token cost on the machine its
+    law was fitted on (AVX-512, bfloat16), at the law's level: there the evidence and the law
+    agree, and the fit barely moves."""
+    seen = observe(read_trace(str(TRACES / trace)), WHOLE_S)
+    assert seen.prompt_token_s is not None and CPU_ENGINE.fitted is not None
+    level = fit(seen.points, CPU_ENGINE, "cpu", prefill_chunk=seen.workload.prompt.mean).scale
+    at_level = seen.prompt_token_s / level
+    assert at_level == pytest.approx(CPU_ENGINE.fitted.prompt_token_s, rel=0.15), at_level

@@ -105,6 +105,11 @@ class FittedStepTime:
     per_context_token_s: float = 0.0
     kernel_base_s: float = 0.0
     kernel_floor_s: float = 0.0
+    prompt_token_s: float = 0.0
+    """What a short prompt's token was seen to add to a step on the machine the law was fitted
+    to (0: not measured): a seat costs this plus `per_token_s + per_seq_s - prompt_token_s` of
+    bookkeeping, which a server computing slower than it steps does not scale alike
+    (`vtop.whatif.fit`)."""
 
     def kernel_s(self, tokens: float, seqs: float, context_tokens: float) -> float:
         """The kernel part of one step (the law above, without `base_s`)."""
@@ -449,14 +454,16 @@ CPU_ENGINE = Preset(
         per_context_token_s=5.190e-07,
         kernel_base_s=0.010949,
         kernel_floor_s=0.019045,
+        prompt_token_s=0.00071,
     ),
     scheduler_override=FALLBACK,
 )
 """Step time fitted to the real server on 2026-11-30 and 2026-12-06: at least 19.0 ms, else
 10.9 ms + 1.19 ms per scheduled token + 0.18 ms per request + 0.52 us per context token
 (`MEASURED` in tests/simtools/realcpu.py holds the points, `FLOOR_TOKENS` the knee; the fit:
-`vtop.sim.calibration.fit_step_time`). vLLM's CPU defaults for the OpenAI server are 128 seqs
-and 2048 batched tokens."""
+`vtop.sim.calibration.fit_step_time`). A prompt token of 40-75-token prompts added 0.71 ms
+(0.65-0.78 over five recorded regimes, scaled to this law's level; docs/calibration.md).
+vLLM's CPU defaults for the OpenAI server are 128 seqs and 2048 batched tokens."""
 
 PRESETS: dict[str, Preset] = {
     p.name: p

@@ -21,14 +21,16 @@ law fitted to them says nothing about a batch twice as wide. So the fit has thre
 One more thing a single configuration does show: what a prompt token costs. A request's
 prefill time is the step that carried its prompt, and the window's other steps are decode
 steps (the busy time less the prefill steps, over their count), so a prompt of n tokens costs
-prefill - decode for n - 1 tokens more than a decode step (`prompt_token_cost`). A decode
-token does at least a prompt token's work (the same rows through the same weights), so a
-scaled prior whose cost per token is below it is raised to it (`fit(prompt_token_s=...)`).
-Where the prior's shape fits the machine the evidence sits below the law and changes nothing
-(0.6-0.8 ms a prompt token on the CPU preset's own machine, a law of 1.2); where the machine
-computes slower than it steps (float32 on a CPU without AVX-512: 3.5-3.7 ms a prompt token,
-the prior scaled at 2 seats 2.4), the scaled prior priced a 9-seat step at 54 ms where it
-measured 74, and promised +224 % throughput where the raise gave +140 %.
+prefill - decode for n - 1 tokens more than a decode step (`prompt_token_cost`). A seat of a
+decode step costs a prompt token's compute (the same rows through the same weights) and some
+bookkeeping; the CPU preset knows both on its own machine (`FittedStepTime.prompt_token_s`),
+and a machine that computes slower than it steps scales the two apart. So where the window's
+prompt token costs more than the scaled preset's, the law charges a token that cost and a
+seat that cost plus the preset's bookkeeping at the scaled level (`fit(prompt_token_s=...)`).
+On the preset's own machine the two agree (0.65-0.78 ms a prompt token at its level, 0.71 in
+the preset) and little moves; in float32 on a CPU without AVX-512 (3.2-3.8 ms, the scaled
+preset 1.4-1.5) the scaled preset priced a 9-seat step at 54 ms where it measured 74 and
+promised +224 % throughput where the raise gave +140 %; it now predicts +123 %.
 
 The prior is the preset for the GPU the server runs on (NVML or the page) and, among those,
 the one serving the same model; no GPU means the CPU build's preset.
@@ -98,7 +100,7 @@ class StepFit:
     earlier: int = 0
     """How many of `points` were measured on the same server at other configurations."""
     prompt_token_s: float | None = None
-    """The cost of a prompt token the window showed, where it raised the law's (else None)."""
+    """The cost of a prompt token the window showed, where it steepened the law (else None)."""
 
     def window_points(self) -> tuple[StepPoint, ...]:
         """This window's own points with the uncounted work divided out: what the step law
@@ -118,7 +120,7 @@ class StepFit:
             else ""
         )
         steeper = (
-            f", a token at least the {self.prompt_token_s * 1e3:.2g} ms a prompt token costs"
+            f", {self.prompt_token_s * 1e3:.2g} ms a token as a prompt token costs here"
             if self.prompt_token_s is not None
             else ""
         )
@@ -203,6 +205,7 @@ def _scaled_law(f: FittedStepTime, factor: float) -> FittedStepTime:
         per_context_token_s=f.per_context_token_s * factor,
         kernel_base_s=f.kernel_base_s * factor,
         kernel_floor_s=f.kernel_floor_s * factor,
+        prompt_token_s=f.prompt_token_s * factor,
     )
 
 
@@ -334,8 +337,9 @@ def fit(
 ) -> StepFit:
     """The step law the points and the prior support (see the module's grades);
     `prefill_chunk`: the prompt tokens one step prefills (mean prompt, capped by the budget);
-    `prompt_token_s`: what a prompt token was seen to cost (`prompt_token_cost`), the least a
-    scaled prior's fitted law may charge a token."""
+    `prompt_token_s`: what a prompt token was seen to cost (`prompt_token_cost`), which a
+    scaled prior's fitted law charges where it is dearer than the law's own (see the module's
+    docstring)."""
     pts = tuple(points)
     if len(pts) >= MIN_POINTS:
         spread = max(p.tokens for p in pts) / max(min(p.tokens for p in pts), 1e-9)
@@ -347,12 +351,23 @@ def fit(
     factor = statistics.median(p.step_s / prior_step_s(prior, p, prefill_chunk) for p in pts)
     law = scaled(prior, factor)
     f = law.fitted
-    if f is None or prompt_token_s is None or prompt_token_s <= f.per_token_s:
+    if (
+        f is None
+        or not f.prompt_token_s  # the law's machine never had its prompt token measured
+        or prompt_token_s is None
+        or prompt_token_s <= f.prompt_token_s
+    ):
         return StepFit(law, "scaled prior", prior_why, pts, factor, prior)
+    bookkeeping = max(0.0, f.per_token_s + f.per_seq_s - f.prompt_token_s)
     for _ in range(3):  # a dearer token leaves less of the observed step to the rest: relevel
-        trial = replace(law, fitted=replace(f, per_token_s=prompt_token_s))
-        level = statistics.median(p.step_s / prior_step_s(trial, p, prefill_chunk) for p in pts)
-        f = _scaled_law(replace(f, per_token_s=prompt_token_s), level)
+        trial = replace(
+            f, per_token_s=prompt_token_s, per_seq_s=bookkeeping, prompt_token_s=prompt_token_s
+        )
+        level = statistics.median(
+            p.step_s / prior_step_s(replace(law, fitted=trial), p, prefill_chunk) for p in pts
+        )
+        f = _scaled_law(trial, level)
+        bookkeeping *= level
         factor *= level
     law = replace(law, fitted=f)
     return StepFit(
