@@ -288,7 +288,7 @@ def observe(watched: Watched, window_s: float, *, scope: Scope = ENDPOINT) -> Ob
     )
     points = step_points(store, window_s, kv_capacity_tokens=capacity, scope=scope)
     observed = figures(store, window_s, scope)
-    computed = work.prompt.mean * (1 - (work.prefix_hit or 0.0))
+    computed = computed_prompt(work)
     per_prompt_token = (
         prompt_token_cost(store, window_s, prompt_tokens=computed, scope=scope)
         if computed <= prefill_chunk(work, args, prior)  # each prompt prefilled in one step
@@ -299,11 +299,15 @@ def observe(watched: Watched, window_s: float, *, scope: Scope = ENDPOINT) -> Ob
     )
 
 
+def computed_prompt(work: WorkloadEstimate) -> float:
+    """The prompt tokens a request has computed: the mean prompt less its prefix-cache hits."""
+    return work.prompt.mean * (1 - (work.prefix_hit or 0.0))
+
+
 def prefill_chunk(work: WorkloadEstimate, args: ServeArgs, prior: Preset) -> float:
-    """The prompt tokens one step prefills: the mean prompt less its prefix-cache hits, at
-    most the step's token budget."""
+    """The prompt tokens one step prefills: the computed prompt, at most the step's budget."""
     budget = args.max_num_batched_tokens or prior.default_max_num_batched_tokens
-    return min(work.prompt.mean * (1 - (work.prefix_hit or 0.0)), budget)
+    return min(computed_prompt(work), budget)
 
 
 def prepare_from(seen: Observation, *, seed: int = 0, earlier: Sequence[StepPoint] = ()) -> WhatIf:
