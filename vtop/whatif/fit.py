@@ -254,10 +254,9 @@ def step_points(
         seconds = times[b] - times[a]
         polls = running[a + 1 : b + 1]
         seqs = _mean([r for r in polls if r is not None and r > 0])
-        seen = [r for r in polls if r is not None]
-        if seqs is None or not seen or seconds <= 0:
+        busy_s = _busy_s(seconds, polls)
+        if seqs is None or busy_s is None or seconds <= 0:
             continue
-        busy_s = seconds * sum(1 for r in seen if r > 0) / len(seen)
         steps_h = _hist_between(iters, a, b)
         if steps_h is not None and steps_h.count > 0:
             steps = steps_h.count
@@ -277,6 +276,12 @@ def step_points(
             context = seqs * ((prompt_len or 0.0) + (gen_len or 0.0) / 2)
         points.append(StepPoint(f"t+{times[a] - times[0]:.0f}s", tokens, seqs, context, step_s))
     return points
+
+
+def _busy_s(seconds: float, running: Sequence[float | None]) -> float | None:
+    """The share of `seconds` the engine ran something, by the polls of `running` that saw it."""
+    seen = [r for r in running if r is not None]
+    return seconds * sum(1 for r in seen if r > 0) / len(seen) if seen else None
 
 
 def _hist_between(column: Sequence[Histogram | None], a: int, b: int) -> Histogram | None:
@@ -301,22 +306,22 @@ def prompt_token_cost(
     prefills = store.hist_delta(scope.key("prefill_time"), window_s)
     steps_h = store.hist_delta(scope.key("iteration_tokens"), window_s)
     itl_median = hist.quantile(0.5, store.hist_delta(scope.key("itl"), window_s))
-    preempted = store.values(scope.key("preemptions"), window_s)
-    seen = [v for v in preempted if v is not None]
+    times = store.times(window_s)
+    busy_s = (
+        _busy_s(times[-1] - times[0], store.values(scope.key("running"), window_s))
+        if len(times) >= 2
+        else None
+    )
     if (
         prefills is None
         or steps_h is None
         or itl_median is None
+        or busy_s is None
         or prefills.count < MIN_PREFILLS
         or prompt_tokens <= 1
-        or (seen and seen[-1] > seen[0])
+        or (store.per_second(scope.key("preemptions"), window_s) or 0.0) > 0
     ):
         return None
-    times = store.times(window_s)
-    running = [r for r in store.values(scope.key("running"), window_s) if r is not None]
-    if not running or len(times) < 2:
-        return None
-    busy_s = (times[-1] - times[0]) * sum(1 for r in running if r > 0) / len(running)
     decode_steps = steps_h.count - prefills.count
     if decode_steps < 2 * prefills.count:
         return None
