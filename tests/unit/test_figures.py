@@ -115,6 +115,19 @@ def test_window_figures_are_the_catalogs_reads_of_a_recorded_server() -> None:
     assert compared(store, window_s) == {n: got[n] for n in FIGURES}
 
 
+def test_a_part_is_held_to_a_whole_no_figure_prints() -> None:
+    """The recorded 2-seat server: TTFT p90 falls in vLLM's 40-80 s bucket (72 s read off it),
+    the end-to-end p90 in its 40-50 s one (48 s). A request's first token comes no later than its
+    end, so the self-check, the what-if and the report's table all read 48 s."""
+    trace = ROOT / "tests" / "fixtures" / "real-regimes" / "budget2-slowhost.vtrace"
+    store = read_trace(str(trace)).store
+    scope = figures.ENDPOINT
+    raw_ttft = figures.latency(store, figures.TTFT.key(scope), None).p90
+    e2e = figures.latency(store, figures.E2E.key(scope), None).p90
+    assert raw_ttft is not None and e2e is not None and e2e < 0.8 * raw_ttft
+    assert window_figures(store, None)["ttft_p90"] == e2e
+
+
 @pytest.mark.parametrize(
     ("value", "seats"),
     [(256, 256.0), (12.5, 12.5), (0, None), (-4, None), (True, None), ("auto", None)],
