@@ -51,7 +51,7 @@ from __future__ import annotations
 import itertools
 import statistics
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, fields, replace
 
 from vtop.figures import ENDPOINT, Scope
 from vtop.model import Histogram
@@ -198,15 +198,9 @@ def scaled(preset: Preset, factor: float) -> Preset:
 
 
 def _scaled_law(f: FittedStepTime, factor: float) -> FittedStepTime:
-    return FittedStepTime(
-        base_s=f.base_s * factor,
-        per_token_s=f.per_token_s * factor,
-        per_seq_s=f.per_seq_s * factor,
-        per_context_token_s=f.per_context_token_s * factor,
-        kernel_base_s=f.kernel_base_s * factor,
-        kernel_floor_s=f.kernel_floor_s * factor,
-        prompt_token_s=f.prompt_token_s * factor,
-    )
+    """The law with every term (each one seconds) scaled alike: a field added to the law is
+    scaled without being named here."""
+    return FittedStepTime(**{term.name: getattr(f, term.name) * factor for term in fields(f)})
 
 
 def _chunk_edges(times: Sequence[float], chunk_s: float) -> list[int]:
