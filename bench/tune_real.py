@@ -25,6 +25,7 @@ runs at a time (`bench/_realserver.py`). About 20 minutes a regime on 2 cores.
     .venv/bin/python -m bench.tune_real [--regime budget-bound] [--json PATH] [--dtype float32]
     .venv/bin/python -m bench.tune_real --regime budget-bound --tune-only   # tune's trials alone
     .venv/bin/python -m bench.tune_real --rejudge PATH     # a --json run's tables, judged anew
+    .venv/bin/python -m bench.tune_real --record-dir DIR   # each measured window as a .vtrace
 """
 
 from __future__ import annotations
@@ -201,15 +202,24 @@ def _label(config: Mapping[str, KnobValue]) -> str:
     return knobs.flags(dict(config), sep=" ") or "(as started)"
 
 
-def measure(regime: Regime, config: Config, dtype: str) -> Measured:
+def measure(regime: Regime, config: Config, dtype: str, record: Path | None = None) -> Measured:
+    """One configuration measured; `record`: a folder its watched window is recorded into
+    (`<regime>-<flags>.vtrace`, by a `vtop --record` polling beside the measurement), so a
+    twin fitted to one configuration can be checked against the others offline."""
     started = Started(regime, config, dtype)
     try:
 
         def watch() -> dict[str, float | None]:
             time.sleep(WARMUP_S)
+            recorder = None
+            if record is not None:
+                trace = record / f"{regime.name}-{_slug(config)}.vtrace"
+                recorder = _recording(started.server.url, trace, WATCH_S)
             watched = watch_live(
                 SourceSpec(urls=(started.server.url,), interval=INTERVAL_S), WATCH_S
             )
+            if recorder is not None:
+                recorder.wait(timeout=WATCH_S)
             return figures(watched.store, WATCH_S)
 
         got = measured_alone(started.server, watch)
@@ -217,6 +227,29 @@ def measure(regime: Regime, config: Config, dtype: str) -> Measured:
         started.close()
     print(f"    measured {_label(config)}: {_line(got)}", flush=True)
     return Measured(config, got)
+
+
+def _slug(config: Mapping[str, KnobValue]) -> str:
+    """`seqs12-fp8`: a configuration as a file name."""
+    words = {"max_num_seqs": "seqs", "max_num_batched_tokens": "budget"}
+    parts = [
+        f"{words[k]}{v}" if k in words else str(v)
+        for k, v in sorted(config.items())
+        if k != "kv_cache_dtype" or v != "auto"
+    ]
+    return "-".join(parts) or "start"
+
+
+def _recording(url: str, trace: Path, seconds: float) -> subprocess.Popen[bytes]:
+    """`vtop --record` of `url` for `seconds`, started now (its own process)."""
+    command = ["--url", url, "--record", str(trace), "--headless", "--duration", f"{seconds:g}s"]
+    command += ["--interval", f"{INTERVAL_S:g}"]
+    return subprocess.Popen(
+        [sys.executable, "-m", "vtop", *command],
+        cwd=REPO_ROOT,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
 
 
 def _line(f: Mapping[str, float | None]) -> str:
@@ -241,9 +274,12 @@ def vtop(*args: str, timeout_s: float) -> subprocess.CompletedProcess[str]:
     )
 
 
-def report_and_predictions(regime: Regime, dtype: str, outcome: Outcome) -> None:
+def report_and_predictions(
+    regime: Regime, dtype: str, outcome: Outcome, record: Path | None = None
+) -> None:
     """The 45 s report at the bad setting and, over the same seconds, the twin's predictions
-    for every swept configuration (one `vtop whatif` per set of fixed knobs)."""
+    for every swept configuration (one `vtop whatif` per set of fixed knobs); `record`: a
+    folder the report's window is recorded into (`<regime>-report.vtrace`)."""
     started = Started(regime, {}, dtype)
     try:
         time.sleep(WARMUP_S)
@@ -251,6 +287,8 @@ def report_and_predictions(regime: Regime, dtype: str, outcome: Outcome) -> None
         jobs: dict[str, list[str]] = {
             "report": ["--url", url, "--report", "--duration", f"{REPORT_S:g}", "--format", "json"]
         }
+        if record is not None:
+            jobs["report"] += ["--record", str(record / f"{regime.name}-report.vtrace")]
         for fixed, values in _sweeps(regime).items():
             knob = "max_num_seqs" if "max_num_seqs" not in dict(fixed) else "max_num_batched_tokens"
             sets = [f"--set={k}={v}" for k, v in fixed]
@@ -483,17 +521,24 @@ def _pct(x: float | None, sign: int = 1) -> str:
     return f"{x:+.0%}" if sign else f"{x:.0%}"
 
 
-def run(regime: Regime, dtype: str, log_dir: Path, skip_tune: bool, tune_only: bool) -> Outcome:
+def run(
+    regime: Regime,
+    dtype: str,
+    log_dir: Path,
+    skip_tune: bool,
+    tune_only: bool,
+    record: Path | None = None,
+) -> Outcome:
     print(f"\n[{regime.name}]", flush=True)
     outcome = Outcome(regime)
     if tune_only:
         tune(regime, dtype, outcome, log_dir)
         return outcome
-    report_and_predictions(regime, dtype, outcome)
+    report_and_predictions(regime, dtype, outcome, record)
     for config in regime.sweep:
-        outcome.sweep.append(measure(regime, config, dtype))
+        outcome.sweep.append(measure(regime, config, dtype, record))
     if outcome.choice and _measured(outcome, outcome.choice) is None:
-        outcome.choice_measured = measure(regime, outcome.choice, dtype)
+        outcome.choice_measured = measure(regime, outcome.choice, dtype, record)
     if not skip_tune:
         tune(regime, dtype, outcome, log_dir)
     return outcome
@@ -529,6 +574,12 @@ def main() -> int:
     parser.add_argument(
         "--rejudge", metavar="PATH", help="print a --json run's tables again, judged anew"
     )
+    parser.add_argument(
+        "--record-dir",
+        metavar="DIR",
+        type=Path,
+        help="record the report's window and each swept configuration's as .vtrace files here",
+    )
     opts = parser.parse_args()
     if opts.rejudge:
         for outcome, verdict in rejudged(Path(opts.rejudge)):
@@ -540,7 +591,11 @@ def main() -> int:
     names = opts.regime or list(REGIMES)
     results = []
     for name in names:
-        outcome = run(REGIMES[name], opts.dtype, log_dir, opts.no_tune, opts.tune_only)
+        if opts.record_dir is not None:
+            opts.record_dir.mkdir(parents=True, exist_ok=True)
+        outcome = run(
+            REGIMES[name], opts.dtype, log_dir, opts.no_tune, opts.tune_only, opts.record_dir
+        )
         results.append((outcome, judge(outcome)))
     for outcome, verdict in results:
         print_outcome(outcome, verdict)
