@@ -50,6 +50,7 @@ from tools.vllm_cpu.server import (
     REPO_ROOT,
     VENV_PYTHON,
     VllmServer,
+    VllmServerError,
     free_port,
     make_server,
     server_env,
@@ -58,6 +59,7 @@ from vtop import fmt, knobs
 from vtop.cli.sources import SourceSpec
 from vtop.cli.whatif import watch_live
 from vtop.knobs import KnobValue
+from vtop.sources import cpu
 from vtop.sources.vllm import ScrapeOptions
 from vtop.tune.load import ClosedLoop, parse_shape
 from vtop.tune.loop import NOISE
@@ -535,10 +537,20 @@ def run(
         tune(regime, dtype, outcome, log_dir)
         return outcome
     report_and_predictions(regime, dtype, outcome, record)
+    fp8 = cpu.local_cpu_server_knob()
     for config in regime.sweep:
-        outcome.sweep.append(measure(regime, config, dtype, record))
+        if fp8 is not None and not fp8.value and str(config.get("kv_cache_dtype")) == "fp8":
+            print(f"    skipped {_label(config)}: {fp8.detail}", flush=True)
+            continue
+        try:
+            outcome.sweep.append(measure(regime, config, dtype, record))
+        except VllmServerError as exc:  # one configuration that will not start: the rest stand
+            print(f"    {_label(config)}: {str(exc).splitlines()[0]}", flush=True)
     if outcome.choice and _measured(outcome, outcome.choice) is None:
-        outcome.choice_measured = measure(regime, outcome.choice, dtype, record)
+        try:
+            outcome.choice_measured = measure(regime, outcome.choice, dtype, record)
+        except VllmServerError as exc:
+            print(f"    the report's choice {_label(outcome.choice)}: {exc}", flush=True)
     if not skip_tune:
         tune(regime, dtype, outcome, log_dir)
     return outcome

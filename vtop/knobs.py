@@ -32,9 +32,10 @@ from vtop import untrusted
 
 KnobValue = int | float | str | bool | None
 
-Where = Literal["cmdline", "page", "label"]
+Where = Literal["cmdline", "page", "label", "host"]
 """Where a source reads a knob: `cmdline` the vLLM process's argv (and its `--config` YAML),
-`page` a `vllm:cache_config_info` label, `label` a targets-file label (`max_num_seqs=64`)."""
+`page` a `vllm:cache_config_info` label, `label` a targets-file label (`max_num_seqs=64`),
+`host` the hardware of a server vtop runs beside (`vtop.sources.cpu`)."""
 
 KV_WALL: Final = 0.9
 """KV usage from which the KV pool bounds the batch (vLLM's dashboard orange, llm-d's "may get
@@ -277,6 +278,13 @@ KNOBS: Final[dict[str, KnobSpec]] = {
             range=_PARALLEL,
             default=1,
             short="asc",
+        ),
+        KnobSpec(
+            "fp8_kv_supported",
+            bool,
+            "the server can keep an FP8 KV cache (false: vLLM's CPU build on a CPU without "
+            "AVX-512 or AMX, which will not start with one)",
+            ("host",),
         ),
         KnobSpec("quantization", str, "weight quantisation method", ("cmdline",), short="q"),
         KnobSpec("model", str, "the model served", ("cmdline",), rules_read=False),

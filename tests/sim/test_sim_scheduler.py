@@ -17,7 +17,8 @@ def sched(
     long_prefill_token_threshold: int = 0,
     enable_prefix_caching: bool = False,
 ) -> Scheduler:
-    """A small scheduler: 8 seats, 64 tokens a step, 64 blocks of 4."""
+    """A small scheduler: 8 seats, 64 tokens a step, 64 blocks of 4 (one of them vLLM's null
+    block, so 63 for requests)."""
     return Scheduler(
         SchedulerConfig(
             max_num_seqs=max_num_seqs,
@@ -84,8 +85,9 @@ def test_finish_frees_the_slot_for_the_next_step() -> None:
 
 
 def test_preemption_evicts_the_newest_and_requeues_it_at_the_front() -> None:
-    # 6 blocks of 4 tokens. Three requests of 8-token prompts take 2 blocks each.
-    s = sched(num_gpu_blocks=6, max_num_batched_tokens=64)
+    # 6 blocks of 4 tokens for requests (and the null block). Three requests of 8-token prompts
+    # take 2 blocks each.
+    s = sched(num_gpu_blocks=7, max_num_batched_tokens=64)
     for i in range(3):
         s.add(Request(i, prompt_len=8, output_len=20), 0.0)
     s.add(Request(9, prompt_len=4, output_len=2), 0.0)  # waits: no block left
@@ -110,7 +112,7 @@ def test_preemption_evicts_the_newest_and_requeues_it_at_the_front() -> None:
 
 
 def test_a_request_that_is_its_own_victim_stops_the_running_loop() -> None:
-    s = sched(num_gpu_blocks=2, max_num_batched_tokens=64)
+    s = sched(num_gpu_blocks=3, max_num_batched_tokens=64)  # 2 blocks for requests
     s.add(Request(0, prompt_len=8, output_len=5), 0.0)
     step(s, 1)
     plan = s.schedule()  # needs a third block; the only candidate is itself
@@ -166,7 +168,7 @@ def test_shared_prefix_blocks_are_counted_once() -> None:
 
 
 def test_preempted_requests_do_not_count_in_prefix_stats() -> None:
-    s = sched(enable_prefix_caching=True, num_gpu_blocks=4, max_num_batched_tokens=64)
+    s = sched(enable_prefix_caching=True, num_gpu_blocks=5, max_num_batched_tokens=64)
     s.add(Request(0, prompt_len=8, output_len=20), 0.0)
     s.add(Request(1, prompt_len=8, output_len=20), 0.0)
     step(s, 1)
@@ -175,6 +177,20 @@ def test_preempted_requests_do_not_count_in_prefix_stats() -> None:
         step(s, t)
     assert s.num_preemptions >= 1
     assert s.prefix_queries == queries  # re-admissions after preemption are not queries
+
+
+def test_the_null_block_is_held_by_no_request() -> None:
+    """vLLM's BlockPool keeps one block as its null block: 5 blocks hold 4 of a request's, and
+    usage is read over those 4."""
+    s = sched(num_gpu_blocks=5, max_num_batched_tokens=64)
+    s.add(Request(0, prompt_len=20, output_len=2), 0.0)  # 5 blocks: one more than there are
+    s.add(Request(1, prompt_len=16, output_len=2), 0.0)
+    got, _ = step(s, 1)
+    assert got == []  # the head waits, and the one behind it waits with it (FCFS)
+    s = sched(num_gpu_blocks=5, max_num_batched_tokens=64)
+    s.add(Request(0, prompt_len=16, output_len=2), 0.0)  # 4 blocks: all a request may hold
+    got, _ = step(s, 1)
+    assert got == [(0, 16)] and s.pool.free == 0 and s.pool.usage == 1.0
 
 
 def test_budget_must_cover_max_num_seqs() -> None:

@@ -23,6 +23,8 @@ and `vllm/v1/core/kv_cache_manager.py`:
   prefix-cache stats (queries += num_tokens, hits += hit tokens) every time the head is peeked,
   unless the request was preempted before (`PrefixCacheStats.record(preempted=...)`).
 - Finished requests (output length reached) free their blocks after the step.
+- One block is the pool's null block (`BlockPool.null_block`), held by no request: requests
+  share `num_gpu_blocks - 1`, and KV usage is read over those.
 
 Not modelled: speculative decoding, LoRA and structured-output deferrals (the "deferred"
 waiting reason stays 0), encoder inputs, KV connectors, the priority policy, async scheduling,
@@ -231,7 +233,10 @@ class Scheduler:
 
     def __init__(self, config: SchedulerConfig) -> None:
         self.config = config
-        self.pool = KVPool(config.num_gpu_blocks)
+        # vLLM's BlockPool takes one block off the free queue as the null block (a placeholder
+        # no request holds) and reports usage over the rest (`get_usage`): a request may hold
+        # one block fewer than `num_gpu_blocks`, which is 4 % of a 24-block pool.
+        self.pool = KVPool(max(1, config.num_gpu_blocks - 1))
         self.running: list[Request] = []
         self.waiting: deque[Request] = deque()
         self.plan = StepPlan()

@@ -89,11 +89,14 @@ def merge(
     process: Mapping[str, Knob] | None = None,
     flags: Mapping[str, Knob] | None = None,
     gpu_mem_bytes: int | None = None,
+    host: Mapping[str, Knob] | None = None,
 ) -> dict[str, Knob]:
-    """Every knob from its best source (see the module docstring for the order)."""
+    """Every knob from its best source (see the module docstring for the order); `host`: what
+    the hardware of a local server allows (`vtop.sources.cpu`)."""
     endpoint = endpoint or EndpointInfo()
     max_len = endpoint.max_model_len
     knobs = defaults(endpoint.version, gpu_mem_bytes, max_len)
+    knobs.update(host or {})
     knobs.update(process or {})
     knobs.update(from_cache_config(cache_info or {}))
     if max_len is not None:

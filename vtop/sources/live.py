@@ -42,7 +42,7 @@ from vtop.model import (
     SeriesKey,
 )
 from vtop.signals import resets
-from vtop.sources import discovery
+from vtop.sources import cpu, discovery
 from vtop.sources.status import CONNECTED, CONNECTING, ConnectionStatus
 from vtop.sources.urls import base_url, host_of, redact_url
 from vtop.sources.vllm import ScrapeOptions, VllmScraper
@@ -248,12 +248,14 @@ class LiveSource:
         gpu_mem = None
         if state.local and self._last_gpu.gpus:
             gpu_mem = self._last_gpu.gpus[0].mem_total_bytes
+        fp8 = cpu.local_cpu_server_knob() if process is not None else None
         knobs = discovery.merge(
             cache_info=state.cache_info,
             endpoint=state.server,
             process=process,
             flags=self._flags,
             gpu_mem_bytes=gpu_mem,
+            host={fp8.name: fp8} if fp8 is not None else None,
         )
         knobs.update(self._endpoint_flags.get(state.scraper.url, {}))
         return knobs
