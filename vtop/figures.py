@@ -43,7 +43,6 @@ LATENCY_SPAN_S = 60.0
 CAP_KNOB = "max_num_seqs"
 """The knob that caps the running batch."""
 
-
 # -- the catalog ------------------------------------------------------------------------------
 
 Read = Literal["gauge", "rate", "latency", "quantile", "mean", "knob"]
@@ -218,8 +217,6 @@ RATES = {f.name: f.signal for f in CATALOG if f.read == "rate"}
 """Each per-second figure and the counter it is the rate of."""
 LATENCIES = tuple(f.name for f in CATALOG if f.read == "latency")
 """The latency histograms a report summarises."""
-LATENCY_FIGURE = {f.signal: f for f in CATALOG if f.read == "latency"}
-"""Each latency histogram's figure, by the signal it reads."""
 
 
 def rate_span(interval_s: float) -> float:
@@ -475,11 +472,9 @@ def window_figures(
     """Every single-valued figure of `CATALOG` over the window, as every view computes it: a
     gauge's mean over the window's polls, a counter's increase per second, a latency's
     percentile from its histogram's increase, a part never above its whole at the same
-    quantile (`within_wholes`, the whole read even where no figure is its quantile: TTFT p90
-    held to the end-to-end p90, as the report's latency table holds it); None where the server
+    quantile (`within_wholes`; TTFT's whole too, as the report's table); None where the server
     shows nothing. What a whole-window consumer compares: the twin's self-check reads the
-    observed store and the twin's pages with it, the what-if's table and the sweep's rows
-    print it."""
+    observed store and the twin's pages with it, the what-if's table and the sweep's rows."""
     out: dict[str, float | None] = {}
     seen: dict[str, Latency] = {}
     by_quantile: dict[float, dict[str, str]] = {}
@@ -497,12 +492,9 @@ def window_figures(
                 by_quantile.setdefault(f.q, {})[f.signal] = f.name
     for q, names in by_quantile.items():
         values = {signal: out[name] for signal, name in names.items()}
-        for part, whole in WHOLES.items():
-            if part in values and whole not in values and whole in LATENCY_FIGURE:
-                lat = seen.get(whole)
-                if lat is None:
-                    lat = seen[whole] = latency(store, LATENCY_FIGURE[whole].key(scope), window_s)
-                values[whole] = lat.quantile(q)
+        for part, whole in WHOLES.items():  # a whole no figure prints (end-to-end) is read too
+            if part in values and whole not in values:
+                values[whole] = latency(store, scope.key(whole), window_s).quantile(q)
         held = within_wholes(values)
         out.update({name: held[signal] for signal, name in names.items()})
     return out

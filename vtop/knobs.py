@@ -279,13 +279,7 @@ KNOBS: Final[dict[str, KnobSpec]] = {
             default=1,
             short="asc",
         ),
-        KnobSpec(
-            "fp8_kv_supported",
-            bool,
-            "the server can keep an FP8 KV cache (false: vLLM's CPU build on a CPU without "
-            "AVX-512 or AMX, which will not start with one)",
-            ("host",),
-        ),
+        KnobSpec("fp8_kv_supported", bool, "the server can keep an FP8 KV cache", ("host",)),
         KnobSpec("quantization", str, "weight quantisation method", ("cmdline",), short="q"),
         KnobSpec("model", str, "the model served", ("cmdline",), rules_read=False),
         KnobSpec(

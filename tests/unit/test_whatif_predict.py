@@ -96,6 +96,10 @@ def test_the_gate_grades_the_token_error() -> None:
     assert graded(85.0).confidence == "medium"
     assert graded(125.0).confidence == "low"
     assert graded(131.0).withheld
+    # just past the limit, the reason shows the digits that put it past: never "by 30% (more
+    # than 30%)"
+    assert "by 30.4% (more than 30%)" in graded(130.4).reason
+    assert "by 31% (more than 30%)" in graded(131.0).reason
     nothing = check(observed | {"generation_tokens_per_s": None}, observed)
     assert nothing.withheld and "no generated tokens" in nothing.reason
 

@@ -203,11 +203,22 @@ def judge(
         )
     elif not family.ratio and family.name != "throughput" and error > MAX_OCCUPANCY_ERROR:
         reason = (
-            f"the twin's {label} misses today's by {error:.0%} ({fig.screen(got)} against "
+            f"the twin's {label} misses today's by {_past(error, MAX_OCCUPANCY_ERROR)} "
+            f"({fig.screen(got)} against "
             f"{fig.screen(seen)} observed; more than {MAX_OCCUPANCY_ERROR:.0%}): "
             f"its {family.name} does not describe this server"
         )
     return FamilyCheck(family.name, worst, error, reason)
+
+
+def _past(error: float, limit: float) -> str:
+    """A share past a limit, with the digits that show it is past: `31%`, and `30.4%` where a
+    whole percent would read as the limit itself ("by 30% (more than 30%)")."""
+    for digits in range(4):
+        said = f"{error:.{digits}%}"
+        if float(said.rstrip("%")) / 100 > limit:
+            return said
+    return said
 
 
 def check(observed: Mapping[str, float | None], twin: Mapping[str, float | None]) -> SelfCheck:
@@ -224,7 +235,7 @@ def check(observed: Mapping[str, float | None], twin: Mapping[str, float | None]
     elif tokens > MAX_TOKENS_ERROR:
         confidence = "withheld"
         reason = (
-            f"the twin misses today's generated tokens/s by {tokens:.0%} "
+            f"the twin misses today's generated tokens/s by {_past(tokens, MAX_TOKENS_ERROR)} "
             f"(more than {MAX_TOKENS_ERROR:.0%}): it does not describe this server"
         )
     else:
