@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from vtop.report.run import replay_document
 from vtop.sources import cpu, discovery
 
 # the first processor of /proc/cpuinfo on an AMD EPYC without AVX-512, where vLLM 0.32's CPU
@@ -64,3 +65,17 @@ def test_the_hosts_word_is_a_knob_the_server_does_not_override() -> None:
     merged = discovery.merge(host={knob.name: knob})
     assert merged["fp8_kv_supported"] == knob
     assert "fp8_kv_supported" not in discovery.merge()  # a remote server: nothing is said
+
+
+def test_the_real_server_on_such_a_cpu_is_told_fewer_seats_not_fp8() -> None:
+    """vLLM's CPU build on a CPU without AVX-512, its KV pool full (16 seats, 24 blocks, 40
+    clients), recorded live by vtop: the knob is in the trace, and the advice it gives is what
+    the pool fits, which the server can start with."""
+    trace = Path(__file__).resolve().parents[1] / "fixtures/real-regimes/kv-nofp8-slowhost.vtrace"
+    doc = replay_document(str(trace))
+    assert doc["endpoints"][0]["knobs"]["fp8_kv_supported"]["value"] is False
+    (top,) = [f for f in doc["findings"] if f["rule"] == "memory-ceiling"]
+    flags = [r["flag"] for r in top["recommendations"]]
+    assert not any(f.startswith("--kv-cache-dtype") for f in flags), flags
+    (seats,) = [r for r in top["recommendations"] if r["knob"] == "max_num_seqs"]
+    assert seats["direction"] == "lower" and seats["to"] < 16, seats
