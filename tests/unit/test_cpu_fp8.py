@@ -78,4 +78,4 @@ def test_the_real_server_on_such_a_cpu_is_told_fewer_seats_not_fp8() -> None:
     flags = [r["flag"] for r in top["recommendations"]]
     assert not any(f.startswith("--kv-cache-dtype") for f in flags), flags
     (seats,) = [r for r in top["recommendations"] if r["knob"] == "max_num_seqs"]
-    assert seats["direction"] == "lower" and seats["to"] < 16, seats
+    assert seats["direction"] == "lower" and isinstance(seats["to"], int) and seats["to"] < 16
