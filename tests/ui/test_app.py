@@ -319,7 +319,8 @@ async def test_finding_detail_scrolls_to_every_line_at_80x24() -> None:
         text = "\n".join(seen)
         assert "--max-num-seqs 104" in text and "max_num_seqs=104" in text
         assert "max(floor_to(fit_after, 8)" in text
-        assert "use 52 sequences." in end  # the last line of the last recommendation
+        # the last line of the last recommendation: its last input
+        assert "vllm:cache_config_info kv_cache_size_tokens)" in end
         assert "Escape closes · c copies the flags" in end
 
 
