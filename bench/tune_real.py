@@ -550,7 +550,8 @@ def run(
         try:
             outcome.choice_measured = measure(regime, outcome.choice, dtype, record)
         except VllmServerError as exc:
-            print(f"    the report's choice {_label(outcome.choice)}: {str(exc).splitlines()[0]}")
+            said = str(exc).splitlines()[0]
+            print(f"    the report's choice {_label(outcome.choice)}: {said}", flush=True)
     if not skip_tune:
         tune(regime, dtype, outcome, log_dir)
     return outcome
