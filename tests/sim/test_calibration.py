@@ -18,6 +18,7 @@ from tests.simtools.realcpu import (
     CONFIGS,
     FLOOR_TOKENS,
     MEASURED,
+    SLOWHOST,
     PageSampler,
     binding_wall,
     real_args,
@@ -26,8 +27,9 @@ from tests.simtools.realcpu import (
     uniform_shapes,
 )
 from vtop.sim.calibration import StepPoint, fit_step_time, predict
-from vtop.sim.hardware import CPU_ENGINE, PRESETS, FittedStepTime, StepCost
+from vtop.sim.hardware import CPU_ENGINE, CPU_ENGINE_NO_AVX512, PRESETS, FittedStepTime, StepCost
 from vtop.sim.serve_args import resolve
+from vtop.whatif.fit import prior_preset
 
 
 def test_fit_recovers_a_known_law() -> None:
@@ -99,6 +101,21 @@ def test_preset_is_the_fit_of_the_measured_points() -> None:
         assert getattr(CPU_ENGINE.fitted, name) == pytest.approx(
             getattr(fit, name), rel=0.02, abs=1e-7
         ), name
+
+
+def test_the_preset_for_a_cpu_without_avx512_is_the_fit_of_its_points() -> None:
+    """Linear from the first seat (no floor), within 10 % of every point it was fitted to,
+    and chosen for a server without a GPU on a CPU vtop read as lacking AVX-512 and AMX."""
+    fit = fit_step_time(SLOWHOST)
+    law = CPU_ENGINE_NO_AVX512.fitted
+    assert law is not None and law.kernel_floor_s == 0
+    for name in ("base_s", "per_token_s", "per_seq_s", "per_context_token_s"):
+        assert getattr(law, name) == pytest.approx(getattr(fit, name), rel=0.02, abs=1e-7), name
+    for p in SLOWHOST:
+        assert predict(law, p) == pytest.approx(p.step_s, rel=0.10), p.label
+    assert prior_preset(None, "vtop/engine", avx512=False)[0] is CPU_ENGINE_NO_AVX512
+    assert prior_preset(None, "vtop/engine", avx512=True)[0] is CPU_ENGINE
+    assert prior_preset(None, "vtop/engine")[0] is CPU_ENGINE
 
 
 def test_preset_reproduces_every_measured_step() -> None:

@@ -97,6 +97,28 @@ SWEPT: tuple[StepPoint, ...] = (
 and prompt tokens a step (requests of 40:96 and 72:250 tokens), context = seqs x (prompt +
 half the output). Steps of other widths than the calibration's, on another day."""
 
+SLOWHOST: tuple[StepPoint, ...] = (
+    StepPoint("budget-bound x2", 2.78, 1.89, 167, 0.03206),
+    StepPoint("budget-bound x4", 5.66, 3.89, 351, 0.04579),
+    StepPoint("budget-bound x8", 11.27, 7.75, 687, 0.06194),
+    StepPoint("budget-bound x9", 12.71, 8.69, 765, 0.06592),
+    StepPoint("budget-bound x12", 17.01, 11.65, 1037, 0.07631),
+    StepPoint("budget-bound x16", 22.76, 15.67, 1380, 0.09696),
+    StepPoint("budget-bound x24", 33.77, 23.44, 2064, 0.12679),
+    StepPoint("budget-bound x32", 33.28, 23.32, 2056, 0.13404),
+    StepPoint("kv-exhausted x4", 5.17, 3.89, 760, 0.04775),
+    StepPoint("kv-exhausted x6", 7.59, 5.94, 1137, 0.05597),
+    StepPoint("kv-exhausted x8", 10.29, 7.90, 1499, 0.06950),
+    StepPoint("kv-exhausted x4 (again)", 5.18, 3.92, 802, 0.04973),
+    StepPoint("kv-exhausted x6 (again)", 7.47, 5.91, 1180, 0.05812),
+)
+"""CPU_ENGINE_NO_AVX512's points: three of bench/tune_real.py's sweeps of 2026-12-07 on a 2-core
+x86 CPU without AVX-512 (float32), recorded with `--record-dir` (tests/fixtures/sweeps holds the
+budget-bound one and the second KV-exhausted one; a later KV-exhausted sweep there is not among
+these points), read by `vtop.whatif.fit.step_points` with context = seqs x (prompt + half the
+output) as the twin prices it (KV usage counts whole 128-token blocks); the configurations that
+preempted left out."""
+
 MEASURED: tuple[StepPoint, ...] = (*CALIBRATED, *SWEPT)
 """The points CPU_ENGINE's step time is fitted to.
 

@@ -14,7 +14,7 @@ from vtop.sim.hardware import QWEN_4090_AWQ
 from vtop.sim.scenarios import get_scenario
 from vtop.sim.serve_args import ServeArgs
 from vtop.sim.twin import Twin
-from vtop.whatif.check import FIGURES, SelfCheck, check, figures
+from vtop.whatif.check import FIGURES, QUEUE_FIGURES, SelfCheck, check, figures, queue_unjudged
 from vtop.whatif.predict import WhatIf, changed, prepare
 from vtop.whatif.watched import read_trace
 
@@ -199,3 +199,27 @@ def test_a_band_is_never_narrower_than_the_figures_floor(whatif: WhatIf) -> None
     assert none.after == 0 and (none.low, none.high) == (0.0, 0.1)  # not 0-0
     tokens = bands["generation_tokens_per_s"]
     assert tokens.high - tokens.after >= 0.1 * tokens.after  # the real server's own spread
+
+
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "real-regimes"
+
+
+def test_queue_times_of_requests_that_queued_before_the_window_are_not_judged() -> None:
+    """The KV-exhausted server 15 s into its load, read for 30 s: 30 requests wait at every
+    poll, but the few that finish in the window are the load's first, admitted at once (queue
+    p50 under a millisecond). The twin's steady queue is the server's (Little's law), so the
+    queue figures are not held against it, and the reason is read out; TTFT still is."""
+    watched = read_trace(str(FIXTURES / "kv-nofp8-slowhost.vtrace"))
+    fitted = prepare(watched, 300.0)
+    said = queue_unjudged(watched.store, 300.0)
+    assert said.startswith("queue time not judged: ") and said in fitted.read
+    assert fitted.check.errors["queue_p50"] is None and fitted.check.errors["queue_p90"] is None
+    latency = fitted.check.families["latency"]
+    assert latency.worst != "queue_p50" and latency.worst is not None
+    # judged where the window's queue times add up to the queue the gauge showed
+    steady = read_trace(str(FIXTURES / "budget2-slowhost.vtrace"))
+    assert queue_unjudged(steady.store, 300.0) == ""
+    observed = dict.fromkeys(FIGURES, 1.0) | {"generation_tokens_per_s": 100.0}
+    off = observed | {"queue_p50": 300.0}
+    assert check(observed, off).confidence == "low"
+    assert check(observed, off, QUEUE_FIGURES).confidence == "high"

@@ -465,6 +465,25 @@ CPU_ENGINE = Preset(
 (0.65-0.78 over five recorded regimes, scaled to this law's level; docs/calibration.md).
 vLLM's CPU defaults for the OpenAI server are 128 seqs and 2048 batched tokens."""
 
+CPU_ENGINE_NO_AVX512 = replace(
+    CPU_ENGINE,
+    name="cpu-engine-no-avx512",
+    description="The real vLLM CPU server on a 2-core x86 CPU without AVX-512 or AMX (float32)",
+    weight_bytes=int(CPU_ENGINE_MODEL.num_params * 4),
+    fitted=FittedStepTime(
+        base_s=0.025055,
+        per_token_s=0.0023319,
+        per_seq_s=0.0,
+        per_context_token_s=1.3453e-05,
+        prompt_token_s=0.0031,
+    ),
+)
+"""Step time fitted to the real server on a CPU without AVX-512 (2026-12-07, float32): 25.1 ms +
+2.3 ms per scheduled token + 13.5 us per context token, no floor: every seat adds to the step
+(2 seats 32 ms, 4 seats 46 ms, 24 seats 127 ms), where on the AVX-512 CPU steps of up to five
+tokens cost the same; the KV cache is read in float32 (64 KiB a token) without AVX-512. A
+40-token prompt's token added 2.7-3.6 ms (`SLOWHOST` in tests/simtools/realcpu.py)."""
+
 PRESETS: dict[str, Preset] = {
     p.name: p
     for p in (
@@ -474,5 +493,6 @@ PRESETS: dict[str, Preset] = {
         QWEN05_4090_BF16,
         UNIT_STEP,
         CPU_ENGINE,
+        CPU_ENGINE_NO_AVX512,
     )
 }

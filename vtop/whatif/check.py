@@ -24,14 +24,23 @@ runs it at today's knobs and asks `check` whether it does:
   orders of magnitude, so it is judged as a ratio: the larger of twin and observed over the
   smaller (each at least its floor); above `MAX_LATENCY_FACTOR` on any of them it is off. A
   family the server shows none of is not judged.
+- A request's queue time is recorded as it finishes, so a window shorter than the requests'
+  end-to-end latency reads the queue times of requests that queued before it: the first
+  requests of a load, admitted at once, read 0.2 s beside 30 requests waiting at every poll
+  (the real KV-exhausted server 45 s into its load; its twin's steady 58 s was right). The
+  server says so itself: by Little's law the mean number waiting is the seconds of queueing a
+  second, which the window's queue times should add up to (`queue_unjudged`). Where the two
+  are more than `QUEUE_APART` apart, the queue figures are not judged (nor their error given):
+  they describe another time than the window.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from typing import Literal
 
+from vtop import durations
 from vtop.figures import ENDPOINT, FIGURE, Scope, window_figures
 from vtop.signals.store import Store
 
@@ -46,6 +55,11 @@ HIGH_LATENCY_FACTOR = 1.25
 "medium". Half the limit (1.5x) let the float32 API-bound server's report say "confidence
 high" beside a twin whose TTFT p90 was 1.49x off: no user reads a latency half again as long
 as a confident one."""
+
+QUEUE_APART = 2.0
+"""The waiting gauge's queue and the one the window's queue times add up to, further apart than
+this factor (either way): the queue figures are not judged (see the module's docstring)."""
+QUEUE_FIGURES = ("queue_p50", "queue_p90")
 
 Confidence = Literal["high", "medium", "low", "withheld"]
 
@@ -116,6 +130,27 @@ def figures(
     return {name: every[name] for name in FIGURES}
 
 
+def queue_unjudged(store: Store, window_s: float | None, scope: Scope = ENDPOINT) -> str:
+    """Why the window's queue times do not describe its queue, in a clause ("" where they do,
+    or where neither side saw a request-second of queueing a second): the mean number waiting
+    against the queue seconds of the requests that finished, per second of the window."""
+    times = store.times(window_s)
+    waiting = [w for w in store.values(scope.key("waiting"), window_s) if w is not None]
+    queued = store.hist_delta(scope.key("queue_time"), window_s)
+    if len(times) < 2 or not waiting or queued is None or not queued.count:
+        return ""
+    seconds = times[-1] - times[0]
+    gauge = sum(waiting) / len(waiting)
+    recorded = queued.sum / seconds if seconds > 0 else 0.0
+    if max(gauge, recorded) < 1 or 1 / QUEUE_APART <= gauge / max(recorded, 1e-9) <= QUEUE_APART:
+        return ""
+    return (
+        f"queue time not judged: {gauge:.3g} requests waited on average over the window, "
+        f"{recorded:.3g} by the queue times of the {queued.count:.0f} requests that finished "
+        f"in its {durations.span(seconds)} (they queued before it)"
+    )
+
+
 def relative_error(name: str, twin: float | None, observed: float | None) -> float | None:
     """|twin - observed| relative to the observed (at least the figure's floor)."""
     if twin is None or observed is None:
@@ -179,14 +214,19 @@ class SelfCheck:
 
 
 def judge(
-    family: Family, observed: Mapping[str, float | None], twin: Mapping[str, float | None]
+    family: Family,
+    observed: Mapping[str, float | None],
+    twin: Mapping[str, float | None],
+    unjudged: Collection[str] = (),
 ) -> FamilyCheck:
-    """The family's worst judged figure and, past its limit, why its figures are withheld."""
+    """The family's worst judged figure (none of `unjudged`) and, past its limit, why its
+    figures are withheld."""
     measure = latency_factor if family.ratio else relative_error
     scored = [
         (error, name)
         for name in family.judged
-        if (error := measure(name, twin.get(name), observed.get(name))) is not None
+        if name not in unjudged
+        and (error := measure(name, twin.get(name), observed.get(name))) is not None
     ]
     if not scored:
         return FamilyCheck(family.name, None, None)
@@ -221,11 +261,19 @@ def _past(error: float, limit: float) -> str:
     return said
 
 
-def check(observed: Mapping[str, float | None], twin: Mapping[str, float | None]) -> SelfCheck:
+def check(
+    observed: Mapping[str, float | None],
+    twin: Mapping[str, float | None],
+    unjudged: Collection[str] = (),
+) -> SelfCheck:
     """The errors, the confidence they give and, above `MAX_TOKENS_ERROR`, why withheld; each
-    family's verdict beside them."""
-    errors = {n: relative_error(n, twin.get(n), observed.get(n)) for n in FIGURES}
-    families = {f.name: judge(f, observed, twin) for f in FAMILIES}
+    family's verdict beside them. `unjudged`: observed figures that describe another time than
+    the window (`queue_unjudged`): no error is given for them and no family judged on them."""
+    errors = {
+        n: None if n in unjudged else relative_error(n, twin.get(n), observed.get(n))
+        for n in FIGURES
+    }
+    families = {f.name: judge(f, observed, twin, unjudged) for f in FAMILIES}
     tokens = errors["generation_tokens_per_s"]
     seen = observed.get("generation_tokens_per_s")
     reason = ""

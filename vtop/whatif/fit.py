@@ -33,7 +33,11 @@ preset 1.4-1.5) the scaled preset priced a 9-seat step at 54 ms where it measure
 promised +224 % throughput where the raise gave +140 %; it now predicts +123 %.
 
 The prior is the preset for the GPU the server runs on (NVML or the page) and, among those,
-the one serving the same model; no GPU means the CPU build's preset.
+the one serving the same model; no GPU means the CPU build's preset: the one fitted on a CPU
+without AVX-512 or AMX where vtop read the host's flags and found neither (the knob
+`fp8_kv_supported` false: vLLM runs in float32 there and every seat adds to the step, where the
+AVX-512 CPU's steps cost the same up to five tokens; its shape carried 4 seats +65 % where the
+server gave +40 %).
 
 What the metrics do not show: vLLM counts a step's tokens as the prompts that got their first
 token plus the tokens generated, so the prompt a preempted request recomputes, a prefill chunk
@@ -59,7 +63,15 @@ from vtop.signals import histogram as hist
 from vtop.signals.store import Store
 from vtop.sim.calibration import StepPoint, fit_step_time
 from vtop.sim.calibration import predict as predict_step
-from vtop.sim.hardware import CPU_ENGINE, PRESETS, QWEN_4090_AWQ, FittedStepTime, Preset, StepCost
+from vtop.sim.hardware import (
+    CPU_ENGINE,
+    CPU_ENGINE_NO_AVX512,
+    PRESETS,
+    QWEN_4090_AWQ,
+    FittedStepTime,
+    Preset,
+    StepCost,
+)
 
 CHUNK_S = 30.0
 """The span of one step point: long enough for hundreds of steps, short enough for several."""
@@ -74,8 +86,10 @@ RECALIBRATE_ABOVE = 0.02
 MIN_PREFILLS = 8
 """Prompts a window must see prefilled before their cost is read (`prompt_token_cost`)."""
 DECODE_AGREES = 0.25
-"""The decode step read from the busy time within this share of the inter-token latency's
-median, or the prefill times hold more than one step each and say nothing of a prompt token."""
+"""The decode step read from the busy time within this share of the mean inter-token latency,
+or the prefill times hold more than one step each and say nothing of a prompt token. The mean,
+not the median: vLLM's ITL buckets (25, 50 ms) put a median of 30 ms steps at 38 ms, and a
+2-seat window whose decode step was 28 ms read as disagreeing."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -131,12 +145,21 @@ class StepFit:
 
 
 def prior_preset(
-    gpu_name: str | None, model: str | Sequence[str] | None, quantization: str | None = None
+    gpu_name: str | None,
+    model: str | Sequence[str] | None,
+    quantization: str | None = None,
+    *,
+    avx512: bool | None = None,
 ) -> tuple[Preset, str]:
     """The preset closest to the server: its GPU, then its model (any of the names it is
-    served under) and quantisation."""
+    served under) and quantisation; without a GPU, the CPU build's preset for a CPU with
+    AVX-512 or AMX or, where `avx512` is False, the one for a CPU without (float32, every seat
+    adding to the step)."""
     names = {model} if isinstance(model, str) else set(model or ())
     if not gpu_name:
+        if avx512 is False:
+            cpu = CPU_ENGINE_NO_AVX512
+            return cpu, f"{cpu.name} (no GPU: the CPU build, on a CPU without AVX-512 or AMX)"
         return CPU_ENGINE, f"{CPU_ENGINE.name} (no GPU: the CPU build)"
     same_gpu = [p for p in PRESETS.values() if p.gpu is not None and p.gpu.name == gpu_name]
     if not same_gpu:
@@ -295,11 +318,11 @@ def prompt_token_cost(
     hits taken off) that fit one step. None where the window cannot say: fewer than
     `MIN_PREFILLS` prompts, a preemption (a recomputed prompt's prefill time spans its wait),
     prefill steps too many to leave decode steps apart, or a decode step that disagrees with
-    the inter-token latency's median by more than `DECODE_AGREES` (prompts prefilled together,
+    the mean inter-token latency by more than `DECODE_AGREES` (prompts prefilled together,
     or a front end that hands first tokens out late)."""
     prefills = store.hist_delta(scope.key("prefill_time"), window_s)
     steps_h = store.hist_delta(scope.key("iteration_tokens"), window_s)
-    itl_median = hist.quantile(0.5, store.hist_delta(scope.key("itl"), window_s))
+    itl_mean = store.hist_mean(scope.key("itl"), window_s)
     times = store.times(window_s)
     busy_s = (
         _busy_s(times[-1] - times[0], store.values(scope.key("running"), window_s))
@@ -309,7 +332,7 @@ def prompt_token_cost(
     if (
         prefills is None
         or steps_h is None
-        or itl_median is None
+        or itl_mean is None
         or busy_s is None
         or prefills.count < MIN_PREFILLS
         or prompt_tokens <= 1
@@ -320,7 +343,7 @@ def prompt_token_cost(
     if decode_steps < 2 * prefills.count:
         return None
     decode_s = (busy_s - prefills.sum) / decode_steps
-    if decode_s <= 0 or abs(decode_s / itl_median - 1) > DECODE_AGREES:
+    if decode_s <= 0 or abs(decode_s / itl_mean - 1) > DECODE_AGREES:
         return None
     prefill_s = prefills.sum / prefills.count
     return (prefill_s - decode_s) / (prompt_tokens - 1) if prefill_s > decode_s else None

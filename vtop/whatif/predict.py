@@ -42,10 +42,12 @@ from vtop.sim.workload import Workload
 from vtop.whatif.check import (
     FIGURES,
     FLOORS,
+    QUEUE_FIGURES,
     Confidence,
     SelfCheck,
     check,
     figures,
+    queue_unjudged,
     relative_error,
 )
 from vtop.whatif.fit import (
@@ -258,6 +260,8 @@ class Observation:
     """The span read: the window asked for, or its part after a load change."""
     prompt_token_s: float | None = None
     """What a prompt token was seen to add to a step (`fit.prompt_token_cost`; None: unread)."""
+    queue_unjudged: str = ""
+    """Why the window's queue times are not held against the twin (`check.queue_unjudged`)."""
 
 
 def model_names(knobs: Mapping[str, Knob]) -> tuple[str, ...]:
@@ -276,10 +280,12 @@ def observe(watched: Watched, window_s: float, *, scope: Scope = ENDPOINT) -> Ob
     if changed_load is not None:
         read.insert(0, changed_load)
     quant = knobs.get("quantization")
+    fp8_kv = knobs.get("fp8_kv_supported")  # read off the host CPU's AVX-512 and AMX flags
     prior, why = prior_preset(
         watched.gpu_name,
         model_names(knobs),
         str(quant.value) if quant is not None else None,
+        avx512=None if fp8_kv is None or fp8_kv.value is None else bool(fp8_kv.value),
     )
     if args.kv_cache_dtype != prior.kv_cache_dtype:
         prior = prior.with_kv_cache_dtype(args.kv_cache_dtype)
@@ -295,7 +301,17 @@ def observe(watched: Watched, window_s: float, *, scope: Scope = ENDPOINT) -> Ob
         else None
     )
     return Observation(
-        work, args, read, assumed, prior, why, points, observed, window_s, per_prompt_token
+        work,
+        args,
+        read,
+        assumed,
+        prior,
+        why,
+        points,
+        observed,
+        window_s,
+        per_prompt_token,
+        queue_unjudged(store, window_s, scope),
     )
 
 
@@ -337,12 +353,13 @@ def prepare_from(seen: Observation, *, seed: int = 0, earlier: Sequence[StepPoin
         step = both
         store = twin_store(step.preset, args, work.workload, seed=seed)
     twin = figures(store, None)
+    unjudged = QUEUE_FIGURES if seen.queue_unjudged else ()
     return WhatIf(
         workload=work,
         step=step,
         args=args,
-        check=check(seen.observed, twin),
-        read=[*work.read, *seen.read, step.describe()],
+        check=check(seen.observed, twin, unjudged),
+        read=[*work.read, *seen.read, step.describe(), *filter(None, [seen.queue_unjudged])],
         assumed=[*work.assumed, *seen.assumed],
         seed=seed,
     )
