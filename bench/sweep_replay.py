@@ -51,7 +51,7 @@ def config_of(watched: Watched) -> dict[str, KnobValue]:
 
 
 def report_choice(trace: Path) -> str:
-    """The flags the report on the replayed window recommends ("" for none)."""
+    """The flags the report on the replayed window recommends, or why none, in brackets."""
     done = subprocess.run(
         [sys.executable, "-m", "vtop", "--replay", str(trace), "--report", "--format", "json"],
         capture_output=True,
