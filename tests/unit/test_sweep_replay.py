@@ -1,4 +1,4 @@
-"""The twin against two real sweeps, offline: what a 45 s report predicted and chose at the bad
+"""The twin against three real sweeps, offline: what a 45 s report predicted and chose at the bad
 setting, beside what the real server did when restarted at each configuration.
 
 tests/fixtures/sweeps holds bench/tune_real.py's recordings (`--record-dir`) of 2026-12-07 on a
@@ -12,6 +12,7 @@ worse fails here, in seconds, instead of in a 25-minute live run.
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 
 import pytest
@@ -25,12 +26,11 @@ from vtop.whatif.watched import read_trace
 SWEEPS = Path(__file__).resolve().parents[1] / "fixtures" / "sweeps"
 
 
-def _fitted(folder: str) -> tuple[WhatIf, float]:
+@functools.cache
+def _fitted(folder: str) -> WhatIf:
+    """The twin fitted to the report's window, as `vtop whatif --replay` fits it (5 minutes)."""
     report = next((SWEEPS / folder).glob("*-report.vtrace"))
-    whatif = prepare(read_trace(str(report)), 300.0)
-    seen = whatif.check.observed["generation_tokens_per_s"]
-    assert seen is not None
-    return whatif, seen
+    return prepare(read_trace(str(report)), 300.0)
 
 
 def _measured(folder: str, seats: int) -> dict[str, float | None]:
@@ -64,7 +64,7 @@ def _predicted_change(whatif: WhatIf, changes: dict[str, KnobValue]) -> float:
 def test_the_predicted_change_is_near_the_measured_one(
     folder: str, seats: int, within: float
 ) -> None:
-    whatif, _ = _fitted(folder)
+    whatif = _fitted(folder)
     assert whatif.step.preset.name == "cpu-engine-no-avx512"  # the host's CPU was read
     tokens = _measured(folder, seats)["generation_tokens_per_s"]
     regime = folder.partition("-no-avx512")[0]
@@ -79,7 +79,7 @@ def test_the_kv_reports_twin_is_confident_enough_to_choose() -> None:
     reads 0.2 s: the requests that finished in it were the load's first, admitted at once.
     The twin's 58 s steady queue is not held against that (`check.queue_unjudged`), so the
     self-check is no longer "low" for it, and the twin may choose."""
-    whatif, _ = _fitted("kv-exhausted-no-avx512")
+    whatif = _fitted("kv-exhausted-no-avx512")
     assert whatif.check.errors["queue_p50"] is None
     assert whatif.check.confidence in ("medium", "high")
 
