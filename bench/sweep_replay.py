@@ -22,14 +22,13 @@ replayed window is printed too.
 from __future__ import annotations
 
 import argparse
-import json
 import re
-import subprocess
 import sys
 from pathlib import Path
 
 from vtop import fmt
 from vtop.knobs import KnobValue
+from vtop.report.run import replay_document
 from vtop.whatif.check import figures
 from vtop.whatif.predict import WhatIf, prepare
 from vtop.whatif.watched import Watched, read_trace
@@ -52,18 +51,11 @@ def config_of(watched: Watched) -> dict[str, KnobValue]:
 
 def report_choice(trace: Path) -> str:
     """The flags the report on the replayed window recommends, or why none, in brackets."""
-    done = subprocess.run(
-        [sys.executable, "-m", "vtop", "--replay", str(trace), "--report", "--format", "json"],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    if not done.stdout.strip():
-        return f"(no report: {done.stderr.strip()[-200:]})"
-    for finding in json.loads(done.stdout).get("findings", []):
-        if finding.get("state") == "firing" and finding.get("recommendations"):
+    doc = replay_document(str(trace))
+    for finding in doc["findings"]:
+        if finding["state"] == "firing" and finding["recommendations"]:
             return " ".join(r["flag"] for r in finding["recommendations"])
-    return "(none)"
+    return f"(none: {doc['status']})"
 
 
 def _order(path: Path) -> tuple[int, str]:
