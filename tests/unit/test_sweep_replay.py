@@ -56,9 +56,10 @@ def _predicted_change(whatif: WhatIf, changes: dict[str, KnobValue]) -> float:
         *(("kv-exhausted-no-avx512-later", s, 0.075) for s in (4, 6, 7, 8, 10, 12)),
         *(("kv-exhausted-no-avx512", s, 0.155) for s in (4, 6, 8, 10, 12)),
         # budget-bound (2 seats, 24 clients): the rows around the goals' edge within 13 points;
-        # wider batches under by up to 48 (the window's prompt token prices every token)
+        # wider batches under by up to 23 (48 while the window's dearer prompt token priced
+        # every decode seat too: a decode seat costs less than a prompt token on this CPU)
         *(("budget-bound-no-avx512", s, 0.135) for s in (4, 8, 9)),
-        *(("budget-bound-no-avx512", s, 0.50) for s in (12, 16, 24, 32)),
+        *(("budget-bound-no-avx512", s, 0.25) for s in (12, 16, 24, 32)),
     ],
 )
 def test_the_predicted_change_is_near_the_measured_one(

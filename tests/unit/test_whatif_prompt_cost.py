@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from vtop.sim.calibration import StepPoint
-from vtop.sim.hardware import CPU_ENGINE
+from vtop.sim.hardware import CPU_ENGINE, CPU_ENGINE_NO_AVX512
 from vtop.whatif.fit import fit, prior_step_s
 from vtop.whatif.predict import observe, prepare_from
 from vtop.whatif.watched import read_trace
@@ -73,6 +73,20 @@ def test_a_prompt_token_dearer_than_the_scaled_law_steepens_it_and_keeps_the_ste
     assert prior_step_s(steep.preset, AT_TWO, 40.0) == pytest.approx(AT_TWO.step_s, rel=0.02)
     assert prior_step_s(steep.preset, NINE_SEATS) > 1.2 * prior_step_s(plain.preset, NINE_SEATS)
     assert "3.6 ms a token as a prompt token costs here" in steep.describe()
+
+
+def test_a_law_whose_decode_seat_costs_less_than_a_prompt_token_keeps_it_so() -> None:
+    """The CPU without AVX-512 steps a decode seat for ~2.3 ms and prefills a prompt token for
+    ~3.1: a dearer prompt token seen in the window steepens prompt tokens, and a seat keeps its
+    price below them (negative bookkeeping), where charging it the prompt token's cost priced a
+    24-seat step 48 points too dear in the replayed budget-bound sweep."""
+    law = CPU_ENGINE_NO_AVX512.fitted
+    assert law is not None and law.per_token_s + law.per_seq_s < law.prompt_token_s
+    steep = fit([AT_TWO], CPU_ENGINE_NO_AVX512, "cpu", prefill_chunk=40.0, prompt_token_s=0.006)
+    got = steep.preset.fitted
+    assert got is not None and got.per_token_s == pytest.approx(0.006, rel=0.05)
+    assert got.per_seq_s < 0 < got.per_token_s + got.per_seq_s < got.per_token_s
+    assert prior_step_s(steep.preset, AT_TWO, 40.0) == pytest.approx(AT_TWO.step_s, rel=0.02)
 
 
 def test_a_prompt_token_cheaper_than_the_law_changes_nothing() -> None:

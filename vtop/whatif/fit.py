@@ -30,7 +30,11 @@ seat that cost plus the preset's bookkeeping at the scaled level (`fit(prompt_to
 On the preset's own machine the two agree (0.65-0.78 ms a prompt token at its level, 0.71 in
 the preset) and little moves; in float32 on a CPU without AVX-512 (3.2-3.8 ms, the scaled
 preset 1.4-1.5) the scaled preset priced a 9-seat step at 54 ms where it measured 74 and
-promised +224 % throughput where the raise gave +140 %; it now predicts +123 %.
+promised +224 % throughput where the raise gave +140 %; it now predicts +123 %. The
+bookkeeping may be negative: the CPU without AVX-512 steps a decode seat for less than it
+prefills a prompt token (2.3 against 3.1 ms), and a seat charged the whole dearer token priced
+its 24-seat steps 48 points too dear in a replayed budget-bound sweep (23 with the seat kept
+below the token).
 
 The prior is the preset for the GPU the server runs on (NVML or the page) and, among those,
 the one serving the same model; no GPU means the CPU build's preset: the one fitted on a CPU
@@ -380,7 +384,9 @@ def fit(
         or prompt_token_s <= f.prompt_token_s
     ):
         return StepFit(law, "scaled prior", prior_why, pts, factor, prior)
-    bookkeeping = max(0.0, f.per_token_s + f.per_seq_s - f.prompt_token_s)
+    # a seat's cost apart from its token's compute, at the scaled level: negative where the law's
+    # machine steps a decode seat cheaper than it prefills a prompt token (a CPU without AVX-512)
+    bookkeeping = f.per_token_s + f.per_seq_s - f.prompt_token_s
     for _ in range(3):  # a dearer token leaves less of the observed step to the rest: relevel
         trial = replace(
             f, per_token_s=prompt_token_s, per_seq_s=bookkeeping, prompt_token_s=prompt_token_s
