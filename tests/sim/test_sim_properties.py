@@ -19,8 +19,9 @@ def configs(draw: st.DrawFn) -> SchedulerConfig:
     seqs = draw(st.integers(1, 8))
     bs = draw(st.sampled_from([1, 2, 4, 16]))
     budget = draw(st.integers(seqs, 96))
-    # The pool must hold one maximal request (prompt 60 + output 30), as vLLM checks at start.
-    blocks = draw(st.integers((90 + bs - 1) // bs, (400 + bs - 1) // bs))
+    # The pool must hold one maximal request (prompt 60 + output 30), as vLLM checks at start,
+    # besides its null block (held by no request).
+    blocks = draw(st.integers((90 + bs - 1) // bs + 1, (400 + bs - 1) // bs + 1))
     return SchedulerConfig(
         max_num_seqs=seqs,
         max_num_batched_tokens=budget,
