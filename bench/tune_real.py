@@ -222,11 +222,15 @@ def measure(regime: Regime, config: Config, dtype: str, record: Path | None = No
             if record is not None:
                 trace = record / f"{regime.name}-{_slug(config)}.vtrace"
                 recorder = _recording(started.server.url, trace, WATCH_S)
-            watched = watch_live(
-                SourceSpec(urls=(started.server.url,), interval=INTERVAL_S), WATCH_S
-            )
-            if recorder is not None:
-                recorder.wait(timeout=WATCH_S)
+            try:
+                watched = watch_live(
+                    SourceSpec(urls=(started.server.url,), interval=INTERVAL_S), WATCH_S
+                )
+                if recorder is not None:
+                    recorder.wait(timeout=WATCH_S)
+            finally:  # a failed measurement does not leave its recorder polling the next server
+                if recorder is not None and recorder.poll() is None:
+                    recorder.kill()
             return figures(watched.store, WATCH_S)
 
         got = measured_alone(started.server, watch)
