@@ -15,7 +15,8 @@ import itertools
 import math
 from collections.abc import Sequence
 
-from vtop.signals.store import Store
+from vtop.signals.queueing import queue_seen
+from vtop.signals.store import Store, key
 from vtop.triage.columns import Column, Columns
 from vtop.triage.counts import Window, counted_value, ratio
 from vtop.triage.derived import SINCE_START_VALUES
@@ -73,9 +74,8 @@ def window_value(name: str, w: float, columns: Columns) -> float | None:
         per_s, step_s = _steps_per_s(st, w), st.hist_mean("itl", w)
         return None if per_s is None or step_s is None else min(per_s * step_s, 1.0)
     if name == "queue_seen":
-        waiting = over_time("avg_over_time", columns.get(Operand("waiting"), w), None)
-        queued = st.hist_delta("queue_time", w)
-        return ratio(waiting, ratio(queued.sum if queued else None, _seconds(st, w)))
+        seen = queue_seen(st, w, key("waiting"), key("queue_time"))
+        return seen.ratio if seen else None
     if name == "decode_concurrency":
         tokens = st.rate("generation_tokens", w)
         itl = st.hist_mean("itl", w)

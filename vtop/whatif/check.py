@@ -42,6 +42,7 @@ from typing import Literal
 
 from vtop import durations
 from vtop.figures import ENDPOINT, FIGURE, Scope, window_figures
+from vtop.signals.queueing import queue_seen
 from vtop.signals.store import Store
 
 MAX_TOKENS_ERROR = 0.30
@@ -133,21 +134,18 @@ def figures(
 def queue_unjudged(store: Store, window_s: float | None, scope: Scope = ENDPOINT) -> str:
     """Why the window's queue times do not describe its queue, in a clause ("" where they do,
     or where neither side saw a request-second of queueing a second): the mean number waiting
-    against the queue seconds of the requests that finished, per second of the window."""
-    times = store.times(window_s)
-    waiting = [w for w in store.values(scope.key("waiting"), window_s) if w is not None]
-    queued = store.hist_delta(scope.key("queue_time"), window_s)
-    if len(times) < 2 or not waiting or queued is None or not queued.count:
+    against the queue seconds of the requests that finished, per second of the window
+    (`vtop.signals.queueing`)."""
+    seen = queue_seen(store, window_s, scope.key("waiting"), scope.key("queue_time"))
+    if seen is None or max(seen.waiting, seen.recorded) < 1:
         return ""
-    seconds = times[-1] - times[0]
-    gauge = sum(waiting) / len(waiting)
-    recorded = queued.sum / seconds if seconds > 0 else 0.0
-    if max(gauge, recorded) < 1 or 1 / QUEUE_APART <= gauge / max(recorded, 1e-9) <= QUEUE_APART:
+    ratio = seen.waiting / max(seen.recorded, 1e-9)
+    if 1 / QUEUE_APART <= ratio <= QUEUE_APART:
         return ""
     return (
-        f"queue time not judged: {gauge:.3g} requests waited on average over the window, "
-        f"{recorded:.3g} by the queue times of the {queued.count:.0f} requests that finished "
-        f"in its {durations.span(seconds)} (they queued before it)"
+        f"queue time not judged: {seen.waiting:.3g} requests waited on average over the "
+        f"window, {seen.recorded:.3g} by the queue times of the {seen.finished:.0f} requests "
+        f"that finished in its {durations.span(seen.seconds)} (they queued before it)"
     )
 
 
