@@ -184,6 +184,10 @@ class Outcome:
     """Second runs of the report's choice and the sweep's best (`rematch`)."""
     tune: dict[str, Any] = field(default_factory=dict)
 
+    def runs(self) -> list[Measured]:
+        """The sweep's runs and the report's choice's, where the sweep had not run it."""
+        return self.sweep + ([self.choice_measured] if self.choice_measured else [])
+
 
 class Started:
     """One configuration's server (the engine model) with the load on it."""
@@ -411,8 +415,7 @@ def judge(outcome: Outcome) -> dict[str, Any]:
     )
     itl_today = start.figures.get("itl_mean") if start else None
     goals = Goals()
-    rows = outcome.sweep + ([outcome.choice_measured] if outcome.choice_measured else [])
-    for m in [*rows, *outcome.again]:
+    for m in [*outcome.runs(), *outcome.again]:
         m.misses = goals.missed(
             tokens=m.tokens,
             preemptions=m.figures.get("preemptions_per_s"),
@@ -459,10 +462,9 @@ def judge(outcome: Outcome) -> dict[str, Any]:
 def _mean_tokens(outcome: Outcome, config: Config) -> float | None:
     """The mean tokens/s over every run of `config` (the sweep's, the choice's, `again`)."""
     want = {**outcome.regime.start, **config}
-    runs = [*outcome.sweep, *([outcome.choice_measured] if outcome.choice_measured else [])]
     seen = [
         m.tokens
-        for m in [*runs, *outcome.again]
+        for m in [*outcome.runs(), *outcome.again]
         if {**outcome.regime.start, **m.config} == want and m.tokens is not None
     ]
     return sum(seen) / len(seen) if seen else None
@@ -484,7 +486,7 @@ def rematch(regime: Regime, dtype: str, outcome: Outcome) -> None:
 
 def _measured(outcome: Outcome, config: Config) -> Measured | None:
     want = {**outcome.regime.start, **config}
-    for m in [*outcome.sweep, *([outcome.choice_measured] if outcome.choice_measured else [])]:
+    for m in outcome.runs():
         if {**outcome.regime.start, **m.config} == want:
             return m
     return None
@@ -501,8 +503,7 @@ def print_outcome(outcome: Outcome, verdict: Mapping[str, Any]) -> None:
     )
     start = _measured(outcome, {})
     base = start.tokens if start else None
-    rows = outcome.sweep + ([outcome.choice_measured] if outcome.choice_measured else [])
-    for m in [*rows, *outcome.again]:
+    for m in [*outcome.runs(), *outcome.again]:
         f = m.figures
         change = m.tokens / base - 1 if base and m.tokens is not None else None
         mark = " <- report" if _same(outcome, m.config, outcome.choice) else ""
