@@ -45,6 +45,12 @@ def _read(path: str) -> str:
         return ""
 
 
+def runnable_wait_s(pid: int) -> float | None:
+    """Seconds `pid`'s main thread has spent ready to run and not run (schedstat), or None."""
+    sched = _read(f"/proc/{pid}/schedstat").split()
+    return int(sched[1]) / 1e9 if len(sched) >= 2 else None
+
+
 def cpu_seconds_by_process() -> dict[int, tuple[str, float]]:
     """pid -> (command name, its CPU seconds so far, all its threads), for every process."""
     return {

@@ -42,6 +42,7 @@ from tests.integration.host import (
     TICK_S,
     busiest_since,
     cpu_seconds_by_process,
+    runnable_wait_s,
     scheduling,
     steal_seconds,
     steal_since,
@@ -76,6 +77,9 @@ STACKS_AFTER_S = 60
 LATE_S = 90.0
 STARVED_CPU_S = STACKS_AFTER_S / 12
 """Under this much CPU in its first `STACKS_AFTER_S`, a report that died then was starved."""
+STARVED_WAIT = 0.5
+"""A report that spent more than this share of its time ready to run and not run was starved
+(CI saw one wait 81 s of 90 runnable, given 1.3 s of CPU in its last 30 s)."""
 RUN_VTOP = (
     "import faulthandler, runpy, sys; "
     f"faulthandler.dump_traceback_later({STACKS_AFTER_S}, exit=False); "
@@ -90,6 +94,9 @@ class Kernel:
     state: str
     cpu_s: float
     line: str
+    at_s: float = 0.0
+    waited_s: float | None = None
+    """Seconds it had waited runnable by then (schedstat; None where unknown)."""
 
 
 def _kernel_view(pid: int, at_s: float, steal_at_start: list[float]) -> Kernel:
@@ -116,7 +123,7 @@ def _kernel_view(pid: int, at_s: float, steal_at_start: list[float]) -> Kernel:
         f"load {Path('/proc/loadavg').read_text().strip()}; {avail}; "
         f"since the report began: {steal_since(steal_at_start)}; {scheduling(pid)}"
     )
-    return Kernel(state, utime + stime, line)
+    return Kernel(state, utime + stime, line, at_s, runnable_wait_s(pid))
 
 
 @dataclass
@@ -133,7 +140,15 @@ class Run:
     def starved(self) -> str | None:
         """Why this run says nothing of vtop: the host gave it no CPU. Late, wanting to run or
         in the kernel (R, D) and its CPU time flat over 30 s (a vtop waiting on something is
-        S; a vtop spinning gains CPU); or it said its own polls were held up."""
+        S; a vtop spinning gains CPU), or ready to run and not run for over `STARVED_WAIT` of
+        its time (the CPU it got then, a trickle); or it said its own polls were held up."""
+        last = self.seen[-1] if self.seen else None
+        if (
+            last is not None
+            and last.waited_s is not None
+            and last.waited_s > STARVED_WAIT * last.at_s
+        ):
+            return f"vtop waited {last.waited_s:.0f} s of its first {last.at_s:.0f} s runnable, not run"
         if len(self.seen) == 2:
             before, after = self.seen
             if after.state in ("R", "D") and after.cpu_s - before.cpu_s < 0.5:
