@@ -139,8 +139,8 @@ def queue_unjudged(store: Store, window_s: float | None, scope: Scope = ENDPOINT
     seen = queue_seen(store, window_s, scope.key("waiting"), scope.key("queue_time"))
     if seen is None or max(seen.waiting, seen.recorded) < 1:
         return ""
-    ratio = seen.waiting / max(seen.recorded, 1e-9)
-    if 1 / QUEUE_APART <= ratio <= QUEUE_APART:
+    ratio = seen.ratio  # None: nothing recorded beside a gauge of at least one waiting
+    if ratio is not None and 1 / QUEUE_APART <= ratio <= QUEUE_APART:
         return ""
     return (
         f"queue time not judged: {seen.waiting:.3g} requests waited on average over the "
