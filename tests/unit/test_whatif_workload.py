@@ -50,19 +50,21 @@ def _key(signal: str, label: str = "") -> SeriesKey:
 def store_of(
     waiting: list[float],
     *,
-    running: float = 16.0,
+    running: float | list[float] = 16.0,
     finished_per_s: float = 2.0,
     with_lengths: bool = True,
 ) -> Store:
-    """One poll a second: the gauges given, requests finishing at a steady rate (all "stop"),
-    and, with lengths, prompts of 600 and answers of 200 tokens."""
+    """One poll a second: the gauges given (`running` one value or one per poll), requests
+    finishing at a steady rate (all "stop"), and, with lengths, prompts of 600 and answers of
+    200 tokens."""
+    runs = running if isinstance(running, list) else [running] * len(waiting)
     store = Store(EP)
     prompt = histogram_of([])
     gen = histogram_of([])
     for i, w in enumerate(waiting):
         done = finished_per_s * i
         scalars = {
-            _key("running"): running,
+            _key("running"): runs[i],
             _key("waiting"): w,
             _key("requests_finished", "stop"): done,
             _key("requests_finished", "length"): 0.0,
@@ -85,11 +87,41 @@ def test_a_steady_queue_is_a_closed_loop_of_those_in_the_server() -> None:
     assert any("think time" in a for a in est.assumed)
 
 
-def test_an_empty_queue_is_open_loop_at_the_finish_rate() -> None:
-    est = estimate(store_of([0.0] * 120, running=5.0), 120.0)
+def poisson_counts(mean: float, n: int, seed: int = 3) -> list[float]:
+    """`n` draws of a Poisson count: what an open loop keeps in a server with room."""
+    rng = random.Random(seed)
+    out = []
+    for _ in range(n):
+        k, p, limit = 0, 1.0, math.exp(-mean)
+        while (p := p * rng.random()) > limit:
+            k += 1
+        out.append(float(k))
+    return out
+
+
+def test_an_empty_queue_with_a_spreading_count_is_open_loop_at_the_finish_rate() -> None:
+    est = estimate(store_of([0.0] * 120, running=poisson_counts(5.0, 120)), 120.0)
     assert est.loop == "open"
     assert isinstance(est.workload, Poisson)
     assert est.workload.rate == pytest.approx(2.0)
+
+
+def test_an_empty_queue_with_the_count_held_is_a_closed_loop_of_that_count() -> None:
+    # 16 clients in front of 16 seats: 16 in the server but for a poll between two requests
+    held = [15.0 if i % 17 == 0 else 16.0 for i in range(120)]
+    est = estimate(store_of([0.0] * 120, running=held), 120.0)
+    assert est.loop == "closed"
+    assert isinstance(est.workload, ClosedLoop)
+    assert est.workload.clients == 16
+    assert any("queue empty, 16 requests in the server" in r for r in est.read)
+    # one poll in five below it is no longer held: arrivals that come and go
+    loose = [12.0 if i % 5 == 0 else 16.0 for i in range(120)]
+    assert estimate(store_of([0.0] * 120, running=loose), 120.0).loop == "open"
+
+
+def test_a_single_request_in_and_out_is_no_closed_loop() -> None:
+    est = estimate(store_of([0.0] * 120, running=[float(i % 2) for i in range(120)]), 120.0)
+    assert est.loop == "open"
 
 
 def test_a_growing_queue_is_open_loop_above_the_service_rate() -> None:
@@ -123,8 +155,9 @@ def test_a_load_that_changed_is_estimated_from_after_the_change() -> None:
     span, said = steady_window(store, 150.0)
     assert span == pytest.approx(59.0, abs=1.0) and said is not None
     assert "from 57.0 to 16.0 requests in the server" in said
-    assert estimate(store, span).loop == "open"  # the queue of the first part is gone
-    assert estimate(store, 150.0).loop == "closed"  # the whole window mixes both
+    after, whole = estimate(store, span).workload, estimate(store, 150.0).workload
+    assert isinstance(after, ClosedLoop) and after.clients == 16  # held in the server, no queue
+    assert isinstance(whole, ClosedLoop) and whole.clients == 41  # the whole window mixes both
 
 
 def test_a_steady_load_or_a_short_change_keeps_the_whole_window() -> None:

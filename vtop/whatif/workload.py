@@ -10,8 +10,15 @@ arrivals at a rate) and how long requests are. A server shows neither directly, 
   most `GROWTH_FACTOR` times the first third's (plus `GROWTH_SLACK` requests) -> closed loop,
   with as many clients as were in the server on average (running + waiting). Clients that
   think between requests are invisible in the metrics, so think time is assumed 0: the twin's
-  clients are those in the system. Otherwise -> open-loop Poisson arrivals at the finished
-  requests per second (in a steady state arrivals equal completions), plus the queue's growth.
+  clients are those in the system. A queue that stays empty can hide a closed loop too: N
+  clients in front of N or more seats keep exactly N requests in the server, and Poisson
+  arrivals never do (the count of an open loop spreads like a Poisson count, variance about
+  its mean). So a count in the server within one of its highest in at least `STEADY_SHARE`
+  of the polls (at least `STEADY_MIN` requests) is a closed loop of that many clients too: read
+  as open arrivals at the finish rate, the twin would fill seats the clients cannot (16
+  clients in front of 24 seats measured no gain on the real server; the open loop predicted
+  +9 %). Otherwise -> open-loop Poisson arrivals at the finished requests per second (in a
+  steady state arrivals equal completions), plus the queue's growth.
 - **Lengths.** The request_prompt_tokens / request_generation_tokens histograms' increases
   over the window. Their sums give the mean exactly; the spread comes from the buckets: the
   log-normal sigma whose bucket probabilities best explain the counts (a multinomial
@@ -47,6 +54,12 @@ GROWTH_SLACK = 2.0
 """A queue whose last third averages above first-third x GROWTH_FACTOR + GROWTH_SLACK grows."""
 LENGTH_SHARE = 0.9
 """Share of "length" finishes from which requests are taken to generate exactly their length."""
+STEADY_SHARE = 0.9
+STEADY_MIN = 2
+"""A count in the server within one of its highest in this share of the polls, at least
+`STEADY_MIN` (one request in and out is any light load), is clients that wait for answers."""
+STEADY_POLLS = 10
+"""Polls below which no count is steady: too few to tell."""
 PREFIX_MIN = 0.05
 """A prefix-cache hit ratio below this is noise, not a shared prefix."""
 
@@ -133,6 +146,15 @@ def _queue_grows(waiting: list[float]) -> bool:
     return last > first * GROWTH_FACTOR + GROWTH_SLACK
 
 
+def _steady_count(in_system: list[float]) -> bool:
+    """Whether the count in the server held at its highest (see the module's docstring)."""
+    if len(in_system) < STEADY_POLLS:
+        return False
+    top = max(in_system)
+    near = sum(1 for n in in_system if n >= top - 1)
+    return top >= STEADY_MIN and near >= STEADY_SHARE * len(in_system)
+
+
 def steady_window(
     store: Store, window_s: float, scope: Scope = ENDPOINT
 ) -> tuple[float, str | None]:
@@ -213,14 +235,17 @@ def estimate(store: Store, window_s: float, scope: Scope = ENDPOINT) -> Workload
 
     workload: Workload
     arrival: float | None = None
-    if concurrency is not None and busy >= CLOSED_BUSY_SHARE and not grows:
+    queued = busy >= CLOSED_BUSY_SHARE and not grows
+    if concurrency is not None and (queued or _steady_count(in_system)):
         loop = "closed"
         clients = max(1, round(concurrency))
         workload = ClosedLoop(clients=clients, shapes=(shape,))
-        read.append(
-            f"closed loop: queue non-empty in {busy:.0%} of polls and steady; "
-            f"{concurrency:.1f} requests in the server"
+        why = (
+            f"queue non-empty in {busy:.0%} of polls and steady"
+            if queued
+            else f"queue empty, {max(in_system):.0f} requests in the server at nearly every poll"
         )
+        read.append(f"closed loop: {why}; {concurrency:.1f} requests in the server")
         assumed.append("think time 0 (clients between requests are invisible)")
     else:
         loop = "open"
