@@ -12,7 +12,10 @@ Why: a recommendation is worth what it buys when the server is restarted with it
 2. The 45 s report at the bad setting, as a user runs it: the server at `Regime.start` under the
    same load, then `vtop --url URL --report --duration 45 --format json` after `WARMUP_S` of
    load, and beside it `vtop whatif` over the same 45 s predicting every swept configuration
-   (the predicted change against the measured one: target within 10 points). The configuration
+   (the predicted change against the measured one: target within 10 points). The change is
+   read against the mean of two runs of the start, at the sweep's beginning and its end: one
+   run carries the machine's drift and spread (the same configuration measured 54 to 62 tok/s
+   within a day), and every row's change carries it. The configuration
    the report recommends is measured too when the sweep has not (target: at least 95 % of the
    best swept tokens/s that meets the goals). Where the share misses, the report's choice and
    the sweep's best are each measured once more and the share is read on the means: the best
@@ -409,11 +412,8 @@ def tune(regime: Regime, dtype: str, outcome: Outcome, log_dir: Path) -> None:
 
 def judge(outcome: Outcome) -> dict[str, Any]:
     """The goals on the sweep, the best that meets them, and the three targets."""
-    start = next(
-        (m for m in outcome.sweep if {**outcome.regime.start, **m.config} == outcome.regime.start),
-        None,
-    )
-    itl_today = start.figures.get("itl_mean") if start else None
+    base = _mean_tokens(outcome, {})
+    itl_today = _mean_tokens(outcome, {}, "itl_mean")
     goals = Goals()
     for m in [*outcome.runs(), *outcome.again]:
         m.misses = goals.missed(
@@ -433,9 +433,9 @@ def judge(outcome: Outcome) -> dict[str, Any]:
     best_tokens = _mean_tokens(outcome, best.config) if best else None
     share = chosen_tokens / best_tokens if chosen_tokens and best_tokens else None
     errors = [
-        abs(m.predicted_change - (m.tokens / start.tokens - 1))
+        abs(m.predicted_change - (m.tokens / base - 1))
         for m in outcome.sweep
-        if m.predicted_change is not None and start and start.tokens and m.tokens is not None
+        if m.predicted_change is not None and base and m.tokens is not None
     ]
     trials = outcome.tune.get("trials", [])
     best_trial = next((t for t in trials if t["trial"] == outcome.tune.get("best")), None)
@@ -459,13 +459,16 @@ def judge(outcome: Outcome) -> dict[str, Any]:
     }
 
 
-def _mean_tokens(outcome: Outcome, config: Config) -> float | None:
-    """The mean tokens/s over every run of `config` (the sweep's, the choice's, `again`)."""
+def _mean_tokens(
+    outcome: Outcome, config: Config, figure: str = "generation_tokens_per_s"
+) -> float | None:
+    """The mean of `figure` over every run of `config` (the sweep's, the choice's, `again`)."""
     want = {**outcome.regime.start, **config}
     seen = [
-        m.tokens
+        value
         for m in [*outcome.runs(), *outcome.again]
-        if {**outcome.regime.start, **m.config} == want and m.tokens is not None
+        if {**outcome.regime.start, **m.config} == want
+        and (value := m.figures.get(figure)) is not None
     ]
     return sum(seen) / len(seen) if seen else None
 
@@ -501,8 +504,7 @@ def print_outcome(outcome: Outcome, verdict: Mapping[str, Any]) -> None:
         f"  {'configuration':<44} {'tok/s':>7} {'preempt/s':>9} {'ITL mean':>8} "
         f"{'TTFT p90':>8}  {'change':>7} {'predicted':>9}  goals"
     )
-    start = _measured(outcome, {})
-    base = start.tokens if start else None
+    base = _mean_tokens(outcome, {})
     for m in [*outcome.runs(), *outcome.again]:
         f = m.figures
         change = m.tokens / base - 1 if base and m.tokens is not None else None
@@ -583,6 +585,10 @@ def run(
             outcome.sweep.append(measure(regime, config, dtype, record))
         except VllmServerError as exc:  # one configuration that will not start: the rest stand
             print(f"    {_label(config)}: {str(exc).splitlines()[0]}", flush=True)
+    try:  # the start again, at the sweep's end: its changes read against the mean of two
+        outcome.again.append(measure(regime, {}, dtype))
+    except VllmServerError as exc:
+        print(f"    the start again: {str(exc).splitlines()[0]}", flush=True)
     if outcome.choice and _measured(outcome, outcome.choice) is None:
         try:
             outcome.choice_measured = measure(regime, outcome.choice, dtype, record)
