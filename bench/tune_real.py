@@ -234,7 +234,10 @@ def measure(regime: Regime, config: Config, dtype: str, record: Path | None = No
                     SourceSpec(urls=(started.server.url,), interval=INTERVAL_S), WATCH_S
                 )
                 if recorder is not None:
-                    recorder.wait(timeout=WATCH_S)
+                    try:
+                        recorder.wait(timeout=WATCH_S)
+                    except subprocess.TimeoutExpired:  # the recording is a by-product
+                        print(f"    (the recorder of {trace.name} hung; killed)", flush=True)
             finally:  # a failed measurement does not leave its recorder polling the next server
                 if recorder is not None and recorder.poll() is None:
                     recorder.kill()

@@ -34,7 +34,10 @@ promised +224 % throughput where the raise gave +140 %; it now predicts +123 %. 
 bookkeeping may be negative: the CPU without AVX-512 steps a decode seat for less than it
 prefills a prompt token (2.3 against 3.1 ms), and a seat charged the whole dearer token priced
 its 24-seat steps 48 points too dear in a replayed budget-bound sweep (23 with the seat kept
-below the token).
+below the token). The law's floor stays where the plain scaling put it when the steps seen lie
+above it (the line alone relevels): a well-tuned 16-seat window on the AVX-512 machine read a
+prompt token 1.6x the scaled preset's, and the floor releveled with the line put its 4-seat step
+25 % under the real one (predicted -38 %, measured -51 %; -49 % with the floor kept).
 
 The prior is the preset for the GPU the server runs on (NVML or the page) and, among those,
 the one serving the same model; no GPU means the CPU build's preset: the one fitted on a CPU
@@ -87,6 +90,10 @@ FLATTER = 0.5
 this share of what the prior's grows is not trusted there (`flatter_than_prior`)."""
 RECALIBRATE_ABOVE = 0.02
 """The twin's visible step time off its law by more than this share: the law is rescaled."""
+RELEVEL_TRIES = 50
+RELEVEL_WITHIN = 1e-4
+"""A law steepened by a dearer prompt token is releveled to the step seen until it moves less
+than this share (its floor stays, so the line alone carries the level: a few rounds)."""
 MIN_PREFILLS = 8
 """Prompts a window must see prefilled before their cost is read (`prompt_token_cost`)."""
 DECODE_AGREES = 0.25
@@ -387,7 +394,12 @@ def fit(
     # a seat's cost apart from its token's compute, at the scaled level: negative where the law's
     # machine steps a decode seat cheaper than it prefills a prompt token (a CPU without AVX-512)
     bookkeeping = f.per_token_s + f.per_seq_s - f.prompt_token_s
-    for _ in range(3):  # a dearer token leaves less of the observed step to the rest: relevel
+    # Decode steps seen above the law's floor say nothing of it: the floor (what the smallest
+    # steps cost) stays where the plain scaling put it and the line alone relevels (16 seats on
+    # an AVX-512 CPU: the floor scaled with the line put the 4-seat step 25 % under the real
+    # one). Steps seen on the floor are its only evidence, and it moves with the line.
+    floor = f.kernel_floor_s if all(_above_floor(f, p) for p in pts) else None
+    for _ in range(RELEVEL_TRIES):  # a dearer token leaves less of the step seen to the rest
         trial = replace(
             f, per_token_s=prompt_token_s, per_seq_s=bookkeeping, prompt_token_s=prompt_token_s
         )
@@ -395,12 +407,22 @@ def fit(
             p.step_s / prior_step_s(replace(law, fitted=trial), p, prefill_chunk) for p in pts
         )
         f = _scaled_law(trial, level)
+        if floor is not None:
+            f = replace(f, kernel_floor_s=floor)
         bookkeeping *= level
         factor *= level
+        if abs(level - 1) < RELEVEL_WITHIN:
+            break
     law = replace(law, fitted=f)
     return StepFit(
         law, "scaled prior", prior_why, pts, factor, prior, prompt_token_s=prompt_token_s
     )
+
+
+def _above_floor(law: FittedStepTime, p: StepPoint) -> bool:
+    """Whether the point's decode step (a token a request) is priced above the law's floor."""
+    decode = min(p.seqs, p.tokens)
+    return law.kernel_s(decode, p.seqs, p.context) > law.kernel_floor_s
 
 
 def invisible_work(
