@@ -127,7 +127,6 @@ def test_a_bad_set_and_a_missing_trace_are_one_line_each(
 
 
 QUEUED = Path(__file__).resolve().parents[2] / "traces" / "ttft-queueing.vtrace"
-PAST = Path(__file__).resolve().parents[2] / "traces" / "past-sweet-spot.vtrace"
 SIM = Path(__file__).resolve().parents[2] / "traces" / "budget-too-small.vtrace"
 
 
@@ -201,8 +200,8 @@ def test_the_best_row_meets_the_same_goals_as_a_findings_search(
 def test_a_twin_too_far_off_chooses_no_row_and_says_why(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    # its twin's waiting is 16 against 0.3 observed: confidence low
-    assert vtop_main(["whatif", "--replay", str(PAST), "--sweep", "max_num_seqs=4,8"]) == EXIT_OK
+    # its twin's waiting is 0 against 14.2 observed: confidence low
+    assert vtop_main(["whatif", "--replay", str(QUEUED), "--sweep", "max_num_seqs=4,8"]) == EXIT_OK
     out = capsys.readouterr().out
     assert "best: none, the twin does not choose: the self-check's confidence is low" in out
     assert "◀ best" not in out

@@ -114,9 +114,15 @@ def test_an_empty_queue_with_the_count_held_is_a_closed_loop_of_that_count() -> 
     assert isinstance(est.workload, ClosedLoop)
     assert est.workload.clients == 16
     assert any("queue empty, 16 requests in the server" in r for r in est.read)
-    # one poll in five below it is no longer held: arrivals that come and go
+    # one poll in five well below it is no longer held: arrivals that come and go
     loose = [12.0 if i % 5 == 0 else 16.0 for i in range(120)]
     assert estimate(store_of([0.0] * 120, running=loose), 120.0).loop == "open"
+    # 24 clients on a slow host: one or two often between requests, in the API server
+    slow = [22.0 if i % 8 == 0 else 23.0 if i % 2 else 24.0 for i in range(120)]
+    wide = estimate(store_of([0.0] * 120, running=slow), 120.0).workload
+    assert isinstance(wide, ClosedLoop) and wide.clients == 23
+    # and a Poisson count as high spreads past a tenth of its top
+    assert estimate(store_of([0.0] * 120, running=poisson_counts(22.0, 120)), 120.0).loop == "open"
 
 
 def test_a_single_request_in_and_out_is_no_closed_loop() -> None:
