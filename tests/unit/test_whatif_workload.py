@@ -113,7 +113,7 @@ def test_an_empty_queue_with_the_count_held_is_a_closed_loop_of_that_count() -> 
     assert est.loop == "closed"
     assert isinstance(est.workload, ClosedLoop)
     assert est.workload.clients == 16
-    assert any("queue empty, 16 requests in the server" in r for r in est.read)
+    assert any("queue empty in 100% of polls, 16 requests in the server" in r for r in est.read)
     # one poll in five well below it is no longer held: arrivals that come and go
     loose = [12.0 if i % 5 == 0 else 16.0 for i in range(120)]
     assert estimate(store_of([0.0] * 120, running=loose), 120.0).loop == "open"

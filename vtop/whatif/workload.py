@@ -16,11 +16,11 @@ arrivals at a rate) and how long requests are. A server shows neither directly, 
   its mean). So a count in the server within `STEADY_SPREAD` of its highest (at least one
   request) in at least `STEADY_SHARE` of the polls (at least `STEADY_MIN` requests) is a closed
   loop of that many clients too (on a slow host one or two of 24 clients are often between
-  requests, in the API server): read
-  as open arrivals at the finish rate, the twin would fill seats the clients cannot (16
-  clients in front of 24 seats measured no gain on the real server; the open loop predicted
-  +9 %). Otherwise -> open-loop Poisson arrivals at the finished requests per second (in a
-  steady state arrivals equal completions), plus the queue's growth.
+  requests, in the API server). Read as open arrivals at the finish rate, the twin would fill
+  seats the clients cannot (16 clients in front of 24 seats measured no gain on the real
+  server; the open loop predicted +9 %). Otherwise -> open-loop Poisson arrivals at the
+  finished requests per second (in a steady state arrivals equal completions), plus the
+  queue's growth.
 - **Lengths.** The request_prompt_tokens / request_generation_tokens histograms' increases
   over the window. Their sums give the mean exactly; the spread comes from the buckets: the
   log-normal sigma whose bucket probabilities best explain the counts (a multinomial
@@ -247,7 +247,8 @@ def estimate(store: Store, window_s: float, scope: Scope = ENDPOINT) -> Workload
         why = (
             f"queue non-empty in {busy:.0%} of polls and steady"
             if queued
-            else f"queue empty, {max(in_system):.0f} requests in the server at nearly every poll"
+            else f"queue empty in {1 - busy:.0%} of polls, {max(in_system):.0f} requests in "
+            "the server at nearly every poll"
         )
         read.append(f"closed loop: {why}; {concurrency:.1f} requests in the server")
         assumed.append("think time 0 (clients between requests are invisible)")
