@@ -22,7 +22,7 @@ from vtop.sim.twin import Twin
 from vtop.sources.sim import SimSource
 from vtop.tune.flags import edit_file_text, file_flags, with_changes
 from vtop.tune.loop import Figures as F
-from vtop.tune.loop import Plan, Trial, Tuner, better, between, bound_fraction, overshot
+from vtop.tune.loop import Plan, Trial, Tuner, better, between, bound_fraction, overshot, plan
 from vtop.whatif.goals import Goals
 
 # -- the flags edit --------------------------------------------------------------------------
@@ -121,6 +121,19 @@ def test_no_restart_when_the_twin_expects_no_change_to_meet_the_goals() -> None:
     assert server.asked == [] and len(outcome.trials) == 1, server.asked
     assert outcome.stopped.startswith("the twin expects no change to meet the goals: none of")
     assert "ITL mean" in outcome.stopped, outcome.stopped
+
+
+def test_a_search_cut_short_rules_nothing_out() -> None:
+    # the same bound, but the report's time budget cut the search: the twin ran one or two
+    # configurations, not the scan, so it has not found that none meets the goals
+    doc = SimServer("budget-too-small").observe(Goals(max_itl_s=0.001))
+    whole = plan(doc)
+    assert whole is not None and whole.short.startswith("none of"), whole
+    for f in doc["findings"]:
+        if (p := f.get("prediction")) is not None and (search := p.get("search")) is not None:
+            search["cut_short"] = True
+    cut = plan(doc)
+    assert cut is not None and cut.short == "" and cut.changes == whole.changes
 
 
 def test_a_restart_that_comes_back_worse_is_rolled_back() -> None:

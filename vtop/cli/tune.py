@@ -44,6 +44,11 @@ DEFAULT_WAIT = "10m"
 DEFAULT_SETTLE = "15s"
 LOAD_CHECK_S = 3.0
 """Each look for the load after a restart: the server must show a request running or waiting."""
+PREDICT_BUDGET_S = 60.0
+"""Time each trial's report may spend predicting and searching (a report's own is 6 s): a
+restart costs a minute, and `--load`'s clients run in this process beside the twin. With the
+report's budget, a 2-core host running the server and 24 clients cut the search after its
+first configuration, and tune stopped, expecting no change to meet the goals."""
 
 
 def build_parser() -> OneLineParser:
@@ -248,7 +253,8 @@ def _observer(
     watch_s = durations.parse(args.watch)
     wait_s = durations.parse(args.wait)
     settle_s = durations.parse(args.settle)
-    advisor = Advisor(goals)  # one for every trial: each fit sees the steps of the ones before
+    # one for every trial (each fit sees the steps of the ones before), with time to search
+    advisor = Advisor(goals, budget_s=PREDICT_BUDGET_S)
 
     async def observe(goals: Goals) -> Document:
         advisor.goals = goals

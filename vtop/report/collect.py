@@ -368,7 +368,7 @@ class Collector:
         advisor = self.advisor or Advisor(self.goals)
         out: dict[tuple[str, str], Advice] = {}
         check: PredictionCheckDoc | None = None
-        deadline = time.monotonic() + PREDICT_BUDGET_S
+        deadline = time.monotonic() + (advisor.budget_s or PREDICT_BUDGET_S)
         for track in ranked:
             if time.monotonic() > deadline:
                 break

@@ -28,7 +28,7 @@ from typing import Any
 
 from vtop import fmt, knobs
 from vtop.knobs import KnobValue
-from vtop.report.document import Document, FindingDoc
+from vtop.report.document import Document, FindingDoc, SearchDoc
 from vtop.tune.server import Server
 from vtop.whatif.goals import Goals
 
@@ -154,8 +154,14 @@ def _plan_of(f: FindingDoc, changes: dict[str, KnobValue]) -> Plan:
         unchecked=""
         if search and search["checked"] and p and p["confidence"] != "withheld"
         else "not checked by the twin: the rule's formula",
-        short=search["note"] if search and search["checked"] and not search["meets"] else "",
+        short=search["note"] if search is not None and _refused(search) else "",
     )
+
+
+def _refused(search: SearchDoc) -> bool:
+    """Whether the twin ran its whole search and no configuration met the goals: one cut short
+    by the report's time budget (a host short of CPU) has not ruled the rest out."""
+    return search["checked"] and not search["meets"] and not search["cut_short"]
 
 
 @dataclass(slots=True)

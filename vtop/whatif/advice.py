@@ -286,10 +286,13 @@ class Advisor:
     stale: one fit per endpoint and workload, one prediction per finding and changes.
 
     `read` takes what a prediction needs from the store (cheap; on the thread that feeds the
-    store) and `advise` runs the twin on it (seconds; any thread, one at a time)."""
+    store) and `advise` runs the twin on it (seconds; any thread, one at a time).
+    `budget_s`: the time a report that asks it spends predicting at most (None: the report's
+    own, a few seconds); `vtop tune`, about to restart a server, gives it a minute."""
 
-    def __init__(self, goals: Goals | None = None) -> None:
+    def __init__(self, goals: Goals | None = None, *, budget_s: float | None = None) -> None:
         self.goals = goals or Goals()
+        self.budget_s = budget_s
         self._fits: dict[str, tuple[tuple[object, ...], WhatIf]] = {}
         self._advice: dict[tuple[str, str], tuple[tuple[object, ...], Advice]] = {}
         self._windows: dict[tuple[object, ...], tuple[StepPoint, ...]] = {}
