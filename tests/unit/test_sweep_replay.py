@@ -3,11 +3,12 @@ setting, beside what the real server did when restarted at each configuration.
 
 tests/fixtures/sweeps holds bench/tune_real.py's recordings (`--record-dir`) of 2026-12-07 on a
 2-core x86 CPU without AVX-512 (vLLM in float32; three on a CPU with AVX-512 in bfloat16): the
-report's window at the bad setting and each swept configuration's 60 s under the same load (see its README). The twin is fitted to the
-report's window as `vtop whatif --replay` fits it; each configuration's measured change is read
-from its own trace by the same `figures`. The bounds are what the twin does today (the later
-sweeps were not among the points its CPU's preset was fitted to), so a change that makes it
-worse fails here, in seconds, instead of in a 25-minute live run.
+report's window at the bad setting and each swept configuration's 60 s under the same load (see
+its README). The twin is fitted to the report's window as `vtop whatif --replay` fits it; each
+configuration's measured change is read from its own trace by the same `figures`. The bounds
+are what the twin does today (the later sweeps were not among the points its CPU's preset was
+fitted to), so a change that makes it worse fails here, in seconds, instead of in a 25-minute
+live run.
 """
 
 from __future__ import annotations
