@@ -13,7 +13,7 @@ through the two measured trials meets it (`between`), the twin having shown it c
 where the bound lies. A restarted server that shows another value than the one asked for (a
 restart command that does not read the flags file) stops the loop too: its measurement would
 be of the old configuration under the new name. It also stops when no such finding is left,
-when the twin expects none of the changes it ran to meet the goals, when the next change is
+when the twin's whole search found no change to meet the goals, when the next change is
 predicted to gain under `MIN_GAIN`, after `max_restarts` trials, or on Ctrl-C (the best
 measured configuration is restored first, when the server runs another).
 """
@@ -28,7 +28,7 @@ from typing import Any
 
 from vtop import fmt, knobs
 from vtop.knobs import KnobValue
-from vtop.report.document import Document, FindingDoc, SearchDoc
+from vtop.report.document import Document, FindingDoc
 from vtop.tune.server import Server
 from vtop.whatif.goals import Goals
 
@@ -134,16 +134,8 @@ def _plan_of(f: FindingDoc, changes: dict[str, KnobValue]) -> Plan:
         (r["predicted"] for r in f["recommendations"] if r.get("predicted")), {}
     )
     after = {name: b["after"] for name, b in bands.items()}
-    predicted = (
-        Figures(
-            after.get("generation_tokens_per_s"),
-            after.get("preemptions_per_s"),
-            after.get("ttft_p90"),
-            after.get("itl_mean"),
-        )
-        if after
-        else None
-    )
+    names = ("generation_tokens_per_s", "preemptions_per_s", "ttft_p90", "itl_mean")
+    predicted = Figures(*(after.get(name) for name in names)) if after else None
     search = p.get("search") if p else None
     return Plan(
         rule=f["rule"],
@@ -154,14 +146,10 @@ def _plan_of(f: FindingDoc, changes: dict[str, KnobValue]) -> Plan:
         unchecked=""
         if search and search["checked"] and p and p["confidence"] != "withheld"
         else "not checked by the twin: the rule's formula",
-        short=search["note"] if search is not None and _refused(search) else "",
+        short=search["note"]  # a search cut short (the report's time budget) ruled nothing out
+        if search and search["checked"] and not (search["meets"] or search["cut_short"])
+        else "",
     )
-
-
-def _refused(search: SearchDoc) -> bool:
-    """Whether the twin ran its whole search and no configuration met the goals: one cut short
-    by the report's time budget (a host short of CPU) has not ruled the rest out."""
-    return search["checked"] and not search["meets"] and not search["cut_short"]
 
 
 @dataclass(slots=True)
