@@ -415,8 +415,8 @@ def tune(regime: Regime, dtype: str, outcome: Outcome, log_dir: Path) -> None:
 
 def judge(outcome: Outcome) -> dict[str, Any]:
     """The goals on the sweep, the best that meets them, and the three targets."""
-    base = _mean_tokens(outcome, {})
-    itl_today = _mean_tokens(outcome, {}, "itl_mean")
+    base = _mean(outcome, {})
+    itl_today = _mean(outcome, {}, "itl_mean")
     goals = Goals()
     for m in [*outcome.runs(), *outcome.again]:
         m.misses = goals.missed(
@@ -432,8 +432,8 @@ def judge(outcome: Outcome) -> dict[str, Any]:
     meeting = [m for m in outcome.sweep if not m.misses and m.tokens is not None]
     best = max(meeting, key=lambda m: m.tokens or 0.0) if meeting else None
     chosen = _measured(outcome, outcome.choice)
-    chosen_tokens = _mean_tokens(outcome, outcome.choice) if chosen else None
-    best_tokens = _mean_tokens(outcome, best.config) if best else None
+    chosen_tokens = _mean(outcome, outcome.choice) if chosen else None
+    best_tokens = _mean(outcome, best.config) if best else None
     share = chosen_tokens / best_tokens if chosen_tokens and best_tokens else None
     errors = [
         abs(m.predicted_change - (m.tokens / base - 1))
@@ -462,7 +462,7 @@ def judge(outcome: Outcome) -> dict[str, Any]:
     }
 
 
-def _mean_tokens(
+def _mean(
     outcome: Outcome, config: Config, figure: str = "generation_tokens_per_s"
 ) -> float | None:
     """The mean of `figure` over every run of `config` (the sweep's, the choice's, `again`)."""
@@ -507,7 +507,7 @@ def print_outcome(outcome: Outcome, verdict: Mapping[str, Any]) -> None:
         f"  {'configuration':<44} {'tok/s':>7} {'preempt/s':>9} {'ITL mean':>8} "
         f"{'TTFT p90':>8}  {'change':>7} {'predicted':>9}  goals"
     )
-    base = _mean_tokens(outcome, {})
+    base = _mean(outcome, {})
     for m in [*outcome.runs(), *outcome.again]:
         f = m.figures
         change = m.tokens / base - 1 if base and m.tokens is not None else None
