@@ -120,6 +120,21 @@ def test_on_the_kv_bound_trace_the_choice_is_the_dense_sweeps_optimum() -> None:
     assert plain and plain[0].meets and (plain[0].tokens or 0) < (choice.chosen.tokens or 0)
 
 
+def test_an_fp8_cache_alone_is_searched_with_seats_around_todays() -> None:
+    """The memory-ceiling rule on a server whose pool fits today's seats twice over with FP8
+    recommends the cache alone (the real KV-exhausted server on an AVX-512 CPU did): the search
+    still scans the seats it may hold, fewer and more, where it ran the formula and today's."""
+    whatif = fitted("memory-ceiling")
+    today = whatif.args.max_num_seqs
+    assert today is not None
+    choice = search(whatif, {"kv_cache_dtype": "fp8"}, Goals(), kv_wall=True)
+    with_fp8 = [t for t in choice.trials if t.changes.get("kv_cache_dtype") == "fp8"]
+    seats = {seats_in(t.changes) for t in with_fp8 if "max_num_seqs" in t.changes}
+    assert len(choice.trials) > 2 and today not in seats, choice.trials
+    assert min(seats) < today < max(seats), seats
+    assert all(t in with_fp8 or t.changes == {"kv_cache_dtype": "auto"} for t in choice.trials)
+
+
 def dense(
     whatif: WhatIf, formula: Mapping[str, KnobValue]
 ) -> list[tuple[dict[str, KnobValue], Prediction]]:

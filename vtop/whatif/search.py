@@ -330,19 +330,24 @@ def _coarse(whatif: WhatIf, base: Changes, *, kv_wall: bool, gpu_room: bool) -> 
     """The coarse scan around the formula's configuration, over the knobs it sets."""
     out: list[Changes] = []
     args = whatif.args
-    if "max_num_seqs" in base:
-        anchors = [_number(base["max_num_seqs"]), float(whatif.check.observed.get("running") or 0)]
+    fp8 = str(base.get("kv_cache_dtype", "")).startswith("fp8")
+    if "max_num_seqs" in base or fp8:
+        # an FP8 cache alone keeps today's seats: the room it makes may hold more, or fewer
+        # may step faster, so its seats are scanned around today's
+        seats = _number(base["max_num_seqs"]) if "max_num_seqs" in base else _today(whatif)
+        anchors = [seats, float(whatif.check.observed.get("running") or 0)]
         values = _log_grid(
             min(a for a in anchors if a > 0) * SEAT_RANGE[0],
             max(anchors) * SEAT_RANGE[1],
             SEAT_POINTS,
         )
-        fp8 = str(base.get("kv_cache_dtype", "")).startswith("fp8")
-        plain = {k: v for k, v in base.items() if k != "kv_cache_dtype"}
-        plain_cap = _today(whatif) if kv_wall else None
-        out += [{**plain, "max_num_seqs": v} for v in _seats(values, plain_cap)]
+        if "max_num_seqs" in base:
+            plain = {k: v for k, v in base.items() if k != "kv_cache_dtype"}
+            plain_cap = _today(whatif) if kv_wall else None
+            out += [{**plain, "max_num_seqs": v} for v in _seats(values, plain_cap)]
         if fp8:
-            out += [{**base, "max_num_seqs": v} for v in _seats(values, None)]
+            today = None if "max_num_seqs" in base else _today(whatif)  # that one is `base`
+            out += [{**base, "max_num_seqs": v} for v in _seats(values, None) if v != today]
     if "max_num_batched_tokens" in base:
         today = args.max_num_batched_tokens or int(_number(base["max_num_batched_tokens"]))
         out += [
