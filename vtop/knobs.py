@@ -132,7 +132,14 @@ class KnobSpec:
 
 
 _WHOLE = 1 << 20
-_PARALLEL = KnobRange(int, 1, 1024)
+
+
+def _counted(name: str, meaning: str, short: str) -> KnobSpec:
+    """A count of processes or GPUs (1 by default), set on the command line or a label."""
+    return KnobSpec(
+        name, int, meaning, ("cmdline", "label"), KnobRange(int, 1, 1024), default=1, short=short
+    )
+
 
 KNOBS: Final[dict[str, KnobSpec]] = {
     s.name: s
@@ -170,6 +177,15 @@ KNOBS: Final[dict[str, KnobSpec]] = {
             page_label="kv_cache_size_tokens",
         ),
         KnobSpec("num_gpu_blocks", int, "KV blocks", ("page",), page_label="num_gpu_blocks"),
+        KnobSpec(
+            "num_gpu_blocks_override",
+            int,
+            "KV blocks pinned by the flag (unset: sized from memory; an FP8 cache keeps the count)",
+            ("cmdline", "page"),
+            range=KnobRange(int, 1, 1 << 30),
+            twin=True,
+            page_label="num_gpu_blocks_override",
+        ),
         KnobSpec(
             "block_size",
             int,
@@ -243,42 +259,10 @@ KNOBS: Final[dict[str, KnobSpec]] = {
             ("page",),
             page_label="kv_cache_max_concurrency",
         ),
-        KnobSpec(
-            "tensor_parallel_size",
-            int,
-            "GPUs one model copy is split across",
-            ("cmdline", "label"),
-            range=_PARALLEL,
-            default=1,
-            short="tp",
-        ),
-        KnobSpec(
-            "pipeline_parallel_size",
-            int,
-            "pipeline stages",
-            ("cmdline", "label"),
-            range=_PARALLEL,
-            default=1,
-            short="pp",
-        ),
-        KnobSpec(
-            "data_parallel_size",
-            int,
-            "model copies (engines)",
-            ("cmdline", "label"),
-            range=_PARALLEL,
-            default=1,
-            short="dp",
-        ),
-        KnobSpec(
-            "api_server_count",
-            int,
-            "API server processes in front of the engine",
-            ("cmdline", "label"),
-            range=_PARALLEL,
-            default=1,
-            short="asc",
-        ),
+        _counted("tensor_parallel_size", "GPUs one model copy is split across", "tp"),
+        _counted("pipeline_parallel_size", "pipeline stages", "pp"),
+        _counted("data_parallel_size", "model copies (engines)", "dp"),
+        _counted("api_server_count", "API server processes in front of the engine", "asc"),
         KnobSpec("fp8_kv_supported", bool, "the server can keep an FP8 KV cache", ("host",)),
         KnobSpec("quantization", str, "weight quantisation method", ("cmdline",), short="q"),
         KnobSpec("model", str, "the model served", ("cmdline",), rules_read=False),

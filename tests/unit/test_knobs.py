@@ -28,7 +28,7 @@ from vtop.whatif import predict
 ROOT = Path(__file__).resolve().parents[2]
 GIB = 1024**3
 
-NOT_KNOBS = {"num_gpu_blocks_override", "port"}
+NOT_KNOBS = {"port"}
 """ServeArgs fields that configure the simulated server, not a knob a what-if changes."""
 
 

@@ -135,6 +135,25 @@ def test_an_fp8_cache_alone_is_searched_with_seats_around_todays() -> None:
     assert all(t in with_fp8 or t.changes == {"kv_cache_dtype": "auto"} for t in choice.trials)
 
 
+def test_a_pinned_pool_is_doubled_only_beside_the_fp8_cache() -> None:
+    """A pool pinned by --num-gpu-blocks-override: the formula doubles its blocks with the FP8
+    cache (the same memory); the seats searched without FP8 keep today's pool, never twice its
+    blocks in the wider dtype (twice the memory, which the server may not have)."""
+    whatif = dataclasses.replace(fitted("memory-ceiling"), pool_pinned=True)
+    blocks = whatif.args.num_gpu_blocks_override
+    assert blocks is not None
+    formula: dict[str, KnobValue] = {
+        "kv_cache_dtype": "fp8",
+        "num_gpu_blocks_override": 2 * blocks,
+        "max_num_seqs": 104,
+    }
+    choice = search(whatif, formula, Goals(), kv_wall=True)
+    plain = [t for t in choice.trials if t.changes.get("kv_cache_dtype") != "fp8"]
+    assert len(plain) > 1, choice.trials
+    for t in plain:
+        assert t.changes.get("num_gpu_blocks_override", blocks) == blocks, t.changes
+
+
 def dense(
     whatif: WhatIf, formula: Mapping[str, KnobValue]
 ) -> list[tuple[dict[str, KnobValue], Prediction]]:

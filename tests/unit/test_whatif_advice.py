@@ -15,12 +15,22 @@ import pytest
 
 from tests.simtools.polled import polled
 from tests.unit.test_whatif_predict import warm
+from vtop.knobs import KnobValue
 from vtop.model import Finding, Knob, Recommendation, Severity
 from vtop.sim.scenarios import get_scenario
 from vtop.sim.twin import Twin
-from vtop.whatif.advice import MIN_GAIN, Advice, Advisor, advise, twin_changes
+from vtop.whatif.advice import (
+    MIN_GAIN,
+    Advice,
+    Advisor,
+    advise,
+    chosen_recommendations,
+    twin_changes,
+)
 from vtop.whatif.check import SelfCheck
+from vtop.whatif.goals import Goals
 from vtop.whatif.predict import Band, Prediction, WhatIf, prepare
+from vtop.whatif.search import Choice, Trial
 from vtop.whatif.watched import Watched
 
 WINDOW_S = 240.0
@@ -124,6 +134,36 @@ def test_only_the_knobs_the_twin_can_set_are_run() -> None:
     )
     finding = Finding("r", "t", "e", Severity.WARNING, "firing", "s", recommendations=recs)
     assert twin_changes(finding) == {"max_num_seqs": 64, "kv_cache_dtype": "fp8"}
+
+
+def test_a_knob_only_the_twins_choice_sets_says_its_value_today() -> None:
+    """An FP8 cache recommended alone, the twin's choice adding 12 seats: the seats' line reads
+    "up from 8" (the server's own), not "now -, assumed" as a knob nobody read."""
+    fp8 = Recommendation(
+        "kv_cache_dtype", Knob("kv_cache_dtype", "auto", "metrics"), "fp8", "set", "", {}
+    )
+    finding = Finding(
+        "ttft-queueing", "t", "e", Severity.WARNING, "firing", "s", recommendations=(fp8,)
+    )
+    seats = Knob("max_num_seqs", 8, "process", "pid 1 command line --max-num-seqs")
+
+    def trial(changes: dict[str, KnobValue]) -> Trial:
+        return Trial(changes, Prediction(changes, {}, {}, "high"), ())
+
+    formula, chosen = (
+        trial({"kv_cache_dtype": "fp8"}),
+        trial({"kv_cache_dtype": "fp8", "max_num_seqs": 12}),
+    )
+    choice = Choice(Goals(), formula, chosen, (formula,), True, "the best of 2", (formula, chosen))
+    advice = Advice(
+        "ttft-queueing", chosen.prediction, None, None, choice=choice, knobs={"max_num_seqs": seats}
+    )
+    recs = {r.knob: r for r in chosen_recommendations(finding, advice)}
+    assert recs["kv_cache_dtype"] is fp8
+    added = recs["max_num_seqs"]
+    assert added.current is seats and added.direction == "raise" and added.change == "up from 8"
+    unread = replace(advice, knobs={})
+    assert chosen_recommendations(finding, unread)[-1].current is None  # nothing read: none said
 
 
 def test_the_report_predicts_within_its_time_budget(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -91,6 +91,7 @@ COMMON_KNOBS = (
     "long_prefill_token_threshold",
     "tensor_parallel_size",
     "api_server_count",
+    "num_gpu_blocks_override",
 )
 """Every knob a shipped rule may recommend (a test holds them to it), and the usual suspects:
 the same list on every question, so the list itself never hints at the answer."""

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Literal
 
 from vtop.figures import ENDPOINT, FIGURE, ITL_MEAN, KV_USAGE, RUNNING, Scope
@@ -111,6 +111,8 @@ class Advice:
     choice: Choice | None = None
     """The twin's search around the finding's formula (`vtop.whatif.search`): `prediction` is
     its chosen configuration's; None when no search ran (the twin could not start)."""
+    knobs: Mapping[str, Knob] = field(default_factory=dict)
+    """The server's knobs as read: the value today of a knob only the choice sets."""
 
     @property
     def demoted(self) -> bool:
@@ -260,12 +262,13 @@ def chosen_recommendations(finding: Finding, advice: Advice | None) -> tuple[Rec
     for knob, value in chosen.items():
         if all(r.knob != knob for r in finding.recommendations):
             chosen_by_twin = "the twin's choice"
+            current = advice.knobs.get(knob) if advice is not None else None
             out.append(
                 Recommendation(
                     knob,
-                    None,
+                    current,
                     value,
-                    _direction(None, value),
+                    _direction(current, value),
                     chosen_by_twin,
                     {},
                     explanation=chosen_by_twin,
@@ -337,7 +340,9 @@ class Advisor:
         cached = self._advice.get(key)
         if cached is not None and cached[0] == stamp:
             return cached[1]
-        advice = advise(finding, whatif, changes, self.goals, deadline=deadline)
+        advice = advise(
+            finding, whatif, changes, self.goals, deadline=deadline, knobs=reading.seen.knobs
+        )
         if advice.choice is None or not advice.choice.cut_short:  # a later look may finish it
             self._advice[key] = (stamp, advice)
         return advice
@@ -425,10 +430,12 @@ def advise(
     goals: Goals | None = None,
     *,
     deadline: float | None = None,
+    knobs: Mapping[str, Knob] | None = None,
 ) -> Advice:
     """Search the configurations around `changes` (the finding's, together) under `goals`
     (`vtop.whatif.search`, until `deadline`) and judge the promise of the finding's first
-    recommendation that promises a figure on the configuration chosen."""
+    recommendation that promises a figure on the configuration chosen. `knobs`: the server's
+    as read, for the value today of a knob only the choice sets."""
     choice = search(
         whatif,
         changes,
@@ -443,4 +450,4 @@ def advise(
     limit = (
         _limit(prediction, promise) if moved is not None and moved < MIN_GAIN and promise else ""
     )
-    return Advice(finding.rule, prediction, promise, moved, limit, choice)
+    return Advice(finding.rule, prediction, promise, moved, limit, choice, dict(knobs or {}))

@@ -92,6 +92,8 @@ def serve_args(knobs: Mapping[str, Knob]) -> tuple[ServeArgs, list[str], list[st
     read: list[str] = []
     assumed: list[str] = []
     for name, kind in KNOB_FIELDS.items():
+        if name == PINNED:
+            continue  # the twin's pool is the one read below, pinned or not
         knob = knobs.get(name)
         if knob is None or knob.value is None:
             assumed.append(f"{name}: unknown, the preset's default")
@@ -100,16 +102,37 @@ def serve_args(knobs: Mapping[str, Knob]) -> tuple[ServeArgs, list[str], list[st
         (assumed if knob.assumed else read).append(f"{name}={knob.value} ({knob.detail})")
     blocks = knobs.get("num_gpu_blocks")
     if blocks is not None and isinstance(blocks.value, int | float) and blocks.value > 0:
-        values["num_gpu_blocks_override"] = int(blocks.value)
+        values[PINNED] = int(blocks.value)
         read.append(f"num_gpu_blocks={blocks.value} ({blocks.detail})")
+        if pool_pinned(knobs):
+            read.append(f"{PINNED}={knobs[PINNED].value}: the pool's blocks pinned by the flag")
     else:
         assumed.append("KV pool: sized by the preset's memory arithmetic")
     return ServeArgs(**values), read, assumed  # type: ignore[arg-type]
 
 
-def changed(args: ServeArgs, preset: Preset, changes: Mapping[str, KnobValue]) -> ServeArgs:
+PINNED = "num_gpu_blocks_override"
+"""The flag that pins the KV pool's block count: vLLM then keeps the count whatever the cache's
+dtype or the memory it may use (`kv_cache_utils.get_num_blocks`), so an FP8 cache holds the
+same tokens in half the memory."""
+
+
+def pool_pinned(knobs: Mapping[str, Knob]) -> bool:
+    """Whether the server's KV pool is pinned by `--num-gpu-blocks-override`."""
+    knob = knobs.get(PINNED)
+    return knob is not None and knob.value is not None
+
+
+def changed(
+    args: ServeArgs,
+    preset: Preset,
+    changes: Mapping[str, KnobValue],
+    *,
+    pinned: bool = False,
+) -> ServeArgs:
     """`args` with `changes` applied; a KV pool read from the server is resized for a new
-    kv_cache_dtype or gpu_memory_utilization as vLLM would size it."""
+    kv_cache_dtype or gpu_memory_utilization as vLLM would size it: not at all where the
+    server's pool is `pinned` (`PINNED`), and to the blocks a change of `PINNED` sets."""
     for name in changes:
         if name not in KNOB_FIELDS:
             raise ValueError(f"unknown knob {name!r}; a what-if can set {', '.join(KNOB_FIELDS)}")
@@ -120,7 +143,7 @@ def changed(args: ServeArgs, preset: Preset, changes: Mapping[str, KnobValue]) -
             raise ValueError(f"{name}={value}: the twin needs {'>= 0' if zero_ok else '> 0'}")
     new = replace(args, **typed)
     blocks = args.num_gpu_blocks_override
-    if blocks is not None:
+    if blocks is not None and PINNED not in typed and not pinned:
         old_bytes = 1 if args.kv_cache_dtype.startswith("fp8") else 2
         new_bytes = 1 if new.kv_cache_dtype.startswith("fp8") else 2
         tokens = blocks * args.block_size * old_bytes / new_bytes
@@ -212,11 +235,13 @@ class WhatIf:
     read: list[str] = field(default_factory=list)
     assumed: list[str] = field(default_factory=list)
     seed: int = 0
+    pool_pinned: bool = False
+    """The server's KV pool is pinned by `--num-gpu-blocks-override` (`changed`)."""
 
     def predict(self, changes: Mapping[str, KnobValue]) -> Prediction:
         """Run the twin with `changes` (several at once are one run) on the same workload."""
         wanted = dict(changes)
-        after_args = changed(self.args, self.step.preset, wanted)
+        after_args = changed(self.args, self.step.preset, wanted, pinned=self.pool_pinned)
         withheld = self.check.withheld_figures()
         if self.check.withheld:
             return Prediction(wanted, {}, {}, "withheld", self.check.reason, withheld)
@@ -262,6 +287,8 @@ class Observation:
     """What a prompt token was seen to add to a step (`fit.prompt_token_cost`; None: unread)."""
     queue_unjudged: str = ""
     """Why the window's queue times are not held against the twin (`check.queue_unjudged`)."""
+    knobs: Mapping[str, Knob] = field(default_factory=dict)
+    """The server's knobs as read (`Watched.knobs`): today's value of a knob a choice sets."""
 
 
 def model_names(knobs: Mapping[str, Knob]) -> tuple[str, ...]:
@@ -312,6 +339,7 @@ def observe(watched: Watched, window_s: float, *, scope: Scope = ENDPOINT) -> Ob
         window_s,
         per_prompt_token,
         queue_unjudged(store, window_s, scope),
+        dict(knobs),
     )
 
 
@@ -362,6 +390,7 @@ def prepare_from(seen: Observation, *, seed: int = 0, earlier: Sequence[StepPoin
         read=[*work.read, *seen.read, step.describe(), *filter(None, [seen.queue_unjudged])],
         assumed=[*work.assumed, *seen.assumed],
         seed=seed,
+        pool_pinned=pool_pinned(seen.knobs),
     )
 
 

@@ -29,7 +29,7 @@ from vtop.figures import GENERATION, ITL_MEAN, PREEMPTIONS
 from vtop.knobs import KV_WALL, KnobValue
 from vtop.whatif.check import SelfCheck
 from vtop.whatif.goals import SUSTAINED_PREEMPTION_PER_S, Goals
-from vtop.whatif.predict import BAND_FLOOR, Prediction, WhatIf
+from vtop.whatif.predict import BAND_FLOOR, PINNED, Prediction, WhatIf
 
 MAX_TRIALS = 16
 """Twin runs one search may make: the formula's, the coarse scans (`SEAT_POINTS` each), the
@@ -342,7 +342,8 @@ def _coarse(whatif: WhatIf, base: Changes, *, kv_wall: bool, gpu_room: bool) -> 
             SEAT_POINTS,
         )
         if "max_num_seqs" in base:
-            plain = {k: v for k, v in base.items() if k != "kv_cache_dtype"}
+            # without FP8, the pool as it is: twice a pinned pool's blocks is FP8's same memory
+            plain = {k: v for k, v in base.items() if k not in ("kv_cache_dtype", PINNED)}
             plain_cap = _today(whatif) if kv_wall else None
             out += [{**plain, "max_num_seqs": v} for v in _seats(values, plain_cap)]
         if fp8:
