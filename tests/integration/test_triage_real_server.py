@@ -302,6 +302,9 @@ def test_kv_exhausted_server_is_memory_ceiling_within_30_s(server: VllmServer) -
     )
     if fp8.value:
         assert flags and any(f.startswith("--kv-cache-dtype") for f in flags), flags
+        # the pool is pinned (--num-gpu-blocks-override 24), a count FP8 alone would keep
+        pinned = doc["endpoints"][0]["knobs"]["num_gpu_blocks_override"]["value"]
+        assert f"--num-gpu-blocks-override {2 * pinned}" in flags, flags
     else:
         assert not any(f.startswith("--kv-cache-dtype") for f in flags), flags
         lower = [r for r in top["recommendations"] if r["knob"] == "max_num_seqs"]
