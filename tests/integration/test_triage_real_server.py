@@ -304,6 +304,7 @@ def test_kv_exhausted_server_is_memory_ceiling_within_30_s(server: VllmServer) -
         assert flags and any(f.startswith("--kv-cache-dtype") for f in flags), flags
         # the pool is pinned (--num-gpu-blocks-override 24), a count FP8 alone would keep
         pinned = doc["endpoints"][0]["knobs"]["num_gpu_blocks_override"]["value"]
+        assert isinstance(pinned, int), doc["endpoints"][0]["knobs"]
         assert f"--num-gpu-blocks-override {2 * pinned}" in flags, flags
     else:
         assert not any(f.startswith("--kv-cache-dtype") for f in flags), flags
