@@ -86,6 +86,18 @@ KNOB_FIELDS: Final[dict[str, type]] = {name: KNOBS[name].kind for name in twin_k
 """The knobs a what-if can set (ServeArgs fields) and their types, as `vtop.knobs` says."""
 
 
+PINNED = "num_gpu_blocks_override"
+"""The flag that pins the KV pool's block count: vLLM then keeps the count whatever the cache's
+dtype or the memory it may use (`kv_cache_utils.get_num_blocks`), so an FP8 cache holds the
+same tokens in half the memory."""
+
+
+def pool_pinned(knobs: Mapping[str, Knob]) -> bool:
+    """Whether the server's KV pool is pinned by `--num-gpu-blocks-override`."""
+    knob = knobs.get(PINNED)
+    return knob is not None and knob.value is not None
+
+
 def serve_args(knobs: Mapping[str, Knob]) -> tuple[ServeArgs, list[str], list[str]]:
     """The twin's knobs from the discovered ones; (args, read, assumed)."""
     values: dict[str, KnobValue] = {}
@@ -109,18 +121,6 @@ def serve_args(knobs: Mapping[str, Knob]) -> tuple[ServeArgs, list[str], list[st
     else:
         assumed.append("KV pool: sized by the preset's memory arithmetic")
     return ServeArgs(**values), read, assumed  # type: ignore[arg-type]
-
-
-PINNED = "num_gpu_blocks_override"
-"""The flag that pins the KV pool's block count: vLLM then keeps the count whatever the cache's
-dtype or the memory it may use (`kv_cache_utils.get_num_blocks`), so an FP8 cache holds the
-same tokens in half the memory."""
-
-
-def pool_pinned(knobs: Mapping[str, Knob]) -> bool:
-    """Whether the server's KV pool is pinned by `--num-gpu-blocks-override`."""
-    knob = knobs.get(PINNED)
-    return knob is not None and knob.value is not None
 
 
 def changed(
