@@ -29,9 +29,13 @@ from no higher than `WAVE_FROM` of it: at one poll a second a wave of the batch'
 from wherever the draining batch was at the last poll before it."""
 
 
-UNREPLACED_BIN_S = 2.0
-"""The shortest stretch `unreplaced` judges: a closed-loop client's next request reaches the
-server within it, a client waiting for its batch sends nothing for as long as the batch drains."""
+REPLACED_WITHIN_S = 0.5
+"""How late a request may reach the server and still replace an answer: a closed-loop
+client's next request comes within it (a poll or two later at four polls a second), while a
+client waiting for its batch sends nothing until the batch has drained. At one poll a second
+only the same interval counts: a wave's refill, the poll after its drain, replaces nothing."""
+POLL_JITTER_S = 0.05
+"""Polls a second apart land up to this much late; one interval later is still later."""
 
 
 def quantile(q: float, values: Sequence[float]) -> float | None:
@@ -120,19 +124,18 @@ def unreplaced(
 ) -> float | None:
     """`unreplaced_share` (or `unreplaced_drain`): requests that finished with nothing new
     coming in for them (see `derived.DERIVED`). Requests in the server are conserved: what came
-    in over a stretch is the change of demand plus what finished, so the finishes beyond the
-    arrivals of a stretch are the client holding back. Counted per request, not per stretch: a
-    client waiting for its batch sends the next wave the moment the last answer comes, so the
-    stretch that holds the wave's last finishes holds the next wave's first arrivals too, and
-    whole-stretch counting lost those finishes (a third of a wave on the real server, at one
-    poll a second, enough to read real waves as OK). Stretches are at least `UNREPLACED_BIN_S`
-    long, so a closed-loop client that replaces a request a poll later (four polls a second)
-    counts as replacing it; failed polls are skipped.
+    in between two polls is the change of demand plus what finished. Each arrival replaces
+    an answer of its own poll interval or of one at most `REPLACED_WITHIN_S` before it
+    (oldest first); an answer no arrival took by then was held back. Counted per request,
+    interval by interval: a client waiting for its batch sends the next wave the moment the
+    last answer comes, so 2 s stretches (how this was counted before) held a fast wave's last
+    finishes and the next wave's arrivals together and read half of a 5 s wave as replaced
+    (the real server, one poll a second: OK on real waves). Failed polls are skipped.
 
-    The drain is the most held back in one run of stretches with no arrival (up to the stretch
-    where requests come again), over the batch's p95: a wave drains in one run, while
-    independent arrivals at a low rate (a few long requests a minute) leave a finish or two
-    unreplaced between arrivals, never most of the batch."""
+    The drain is the most held back in one run of intervals with no arrival, over the batch's
+    p95: a wave drains in one run, while independent arrivals at a low rate (a few long
+    requests a minute) leave a finish or two unreplaced between arrivals, never most of the
+    batch."""
     points = [
         (t, d, f)
         for t, d, f in zip(times, demand, finished, strict=True)
@@ -140,20 +143,31 @@ def unreplaced(
     ]
     if len(points) < 2:
         return None
-    stretches = [points[0]]
-    for p in points[1:]:
-        if p[0] - stretches[-1][0] >= UNREPLACED_BIN_S:
-            stretches.append(p)
-    done = held_back = run = longest = 0.0
-    for (_, d0, f0), (_, d1, f1) in itertools.pairwise(stretches):
-        ended = max(0.0, f1 - f0)  # a counter reset is no finish
-        came = max(0.0, d1 - d0 + ended)
-        unreplaced_here = max(0.0, ended - came)
-        done += ended
-        held_back += unreplaced_here
-        run += unreplaced_here
+    steps = list(itertools.pairwise(points))
+    ended = [max(0.0, f1 - f0) for (_, _, f0), (_, _, f1) in steps]  # a reset is no finish
+    came = [max(0.0, d1 - d0 + e) for ((_, d0, _), (_, d1, _)), e in zip(steps, ended, strict=True)]
+    lost = [0.0] * len(steps)  # by the interval the answers came in
+    open_answers: list[list[float]] = []  # [seen at, interval, answers not replaced yet]
+    for i, (_, (t1, _, _)) in enumerate(steps):
+        too_late = t1 - REPLACED_WITHIN_S - POLL_JITTER_S
+        for seen_at, j, n in open_answers:
+            if seen_at < too_late:
+                lost[int(j)] += n
+        open_answers = [a for a in open_answers if a[0] >= too_late]
+        open_answers.append([t1, i, ended[i]])
+        arrivals = came[i]
+        for answer in open_answers:  # the oldest first
+            taken = min(answer[2], arrivals)
+            answer[2] -= taken
+            arrivals -= taken
+    # the window ended before these had their time: neither replaced nor held back
+    done = sum(ended) - sum(n for _, _, n in open_answers)
+    held_back = sum(lost)
+    run = longest = 0.0
+    for i in range(len(steps)):
+        run += lost[i]
         longest = max(longest, run)
-        if came >= 0.5:  # the client sent again: this drain, if it was one, is over
+        if came[i] >= 0.5:  # the client sent again: this drain, if it was one, is over
             run = 0.0
     if share:
         return held_back / done if done > 0 else None
