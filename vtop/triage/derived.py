@@ -266,23 +266,24 @@ DERIVED: dict[str, Derived] = {
             "unreplaced_share",
             "window",
             "ratio",
-            "Share of the requests finished over W that no new request replaced (over "
-            "stretches of 2 s: the finishes beyond what came in, which is the change of "
-            "running + waiting plus what finished). A client that waits for its whole "
+            "Share of the requests finished over W that no new request replaced within "
+            "0.5 s (what came in between two polls is the change of running + waiting "
+            "plus what finished; each arrival takes the oldest answer still open). A "
+            "client that waits for its whole "
             "batch sends nothing while the batch drains (near 1); closed-loop clients "
             "replace each answer with a request (near 0; a third where a starved front end "
             "hands the replacements over in bursts, seconds late).",
-            "no PromQL: stretches of conserved requests",
+            "no PromQL: conserved requests, poll by poll",
         ),
         Derived(
             "unreplaced_drain",
             "window",
             "ratio",
-            "The most requests unreplaced_share counts in one run of stretches with no "
-            "arrival (up to the stretch where requests come again) over W, over the batch's "
+            "The most requests unreplaced_share counts in one run of poll intervals with no "
+            "arrival (up to the interval where requests come again) over W, over the batch's "
             "p95: about 1 when a whole wave drained; a finish or two between independent "
             "arrivals.",
-            "no PromQL: stretches of conserved requests",
+            "no PromQL: conserved requests, poll by poll",
         ),
         Derived(
             "prompt_quiet",
