@@ -12,13 +12,14 @@ import pytest
 from tests.simtools.polled import polled
 from vtop.knobs import KnobValue
 from vtop.model import Knob
+from vtop.sim.calibration import StepPoint
 from vtop.sim.hardware import CPU_ENGINE, QWEN_4090_AWQ
 from vtop.sim.scenarios import get_scenario
 from vtop.sim.serve_args import ServeArgs
 from vtop.sim.twin import Twin
 from vtop.sim.workload import ClosedLoop
 from vtop.whatif.check import FIGURES, QUEUE_FIGURES, SelfCheck, check, figures, queue_unjudged
-from vtop.whatif.predict import WhatIf, changed, pool_pinned, prepare
+from vtop.whatif.predict import REACH_WIDEN, WhatIf, batch_reach, changed, pool_pinned, prepare
 from vtop.whatif.watched import read_trace
 
 WINDOW_S = 240.0
@@ -140,6 +141,24 @@ def test_assumed_inputs_widen_the_band(whatif: WhatIf) -> None:
     wide = guessed.figures["generation_tokens_per_s"]
     assert wide.after == known.after
     assert wide.high - wide.low == pytest.approx(known.high - known.low + 0.4 * known.after)
+
+
+def test_a_batch_past_those_the_window_ran_widens_the_band(whatif: WhatIf) -> None:
+    def seen(*seqs: float) -> tuple[StepPoint, ...]:
+        return tuple(StepPoint("chunk", n, n, 100.0 * n, 0.01) for n in seqs)
+
+    assert batch_reach(seen(2.0), 8.0) == pytest.approx(2.0)
+    assert batch_reach(seen(2.0), 0.5) == pytest.approx(2.0)  # fewer seats: the shape too
+    assert batch_reach(seen(2.0, 8.0), 4.0) == 0.0
+    assert batch_reach((), 8.0) == 0.0 and batch_reach(seen(2.0), None) == 0.0
+    # the same change, its batch seen by the window or four times wider than any step seen
+    running = whatif.predict(RECOMMENDED).figures["running"].after
+    near = replace(whatif, step=replace(whatif.step, points=seen(running)))
+    far = replace(whatif, step=replace(whatif.step, points=seen(running / 4)))
+    a = near.predict(RECOMMENDED).figures["generation_tokens_per_s"]
+    b = far.predict(RECOMMENDED).figures["generation_tokens_per_s"]
+    assert b.after == a.after
+    assert b.high - b.low == pytest.approx(a.high - a.low + 2 * 2 * REACH_WIDEN * a.after)
 
 
 REAL_TRACE = Path(__file__).resolve().parents[2] / "traces" / "vllm-cpu-kv-exhaustion.vtrace"

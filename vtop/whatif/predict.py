@@ -13,7 +13,9 @@ The server comes in as a `Watched` (its store, knobs and GPU), never as the moni
   widened by `UNKNOWN_WIDEN` for each of the inputs a change leans on that had to be assumed
   (`UNKNOWNS`: the length distributions, the batch cap, the KV pool): today's self-check can
   pass on an assumption that the changed configuration exposes. The band is never narrower
-  than the figure's floor either side (a predicted 0 preemptions/s reads 0-0.1, not 0-0). A
+  than the figure's floor either side (a predicted 0 preemptions/s reads 0-0.1, not 0-0), and
+  widened by `REACH_WIDEN` for each doubling (or halving) of the batch past the sizes the
+  window's steps ran at (`batch_reach`): there the step's shape is the preset's. A
   family the self-check withheld is not predicted (`Prediction.withheld` says why). The
   figures the step law sets (`STEP_FIGURES`: tokens/s, ITL) are stated from what the server
   showed, times the twin's change: the twin's bias at today's knobs is its bias after.
@@ -25,6 +27,7 @@ The server comes in as a `Watched` (its store, knobs and GPU), never as the moni
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Final
@@ -71,6 +74,13 @@ PAGE_EVERY_S = 10.0
 BAND_FLOOR = 0.10
 """The narrowest band a prediction carries: the real server's own run-to-run spread (the same
 configuration and load measured 392 and 439 tokens/s in two runs of bench/whatif_real.py)."""
+REACH_WIDEN = 0.06
+"""Added to a band for each doubling of the batch past those the window's steps ran at. A law
+fitted at one batch size takes its shape from the preset, and CPUs of one kind differ there:
+a 2-seat window on an AVX-512 CPU whose steps have no flat bottom predicted 8 seats +185 %
+(measured +154 %: the step 1.40x where it was 1.58x, 12 % off over two doublings); a float32
+one predicted 4 seats +77 % (measured +56 %: 13 % over one). The band said ±10 % of the after
+value at "confidence high", and the measurement sat on its edge."""
 UNKNOWN_WIDEN = 0.10
 UNKNOWNS = ("prompt lengths", "generation lengths", "max_num_seqs", "KV pool")
 """Assumed inputs (by the start of their `assumed` line) that widen every band."""
@@ -224,6 +234,15 @@ class Prediction:
     """Figure -> why it is not predicted."""
 
 
+def batch_reach(points: Sequence[StepPoint], running: float | None) -> float:
+    """Doublings (or halvings) from the batch sizes the window's steps ran at to `running`, the
+    batch the twin runs after a change (0 inside them, or with nothing to compare)."""
+    seen = [p.seqs for p in points if p.seqs > 0]
+    if not seen or running is None or running <= 0:
+        return 0.0
+    return max(0.0, math.log2(running / max(seen)), math.log2(min(seen) / running))
+
+
 @dataclass(frozen=True, slots=True)
 class WhatIf:
     """A twin fitted to one server over one window, checked, ready to run changes."""
@@ -249,7 +268,7 @@ class WhatIf:
         token_error = self.check.errors["generation_tokens_per_s"] or 0.0
         widen = UNKNOWN_WIDEN * sum(
             1 for a in self.assumed if any(a.startswith(u) for u in UNKNOWNS)
-        )
+        ) + REACH_WIDEN * batch_reach(self.step.points, after.get("running"))
         bands: dict[str, Band] = {}
         for name in FIGURES:
             now, value = self.check.twin.get(name), after.get(name)
