@@ -156,7 +156,7 @@ def test_a_declined_plan_restarts_nothing_and_a_yes_edits_the_flags_file(
     yes = vtop(*common, "--yes", "--max-restarts", "3", "--log", str(tmp_path / "yes.json"))
     assert yes.returncode == 0, yes.stderr
     doc = json.loads((tmp_path / "yes.json").read_text())
-    assert len(doc["trials"]) == 2, doc
+    assert len(doc["trials"]) == 2, (doc["stopped"], [t.get("verdict") for t in doc["trials"]])
     assert "not applied: max_num_seqs 16, not " in doc["trials"][1]["note"], doc
     assert "the restart did not apply the flags" in doc["stopped"]
     asked = doc["trials"][1]["changes"]["max_num_seqs"]
