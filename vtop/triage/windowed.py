@@ -144,24 +144,24 @@ def unreplaced(
     if len(points) < 2:
         return None
     steps = list(itertools.pairwise(points))
+    ends = [t1 for _, (t1, _, _) in steps]
     ended = [max(0.0, f1 - f0) for (_, _, f0), (_, _, f1) in steps]  # a reset is no finish
     came = [max(0.0, d1 - d0 + e) for ((_, d0, _), (_, d1, _)), e in zip(steps, ended, strict=True)]
-    lost = [0.0] * len(steps)  # by the interval the answers came in
-    open_answers: list[list[float]] = []  # [seen at, interval, answers not replaced yet]
-    for i, (_, (t1, _, _)) in enumerate(steps):
-        too_late = t1 - REPLACED_WITHIN_S - POLL_JITTER_S
-        for seen_at, j, n in open_answers:
-            if seen_at < too_late:
-                lost[int(j)] += n
-        open_answers = [a for a in open_answers if a[0] >= too_late]
-        open_answers.append([t1, i, ended[i]])
+    left = ended.copy()  # each interval's answers no arrival has taken yet
+    lost = [0.0] * len(steps)  # what was left of them when their time was up
+    first_open = 0
+    for i, end in enumerate(ends):
+        too_late = end - REPLACED_WITHIN_S - POLL_JITTER_S
+        while ends[first_open] < too_late:
+            lost[first_open] = left[first_open]
+            first_open += 1
         arrivals = came[i]
-        for answer in open_answers:  # the oldest first
-            taken = min(answer[2], arrivals)
-            answer[2] -= taken
+        for j in range(first_open, i + 1):  # the oldest first
+            taken = min(left[j], arrivals)
+            left[j] -= taken
             arrivals -= taken
     # the window ended before these had their time: neither replaced nor held back
-    done = sum(ended) - sum(n for _, _, n in open_answers)
+    done = sum(ended) - sum(left[first_open:])
     held_back = sum(lost)
     run = longest = 0.0
     for i in range(len(steps)):
